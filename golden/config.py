@@ -35,7 +35,7 @@ def _default_shift(fan: int) -> int:
 class Config:
     """Model and training parameters (spec section 9 lists ranges and defaults)."""
 
-    layers: tuple[int, ...] = (64, 32, 10)
+    layers: tuple[int, ...] = (64, 64, 10)
     population: int = 256
     rank: int = 4
     mode: str = "lowrank"

@@ -1,2 +1,91 @@
-def main(argv=None):
-    return 0
+"""The ``pentegg`` command line.
+
+Every command lives in its own module (``pentegg.cmd_*``) exposing
+``register(subparsers)``, which adds a parser whose ``func(args)`` runs the command and
+returns an exit code. Errors a user can cause (bad flags, bad files, out-of-range
+parameters) print one line on stderr and exit 2; nothing prints a traceback for them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+
+COMMAND_MODULES = ("cmd_info", "cmd_train", "cmd_bench", "cmd_hw")
+
+
+class UsageError(Exception):
+    """A user error detected after parsing; printed as one line, exit code 2."""
+
+
+class ArgParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors are one line and exit with code 2."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        raise SystemExit(2)
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exception types that mean bad input, not a bug."""
+    from .golden import ConfigError, DigitRangeError, InputError, StateFileError
+
+    errs: list[type[BaseException]] = [
+        UsageError,
+        ConfigError,
+        StateFileError,
+        InputError,
+        DigitRangeError,
+        FileNotFoundError,
+        IsADirectoryError,
+        PermissionError,
+    ]
+    for mod, name in (("pentegg.tasks", "TaskError"), ("pentegg.cmd_hw", "HardwareError")):
+        try:
+            errs.append(getattr(importlib.import_module(mod), name))
+        except (ImportError, AttributeError):
+            pass
+    return tuple(errs)
+
+
+def build_parser() -> ArgParser:
+    p = ArgParser(
+        prog="pentegg",
+        description="Pentary-EGGROLL: integer-only low-rank evolution strategies for "
+        "five-level networks, from the golden model to the FPGA.",
+    )
+    p.add_argument("--version", action="version", version=f"pentegg {__version__}")
+    sub = p.add_subparsers(dest="command", metavar="COMMAND", parser_class=ArgParser)
+    for name in COMMAND_MODULES:
+        try:
+            mod = importlib.import_module(f"pentegg.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"pentegg.{name}":
+                continue
+            raise
+        mod.register(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "func", None):
+        parser.print_help()
+        return 2
+    try:
+        return int(args.func(args) or 0)
+    except user_errors() as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        sys.stderr.write(f"pentegg {args.command}: error: {msg}\n")
+        return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"pentegg {args.command}: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
