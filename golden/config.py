@@ -48,7 +48,7 @@ class Config:
     latent_bits: int = 8
     latent_shift: int = 3
     margin: int = 32
-    init: str = "random"
+    init: str = "zero"
     seed: int = 0
     acc_bits: int = 32
 

@@ -15,20 +15,19 @@ import numpy as np
 
 
 def classification_scores(logits, y, margin: int) -> np.ndarray:
-    """Per-member score (int64) from logits (N, batch, C) and labels (batch,)."""
-    z = np.asarray(logits, dtype=np.int64)
+    """Per-member score (int64) from int8 logits (N, batch, C) and labels (batch,)."""
+    z = np.asarray(logits)
     y = np.asarray(y, dtype=np.int64)
-    _n, b, c = z.shape
+    _, b, c = z.shape
     if y.shape != (b,):
         raise ValueError(f"labels shape {y.shape} does not match batch {b}")
     if y.size and (y.min() < 0 or y.max() >= c):
         raise ValueError(f"labels must lie in 0..{c - 1}")
-    idx = np.arange(b)
-    true = z[:, idx, y]
-    other = z.copy()
-    other[:, idx, y] = np.iinfo(np.int64).min
-    m = true - other.max(axis=2)
-    return np.minimum(m, margin).sum(axis=1)
+    z = z.astype(np.int16)  # logits are int8; margins lie in [-254, 254]
+    true = np.take_along_axis(z, y[None, :, None], axis=2)[..., 0]
+    np.put_along_axis(z, y[None, :, None], -32768, axis=2)  # exclude the true class
+    margins = true - z.max(axis=2)
+    return np.minimum(margins, margin).sum(axis=1, dtype=np.int64)
 
 
 def centered_ranks(scores) -> np.ndarray:

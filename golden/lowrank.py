@@ -46,6 +46,7 @@ def lrmul(a: np.ndarray, b: np.ndarray, f: int) -> np.ndarray:
 
     ``a`` is (..., out, r), ``b`` is (..., fan, r); the result is (..., out, fan) int8.
     """
+    a, b = np.asarray(a), np.asarray(b)
     r = a.shape[-1]
     d = exact_matmul(a, np.swapaxes(b, -1, -2), bound=4 * r)
     return pquant(d, f)

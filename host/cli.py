@@ -24,7 +24,7 @@ class UsageError(Exception):
 class ArgParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit with code 2."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
 
@@ -87,5 +87,7 @@ def main(argv: list[str] | None = None) -> int:
         return 130
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover - use `python -m pentegg`
+    from pentegg.cli import main as _main  # one copy of the module, one UsageError class
+
+    sys.exit(_main())

@@ -1,0 +1,332 @@
+"""``pentegg train``, ``pentegg eval`` and ``pentegg plot``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from .cli import UsageError
+
+# model flags -> Config field, parser
+MODEL_FLAGS = {
+    "population": int,
+    "rank": int,
+    "mode": str,
+    "shaping": str,
+    "update": str,
+    "digits": str,
+    "sigma_shift": int,
+    "tau": int,
+    "latent_bits": int,
+    "latent_shift": int,
+    "margin": int,
+    "init": str,
+}
+
+
+def _int_list(text: str) -> tuple[int, ...]:
+    try:
+        vals = tuple(int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"'{text}' is not a comma-separated list of integers"
+        ) from None
+    return vals
+
+
+def _positive(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"{v} must be at least 1")
+    return v
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not an integer") from None
+    if not 0 <= v < 1 << 32:
+        raise argparse.ArgumentTypeError(f"{v} out of range 0..4294967295")
+    return v
+
+
+def register(sub) -> None:
+    p = sub.add_parser(
+        "train",
+        help="train a pentary network with Pentary-EGGROLL (golden model)",
+        description="Train a pentary network on a task with the golden model. Unset options "
+        "take the task's tuned defaults (docs/tasks.md), then the spec defaults "
+        "(pentegg info).",
+    )
+    p.add_argument(
+        "--task", required=True, help="digits | xor | cartpole | csv:PATH (your own table)"
+    )
+    p.add_argument("--steps", type=_positive, help="total ES steps (task default)")
+    p.add_argument("--population", type=int, help="members, even, 2..4096")
+    p.add_argument("--rank", type=int, help="low-rank noise rank: 1, 4, 16 or 64")
+    p.add_argument("--mode", choices=("lowrank", "quantized"), help="perturbation mode")
+    p.add_argument("--shaping", choices=("rank", "sign"), help="fitness shaping")
+    p.add_argument("--update", choices=("latent", "pentary"), help="weight update rule")
+    p.add_argument("--digits", choices=("binomial", "uniform"), help="noise digit distribution")
+    p.add_argument("--seed", type=_seed, help="run seed (default 0)")
+    p.add_argument("--batch", type=_positive, help="samples (episodes for cartpole) per step")
+    p.add_argument("--hidden", type=_int_list, help="hidden widths, e.g. 64 or 64,32")
+    p.add_argument("--sigma-shift", type=int, help="noise scale-down shift, 0..8")
+    p.add_argument("--tau", type=int, help="update significance threshold, Q4, 0..4095")
+    p.add_argument("--latent-bits", type=int, help="latent state width, 3..8")
+    p.add_argument("--latent-shift", type=int, help="latent to weight shift q")
+    p.add_argument("--margin", type=int, help="classification hinge margin, 1..254")
+    p.add_argument("--act-shifts", type=_int_list, help="activation shift per layer")
+    p.add_argument("--init", choices=("random", "zero"), help="initial weights")
+    p.add_argument("--split-seed", type=int, default=0, help="csv: seed of the 80/20 split")
+    p.add_argument("--eval-every", type=_positive, help="evaluate the metric every N steps")
+    p.add_argument(
+        "--checkpoint-every",
+        type=_positive,
+        default=100,
+        help="write the state every N steps (default 100, and at the end)",
+    )
+    p.add_argument("--out", type=Path, help="run directory for state, curve and plot")
+    p.add_argument(
+        "--resume", type=Path, metavar="DIR", help="continue the run in DIR up to --steps total"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON object on the last line of stdout",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.set_defaults(func=run_train)
+
+    e = sub.add_parser(
+        "eval",
+        help="evaluate a saved model on a task",
+        description="Evaluate a state file (or run directory) on a task's metric.",
+    )
+    e.add_argument("--task", required=True, help="digits | xor | cartpole | csv:PATH")
+    e.add_argument("--model", required=True, type=Path, help="state.pegg or a run directory")
+    e.add_argument("--json", action="store_true", help="print one JSON object")
+    e.set_defaults(func=run_eval)
+
+    pl = sub.add_parser(
+        "plot",
+        help="overlay the learning curves of runs",
+        description="Overlay learning curves (metric against steps and wall "
+        "time) of one or more run directories.",
+    )
+    pl.add_argument("runs", nargs="+", type=Path, metavar="DIR")
+    pl.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        default=Path("curves.png"),
+        help="PNG to write (default curves.png)",
+    )
+    pl.set_defaults(func=run_plot)
+
+
+def _config_from_args(args, task):
+    from .golden import Config
+
+    d = task.defaults
+    hidden = args.hidden or d.get("hidden", (64,))
+    kw = {"layers": task.layers(tuple(hidden))}
+    for name in MODEL_FLAGS:
+        v = getattr(args, name)
+        if v is None:
+            v = d.get(name)
+        if v is not None:
+            kw[name] = v
+    if args.act_shifts is not None:
+        kw["act_shifts"] = args.act_shifts
+    elif d.get("act_shifts") is not None:
+        kw["act_shifts"] = d["act_shifts"]
+    kw["seed"] = args.seed if args.seed is not None else 0
+    for k, v in d.get("config", {}).items():
+        if getattr(args, k, None) is None:
+            kw[k] = v
+    return Config(**kw).validate()
+
+
+def run_train(args) -> int:
+    from .golden import Config
+    from .progress import Progress
+    from .tasks import get_task
+    from .train import (
+        PLOT_FILE,
+        STATE_FILE,
+        RunResult,
+        load_run,
+        result_record,
+        run_training,
+        write_run_json,
+    )
+
+    meta: dict
+    if args.resume:
+        state, meta, curve = load_run(args.resume)
+        if meta.get("task") != args.task:
+            raise UsageError(
+                f"--resume {args.resume}: the run trained task "
+                f"'{meta.get('task')}', not '{args.task}'"
+            )
+        changed = [
+            f"--{n.replace('_', '-')}"
+            for n in (*MODEL_FLAGS, "hidden", "act_shifts")
+            if getattr(args, n) is not None
+        ]
+        if args.seed is not None and args.seed != state.cfg.seed:
+            changed.append("--seed")
+        if changed:
+            raise UsageError(
+                f"{', '.join(changed)} cannot change on --resume (the run's "
+                "configuration is in its state file)"
+            )
+        task = get_task(args.task, meta=meta)
+        cfg = state.cfg
+        batch = int(meta["batch"]) if args.batch is None else args.batch
+        if batch != int(meta["batch"]):
+            raise UsageError("--batch cannot change on --resume")
+        steps = args.steps or int(meta.get("steps_target", state.step))
+        out = args.out or args.resume
+        wall0 = float(meta.get("wall_s", 0.0))
+    else:
+        task = get_task(args.task, split_seed=args.split_seed)
+        cfg = _config_from_args(args, task)
+        if task.n_outputs < 2:
+            raise UsageError("a task needs at least 2 classes")
+        batch = args.batch or task.defaults.get("batch", 256)
+        steps = args.steps or task.defaults.get("steps", 1000)
+        from .train import new_state
+
+        state, curve, wall0 = new_state(cfg), [], 0.0
+        meta = task.meta()
+        out = args.out
+        if out is not None and (out / STATE_FILE).exists():
+            raise UsageError(
+                f"--out {out} already holds a run; continue it with --resume "
+                f"{out} or choose another directory"
+            )
+    if steps > 65535:
+        raise UsageError(f"--steps {steps} out of range 1..65535 (spec 2.3)")
+    if out is not None:
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out}: exists and is not a directory")
+        out.mkdir(parents=True, exist_ok=True)
+    meta.update(task=task.name, batch=batch, steps_target=steps)
+    eval_every = args.eval_every or task.defaults.get("eval_every", 25)
+    prog = Progress(steps, label=task.name, enabled=False if args.quiet else None, start=state.step)
+    res: RunResult = run_training(
+        task,
+        state,
+        steps,
+        batch,
+        eval_every=eval_every,
+        checkpoint_every=args.checkpoint_every,
+        out=out,
+        meta=meta,
+        curve=curve,
+        wall0=wall0,
+        progress=prog,
+    )
+    rec = result_record(task, res, batch, out)
+    if out is not None:
+        from .plot import plot_curves
+
+        plot_curves([(out.name or str(out), res.curve)], out / PLOT_FILE, task.metric_name)
+        opts = {
+            k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"
+        }
+        opts["config"] = Config.to_dict(cfg)
+        write_run_json(out, rec, opts)
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        extra = " (solved)" if res.solved else ""
+        print(
+            f"{task.name}: {task.metric_name} {res.value:.4f}{extra} after {res.state.step} "
+            f"steps, {res.wall_s:.1f} s; weights sha256 {rec['weights_sha256'][:16]}"
+        )
+        if out is not None:
+            print(f"run saved in {out}/ (state.pegg, curve.csv, curve.png, run.json)")
+    return 0
+
+
+def _model_path(p: Path) -> Path:
+    from .train import STATE_FILE
+
+    return p / STATE_FILE if p.is_dir() else p
+
+
+def run_eval(args) -> int:
+    from .golden import load_state, weights_sha256
+    from .tasks import get_task
+
+    state, meta = load_state(_model_path(args.model))
+    task = get_task(args.task, meta=meta if args.task.startswith("csv:") else None)
+    want = (task.n_inputs, task.n_outputs)
+    have = (state.cfg.layers[0], state.cfg.layers[-1])
+    if want != have:
+        raise UsageError(
+            f"{args.model}: the model maps {have[0]} inputs to {have[1]} outputs; "
+            f"task {task.name} needs {want[0]} -> {want[1]}"
+        )
+    scope = "test split"
+    if args.task.startswith("csv:") and meta.get("csv_sha256") not in (None, task.sha256):
+        # a different file of the same format: evaluate every row with the training scaler
+        task.x_test, task.y_test = task.x_all, task.y_all
+        scope = "all rows (file differs from the training file)"
+    value = task.metric(state)
+    rec = {
+        "task": task.name,
+        "model": str(args.model),
+        "metric": task.metric_name,
+        "value": value,
+        "steps": state.step,
+        "weights_sha256": weights_sha256(state),
+        "scope": scope,
+    }
+    if task.name == "cartpole":
+        rec["solved"] = task.solved(value)
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        print(
+            f"{task.name}: {task.metric_name} {value:.4f} ({scope}; model after {state.step} "
+            f"steps, weights sha256 {rec['weights_sha256'][:16]})"
+        )
+    return 0
+
+
+def run_plot(args) -> int:
+    from .plot import plot_curves
+    from .train import CURVE_FILE, RUN_FILE, read_curve
+
+    runs, metric = [], "metric"
+    for d in args.runs:
+        f = d / CURVE_FILE if d.is_dir() else d
+        if not f.exists():
+            raise UsageError(f"{d}: no {CURVE_FILE} (is it a run directory?)")
+        try:
+            curve = read_curve(f)
+        except (ValueError, KeyError, TypeError):
+            raise UsageError(f"{f}: not a pentegg learning curve") from None
+        label = str(d)
+        rj = d / RUN_FILE
+        if rj.exists():
+            try:
+                r = json.loads(rj.read_text())["result"]
+                metric = r.get("metric", metric)
+                label = f"{d.name} ({r['mode']}, {r['update']}, {r['shaping']}, seed {r['seed']})"
+            except (ValueError, KeyError):
+                pass
+        runs.append((label, curve))
+    plot_curves(runs, args.output, metric)
+    print(f"wrote {args.output} ({len(runs)} runs)", file=sys.stdout)
+    return 0

@@ -1,0 +1,33 @@
+"""Learning-curve plots: metric against ES steps and against wall time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def plot_curves(runs: list[tuple[str, list[dict]]], path: Path, metric: str = "metric") -> None:
+    """Write a PNG with two panels (metric vs step, metric vs wall seconds), one line
+    per run."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    for label, curve in runs:
+        steps = [r["step"] for r in curve]
+        wall = [r["wall_s"] for r in curve]
+        vals = [r["metric"] for r in curve]
+        a.plot(steps, vals, label=label, marker="." if len(curve) < 40 else None)
+        b.plot(wall, vals, label=label, marker="." if len(curve) < 40 else None)
+    a.set_xlabel("ES step")
+    b.set_xlabel("wall time [s]")
+    a.set_ylabel(metric)
+    for ax in (a, b):
+        ax.grid(alpha=0.3)
+    a.legend(fontsize=8, loc="lower right")
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)

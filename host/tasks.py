@@ -1,0 +1,306 @@
+"""Training tasks: data, int8 preprocessing, scoring and the reported metric.
+
+A task turns raw data into the int8 network inputs of spec 5.1 (host-side
+preprocessing, documented in docs/tasks.md) and supplies, for ES step ``t``, the
+function that scores every member. Everything a step needs is a pure function of
+(seed, t), so a resumed run sees exactly the data an uninterrupted run would.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .golden import classification_scores
+
+ACT_MAX = 127
+
+
+class TaskError(ValueError):
+    """Bad task name or bad task data (one-line message for the user)."""
+
+
+def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
+    """The host-side data generator of ES step ``step``: PCG64 keyed by (seed, step,
+    stream), identical on every platform."""
+    return np.random.default_rng([seed, step, stream])
+
+
+@dataclass
+class Task:
+    """Base class. Subclasses set the fields and implement the methods."""
+
+    name: str
+    n_inputs: int
+    n_outputs: int
+    metric_name: str
+    defaults: dict = field(default_factory=dict)
+
+    def layers(self, hidden: tuple[int, ...]) -> tuple[int, ...]:
+        return (self.n_inputs, *hidden, self.n_outputs)
+
+    def scorer(self, cfg, step: int, batch: int) -> Callable:
+        """``evaluate(forward) -> scores`` for ES step ``step``."""
+        raise NotImplementedError
+
+    def metric(self, state) -> float:
+        raise NotImplementedError
+
+    def solved(self, value: float) -> bool:
+        return False
+
+    def meta(self) -> dict:
+        return {"task": self.name}
+
+
+# ----------------------------------------------------------------- classification
+class ClassificationTask(Task):
+    """A labelled int8 dataset with a fixed train/test split."""
+
+    x_train: np.ndarray
+    y_train: np.ndarray
+    x_test: np.ndarray
+    y_test: np.ndarray
+
+    def scorer(self, cfg, step: int, batch: int):
+        n = len(self.x_train)
+        if batch >= n:
+            idx = np.arange(n)
+        else:
+            idx = step_rng(cfg.seed, step).choice(n, batch, replace=False)
+        x, y = self.x_train[idx], self.y_train[idx]
+        return lambda forward: classification_scores(forward(x), y, cfg.margin)
+
+    def metric(self, state) -> float:
+        from .golden import accuracy
+
+        return accuracy(state, self.x_test, self.y_test)
+
+    def train_metric(self, state) -> float:
+        from .golden import accuracy
+
+        return accuracy(state, self.x_train, self.y_train)
+
+
+def quantize_digits_pixels(pixels: np.ndarray) -> np.ndarray:
+    """digits rule: ``x = min(8 * pixel, 127)`` for pixel intensities 0..16."""
+    return np.minimum(np.asarray(pixels, dtype=np.int64) * 8, ACT_MAX).astype(np.int8)
+
+
+class DigitsTask(ClassificationTask):
+    """sklearn ``load_digits`` (1,797 8x8 images, 10 classes), split 80/20 with
+    ``train_test_split(test_size=0.2, random_state=0, stratify=y)``: 1,437 / 360."""
+
+    def __init__(self):
+        super().__init__(
+            "digits",
+            64,
+            10,
+            "test_accuracy",
+            defaults=dict(steps=1500, population=256, hidden=(64,), batch=256),
+        )
+        try:
+            from sklearn.datasets import load_digits
+            from sklearn.model_selection import train_test_split
+        except ImportError as e:  # pragma: no cover - installed by ./run
+            raise TaskError(
+                "the digits task needs scikit-learn (pip install pentegg[train])"
+            ) from e
+        d = load_digits()
+        x = quantize_digits_pixels(d.data)
+        self.x_train, self.x_test, self.y_train, self.y_test = train_test_split(
+            x, d.target, test_size=0.2, random_state=0, stratify=d.target
+        )
+
+
+class XorTask(ClassificationTask):
+    """``bits``-bit parity (2 bits: XOR). Inputs are -127/+127 per bit; every one of the
+    2**bits patterns is both the training set and the test set."""
+
+    def __init__(self, bits: int = 2):
+        if not 2 <= bits <= 12:
+            raise TaskError(f"xor: bits={bits} out of range 2..12")
+        super().__init__(
+            "xor" if bits == 2 else f"parity{bits}",
+            bits,
+            2,
+            "accuracy",
+            defaults=dict(steps=300, population=64, hidden=(8,), batch=1 << bits, eval_every=1),
+        )
+        pats = (np.arange(1 << bits)[:, None] >> np.arange(bits)) & 1
+        self.x_train = self.x_test = np.where(pats == 1, ACT_MAX, -ACT_MAX).astype(np.int8)
+        self.y_train = self.y_test = pats.sum(axis=1) % 2
+
+    def solved(self, value: float) -> bool:
+        return value >= 1.0
+
+
+class CsvTask(ClassificationTask):
+    """The user's own table: numeric feature columns, last column an integer class
+    label, optional header row. Rows are split 80/20 by a seeded permutation
+    (``split_seed``); each feature is scaled to int8 by the rule fitted on the training
+    rows: ``x = sat(round(127 * (v - c) / h), -127, 127)`` with ``c = (min+max)/2``,
+    ``h = (max-min)/2`` (a constant column maps to 0)."""
+
+    MIN_ROWS = 10
+
+    def __init__(self, path: str, split_seed: int = 0, scaler: dict | None = None):
+        self.path = Path(path)
+        header, rows = self._read(self.path)
+        self.columns = header
+        feats = np.array([r[0] for r in rows], dtype=np.float64)
+        labels_raw = np.array([r[1] for r in rows], dtype=np.int64)
+        self.classes = np.unique(labels_raw)
+        if len(self.classes) < 2:
+            raise TaskError(
+                f"{self.path}: the label column '{header[-1]}' has a single class "
+                f"({int(self.classes[0])}); need at least 2"
+            )
+        if len(self.classes) > 4096:
+            raise TaskError(f"{self.path}: {len(self.classes)} classes; at most 4096")
+        labels = np.searchsorted(self.classes, labels_raw)
+        n = len(rows)
+        perm = np.random.default_rng(split_seed).permutation(n)
+        n_test = max(1, round(0.2 * n))
+        test, train = perm[:n_test], perm[n_test:]
+        if scaler is None:
+            lo, hi = feats[train].min(axis=0), feats[train].max(axis=0)
+            scaler = {"center": ((lo + hi) / 2).tolist(), "half": ((hi - lo) / 2).tolist()}
+        self.scaler = scaler
+        x = self.scale(feats)
+        self.split_seed = split_seed
+        self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        self.x_all, self.y_all = x, labels
+        self.x_train, self.y_train = x[train], labels[train]
+        self.x_test, self.y_test = x[test], labels[test]
+        super().__init__(
+            f"csv:{path}",
+            feats.shape[1],
+            len(self.classes),
+            "test_accuracy",
+            defaults=dict(steps=1000, population=256, hidden=(32,), batch=256),
+        )
+
+    def scale(self, feats: np.ndarray) -> np.ndarray:
+        c = np.asarray(self.scaler["center"])
+        h = np.asarray(self.scaler["half"])
+        safe = np.where(h > 0, h, 1.0)
+        q = np.where(h > 0, np.rint(ACT_MAX * (feats - c) / safe), 0.0)
+        return np.clip(q, -ACT_MAX, ACT_MAX).astype(np.int8)
+
+    @staticmethod
+    def _read(path: Path):
+        try:
+            text = path.read_text(encoding="utf-8-sig")
+        except FileNotFoundError:
+            raise TaskError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise TaskError(f"{path}: is a directory, not a CSV file") from None
+        except UnicodeDecodeError:
+            raise TaskError(f"{path}: not a UTF-8 text file") from None
+        lines = list(csv.reader(text.splitlines()))
+        while lines and not any(c.strip() for c in lines[-1]):
+            lines.pop()
+        if not lines:
+            raise TaskError(f"{path}: the file is empty")
+        width = len(lines[0])
+        if width < 2:
+            raise TaskError(
+                f"{path}: row 1 has {width} column; need at least one feature "
+                "column and the label column"
+            )
+
+        def is_num(s: str) -> bool:
+            try:
+                float(s)
+                return True
+            except ValueError:
+                return False
+
+        has_header = not all(is_num(c.strip()) for c in lines[0])
+        header = (
+            [c.strip() or f"column {i + 1}" for i, c in enumerate(lines[0])]
+            if has_header
+            else [f"column {i + 1}" for i in range(width)]
+        )
+        body = lines[1:] if has_header else lines
+        first = 2 if has_header else 1
+        rows = []
+        for i, row in enumerate(body):
+            rn = first + i
+            if len(row) != width:
+                raise TaskError(f"{path}: row {rn} has {len(row)} columns, expected {width}")
+            vals = []
+            for j, cell in enumerate(row[:-1]):
+                s = cell.strip()
+                if s == "":
+                    raise TaskError(f"{path}: row {rn}, column '{header[j]}': missing value")
+                try:
+                    v = float(s)
+                except ValueError:
+                    raise TaskError(
+                        f"{path}: row {rn}, column '{header[j]}': '{s}' is not a number"
+                    ) from None
+                if not math.isfinite(v):
+                    raise TaskError(
+                        f"{path}: row {rn}, column '{header[j]}': '{s}' is not a finite number"
+                    )
+                vals.append(v)
+            lab = row[-1].strip()
+            if lab == "":
+                raise TaskError(f"{path}: row {rn}, column '{header[-1]}': missing class label")
+            try:
+                y = int(lab)
+            except ValueError:
+                raise TaskError(
+                    f"{path}: row {rn}, column '{header[-1]}': class label '{lab}' "
+                    "is not an integer"
+                ) from None
+            rows.append((vals, y))
+        if len(rows) < CsvTask.MIN_ROWS:
+            raise TaskError(f"{path}: {len(rows)} data rows; need at least {CsvTask.MIN_ROWS}")
+        return header, rows
+
+    def meta(self) -> dict:
+        return {
+            "task": self.name,
+            "csv_sha256": self.sha256,
+            "split_seed": self.split_seed,
+            "scaler": self.scaler,
+            "classes": self.classes.tolist(),
+            "columns": self.columns,
+        }
+
+
+# ------------------------------------------------------------------------ registry
+TASK_NAMES = ("digits", "xor", "cartpole", "csv:PATH")
+
+
+def get_task(name: str, split_seed: int = 0, meta: dict | None = None) -> Task:
+    """The task called ``name`` (``digits``, ``xor``, ``cartpole``, ``csv:PATH``)."""
+    if name == "digits":
+        return DigitsTask()
+    if name == "xor":
+        return XorTask(2)
+    if name.startswith("parity") and name[6:].isdigit():
+        return XorTask(int(name[6:]))
+    if name == "cartpole":
+        from .cartpole import CartPoleTask
+
+        return CartPoleTask()
+    if name.startswith("csv:"):
+        path = name[4:]
+        if not path:
+            raise TaskError("csv: give the file as csv:PATH")
+        scaler = None
+        if meta and meta.get("scaler") is not None:
+            scaler = meta["scaler"]
+            split_seed = int(meta.get("split_seed", split_seed))
+        return CsvTask(path, split_seed=split_seed, scaler=scaler)
+    raise TaskError(f"unknown task '{name}' (choose from {', '.join(TASK_NAMES)})")

@@ -1,0 +1,192 @@
+"""The training loop behind ``pentegg train``: ES steps, evaluation, checkpoints.
+
+A run directory (``--out DIR``) holds
+
+* ``state.pegg``: the complete training state (spec 11), rewritten atomically every
+  checkpoint and at the end;
+* ``curve.csv``: step, wall seconds, metric and population statistics per evaluation;
+* ``curve.png``: the learning curve against steps and against wall time;
+* ``run.json``: the options of the run and its final result.
+
+Resuming (``--resume DIR``) continues from ``state.pegg`` to the requested total number
+of steps and ends with the same bits as an uninterrupted run, because every step's data
+and noise are pure functions of (seed, step).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .golden import TrainState, es_step, init_state, load_state, save_state, weights_sha256
+from .progress import Progress
+from .tasks import Task
+
+STATE_FILE = "state.pegg"
+CURVE_FILE = "curve.csv"
+PLOT_FILE = "curve.png"
+RUN_FILE = "run.json"
+CURVE_FIELDS = ("step", "wall_s", "metric", "score_mean", "score_max", "moved")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file and a rename."""
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class RunResult:
+    state: TrainState
+    value: float
+    solved: bool
+    wall_s: float
+    curve: list[dict] = field(default_factory=list)
+
+
+def _write_curve(out: Path, curve: list[dict]) -> None:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CURVE_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for row in curve:
+        w.writerow({k: row[k] for k in CURVE_FIELDS})
+    atomic_write(out / CURVE_FILE, buf.getvalue().encode())
+
+
+def read_curve(path: Path) -> list[dict]:
+    with open(path, newline="") as f:
+        return [
+            {k: (int(v) if k in ("step", "moved") else float(v)) for k, v in row.items()}
+            for row in csv.DictReader(f)
+        ]
+
+
+def checkpoint(out: Path, state: TrainState, meta: dict, curve: list[dict]) -> None:
+    _write_curve(out, curve)
+    save_state(out / STATE_FILE, state, meta=dict(meta, curve_len=len(curve)))
+
+
+def run_training(
+    task: Task,
+    state: TrainState,
+    steps: int,
+    batch: int,
+    *,
+    eval_every: int,
+    checkpoint_every: int,
+    out: Path | None,
+    meta: dict,
+    curve: list[dict] | None = None,
+    wall0: float = 0.0,
+    progress: Progress | None = None,
+) -> RunResult:
+    """Train ``state`` until ``steps`` ES steps are done or the task is solved."""
+    cfg = state.cfg
+    curve = list(curve or [])
+    prog = progress or Progress(0, enabled=False)
+    t0 = time.perf_counter() - wall0
+    value = curve[-1]["metric"] if curve else float("nan")
+    solved = bool(curve) and task.solved(value)
+    last_scores = np.zeros(1)
+    moved = 0
+    while state.step < steps and not solved:
+        state, info = es_step(state, task.scorer(cfg, state.step, batch))
+        last_scores, moved = info.scores, info.moved
+        done = state.step
+        if done % eval_every == 0 or done == steps:
+            value = task.metric(state)
+            solved = task.solved(value)
+            curve.append(
+                {
+                    "step": done,
+                    "wall_s": round(time.perf_counter() - t0, 3),
+                    "metric": value,
+                    "score_mean": float(last_scores.mean()),
+                    "score_max": float(last_scores.max()),
+                    "moved": moved,
+                }
+            )
+        prog.update(done, f"{task.metric_name} {value:.3f}")
+        if out is not None and (done % checkpoint_every == 0 or done == steps or solved):
+            meta["wall_s"] = time.perf_counter() - t0
+            checkpoint(out, state, meta, curve)
+    prog.close()
+    if not curve or curve[-1]["step"] != state.step:
+        value = task.metric(state)
+        solved = task.solved(value)
+        curve.append(
+            {
+                "step": state.step,
+                "wall_s": round(time.perf_counter() - t0, 3),
+                "metric": value,
+                "score_mean": float(last_scores.mean()),
+                "score_max": float(last_scores.max()),
+                "moved": moved,
+            }
+        )
+    wall = time.perf_counter() - t0
+    if out is not None:
+        meta["wall_s"] = wall
+        checkpoint(out, state, meta, curve)
+    return RunResult(state, value, solved, wall, curve)
+
+
+def result_record(task: Task, res: RunResult, batch: int, out: Path | None) -> dict:
+    cfg = res.state.cfg
+    rec = {
+        "task": task.name,
+        "mode": cfg.mode,
+        "steps": res.state.step,
+        "population": cfg.population,
+        "rank": cfg.rank,
+        "seed": cfg.seed,
+        "metric": task.metric_name,
+        "value": res.value,
+        "wall_s": round(res.wall_s, 3),
+        "weights_sha256": weights_sha256(res.state),
+        "shaping": cfg.shaping,
+        "update": cfg.update,
+        "layers": list(cfg.layers),
+        "batch": batch,
+        "solved": res.solved,
+        "out": str(out) if out else None,
+    }
+    return rec
+
+
+def load_run(resume: Path) -> tuple[TrainState, dict, list[dict]]:
+    """State, meta and curve of a run directory (for ``--resume``)."""
+    if not resume.is_dir():
+        from .cli import UsageError
+
+        raise UsageError(f"--resume {resume}: not a directory")
+    state, meta = load_state(resume / STATE_FILE)
+    curve = read_curve(resume / CURVE_FILE) if (resume / CURVE_FILE).exists() else []
+    curve = curve[: int(meta.get("curve_len", len(curve)))]
+    return state, meta, curve
+
+
+def write_run_json(out: Path, record: dict, options: dict) -> None:
+    atomic_write(
+        out / RUN_FILE,
+        (json.dumps({"options": options, "result": record}, indent=2) + "\n").encode(),
+    )
+
+
+def new_state(cfg) -> TrainState:
+    return init_state(cfg)

@@ -1,0 +1,259 @@
+"""pentegg train / eval / plot: JSON output, determinism, resume, checkpoints, errors."""
+
+import json
+import subprocess
+
+import pytest
+from pentegg.golden import load_state, weights_sha256
+
+SMALL = ["--population", "16", "--hidden", "8", "--batch", "64", "--quiet"]
+
+
+def run(cmd, *args, check=True):
+    r = subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, timeout=600)
+    if check:
+        assert r.returncode == 0, r.stderr
+    return r
+
+
+def last_json(r):
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def test_json_last_line_has_the_documented_fields(pentegg_cmd, tmp_path):
+    r = run(
+        pentegg_cmd,
+        "train",
+        "--task",
+        "digits",
+        "--steps",
+        "6",
+        *SMALL,
+        "--json",
+        "--out",
+        tmp_path / "run",
+    )
+    rec = last_json(r)
+    for k in (
+        "task",
+        "mode",
+        "steps",
+        "population",
+        "rank",
+        "seed",
+        "metric",
+        "value",
+        "wall_s",
+        "weights_sha256",
+    ):
+        assert k in rec
+    assert rec["task"] == "digits" and rec["steps"] == 6 and rec["population"] == 16
+    assert rec["metric"] == "test_accuracy" and 0 <= rec["value"] <= 1
+    st, _ = load_state(tmp_path / "run" / "state.pegg")
+    assert rec["weights_sha256"] == weights_sha256(st) and st.step == 6
+    files = {p.name for p in (tmp_path / "run").iterdir()}
+    assert {"state.pegg", "curve.csv", "curve.png", "run.json"} <= files
+    assert not [f for f in files if f.endswith(".tmp")]
+
+
+def test_same_seed_same_bits_different_seed_different_bits(pentegg_cmd):
+    a = last_json(
+        run(
+            pentegg_cmd,
+            "train",
+            "--task",
+            "digits",
+            "--steps",
+            "5",
+            *SMALL,
+            "--json",
+            "--seed",
+            "3",
+        )
+    )
+    b = last_json(
+        run(
+            pentegg_cmd,
+            "train",
+            "--task",
+            "digits",
+            "--steps",
+            "5",
+            *SMALL,
+            "--json",
+            "--seed",
+            "3",
+        )
+    )
+    c = last_json(
+        run(
+            pentegg_cmd,
+            "train",
+            "--task",
+            "digits",
+            "--steps",
+            "5",
+            *SMALL,
+            "--json",
+            "--seed",
+            "4",
+        )
+    )
+    assert a["weights_sha256"] == b["weights_sha256"] != c["weights_sha256"]
+
+
+@pytest.mark.parametrize("task", ["digits", "cartpole"])
+def test_resume_ends_bit_identical_to_an_uninterrupted_run(pentegg_cmd, tmp_path, task):
+    extra = ["--eval-every", "1000"] if task == "cartpole" else []
+    full = last_json(
+        run(
+            pentegg_cmd,
+            "train",
+            "--task",
+            task,
+            "--steps",
+            "12",
+            *SMALL,
+            *extra,
+            "--checkpoint-every",
+            "4",
+            "--json",
+            "--out",
+            tmp_path / "full",
+        )
+    )
+    run(
+        pentegg_cmd,
+        "train",
+        "--task",
+        task,
+        "--steps",
+        "5",
+        *SMALL,
+        *extra,
+        "--checkpoint-every",
+        "4",
+        "--json",
+        "--out",
+        tmp_path / "part",
+    )
+    assert load_state(tmp_path / "part" / "state.pegg")[0].step == 5
+    resumed = last_json(
+        run(
+            pentegg_cmd,
+            "train",
+            "--task",
+            task,
+            "--steps",
+            "12",
+            "--quiet",
+            "--json",
+            "--resume",
+            tmp_path / "part",
+        )
+    )
+    assert resumed["steps"] == 12
+    assert resumed["weights_sha256"] == full["weights_sha256"]
+    a, _ = load_state(tmp_path / "full" / "state.pegg")
+    b, _ = load_state(tmp_path / "part" / "state.pegg")
+    for va, vb in zip(a.latent, b.latent, strict=True):
+        assert (va == vb).all()
+
+
+def test_resume_refuses_to_change_the_configuration(pentegg_cmd, tmp_path):
+    run(pentegg_cmd, "train", "--task", "digits", "--steps", "2", *SMALL, "--out", tmp_path / "r")
+    r = run(
+        pentegg_cmd,
+        "train",
+        "--task",
+        "digits",
+        "--steps",
+        "4",
+        "--population",
+        "32",
+        "--resume",
+        tmp_path / "r",
+        check=False,
+    )
+    assert r.returncode == 2 and "--population cannot change on --resume" in r.stderr
+    r = run(pentegg_cmd, "train", "--task", "xor", "--resume", tmp_path / "r", check=False)
+    assert r.returncode == 2 and "trained task 'digits'" in r.stderr
+
+
+def test_out_refuses_to_overwrite_an_existing_run(pentegg_cmd, tmp_path):
+    run(pentegg_cmd, "train", "--task", "xor", "--steps", "2", "--quiet", "--out", tmp_path / "r")
+    before = (tmp_path / "r" / "state.pegg").read_bytes()
+    r = run(
+        pentegg_cmd,
+        "train",
+        "--task",
+        "xor",
+        "--steps",
+        "2",
+        "--quiet",
+        "--out",
+        tmp_path / "r",
+        check=False,
+    )
+    assert r.returncode == 2 and "already holds a run" in r.stderr
+    assert (tmp_path / "r" / "state.pegg").read_bytes() == before
+
+
+def test_eval_reproduces_the_training_metric(pentegg_cmd, tmp_path):
+    tr = last_json(
+        run(pentegg_cmd, "train", "--task", "xor", "--json", "--quiet", "--out", tmp_path / "x")
+    )
+    ev = last_json(run(pentegg_cmd, "eval", "--task", "xor", "--model", tmp_path / "x", "--json"))
+    assert ev["value"] == tr["value"] == 1.0
+    assert ev["weights_sha256"] == tr["weights_sha256"]
+    r = run(pentegg_cmd, "eval", "--task", "digits", "--model", tmp_path / "x", check=False)
+    assert r.returncode == 2 and "needs 64 -> 10" in r.stderr
+
+
+def test_eval_refuses_a_corrupt_model(pentegg_cmd, tmp_path):
+    p = tmp_path / "bad.pegg"
+    p.write_bytes(b"PENTEGG\0garbage" + bytes(64))
+    r = run(pentegg_cmd, "eval", "--task", "xor", "--model", p, check=False)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "corrupt" in r.stderr or "version" in r.stderr
+
+
+def test_plot_overlays_runs(pentegg_cmd, tmp_path):
+    for s in (0, 1):
+        run(
+            pentegg_cmd,
+            "train",
+            "--task",
+            "xor",
+            "--seed",
+            s,
+            "--quiet",
+            "--out",
+            tmp_path / f"r{s}",
+        )
+    out = tmp_path / "both.png"
+    run(pentegg_cmd, "plot", tmp_path / "r0", tmp_path / "r1", "-o", out)
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    r = run(pentegg_cmd, "plot", tmp_path / "nope", check=False)
+    assert r.returncode == 2 and "no curve.csv" in r.stderr
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--task", "mnist"], "unknown task 'mnist'"),
+        (["--task", "digits", "--population", "7"], "population=7"),
+        (["--task", "digits", "--rank", "3"], "rank=3"),
+        (["--task", "digits", "--steps", "0"], "must be at least 1"),
+        (["--task", "digits", "--steps", "70000"], "out of range 1..65535"),
+        (["--task", "digits", "--hidden", "6x"], "comma-separated"),
+        (["--task", "digits", "--seed", "-1"], "out of range"),
+        (["--task", "digits", "--mode", "full"], "invalid choice"),
+        (["--task", "digits", "--resume", "/nonexistent/run"], "not a directory"),
+    ],
+)
+def test_bad_train_options_one_line_exit_2(pentegg_cmd, args, msg):
+    r = run(pentegg_cmd, "train", *args, check=False)
+    assert r.returncode == 2, r.stderr
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
