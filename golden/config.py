@@ -20,6 +20,8 @@ RANKS = (1, 4, 16, 64)
 ACT_MAX = 127
 BIAS_INPUT = 127
 MAX_WIDTH = 4096
+DEFAULT_TAU_LATENT = 16
+DEFAULT_TAU_PENTARY = {"lowrank": 96, "quantized": 28}
 
 
 class ConfigError(ValueError):
@@ -44,7 +46,7 @@ class Config:
     act_shifts: tuple[int, ...] | None = None
     shaping: str = "rank"
     update: str = "latent"
-    tau: int = 16
+    tau: int | None = None
     latent_bits: int = 8
     latent_shift: int = 3
     margin: int = 32
@@ -76,6 +78,15 @@ class Config:
         from .lowrank import rank_shift
 
         return rank_shift(self.rank) + self.sigma_shift
+
+    def tau_q4(self) -> int:
+        """Significance threshold multiplier (explicit, or the default of spec 8.2:
+        16 for the latent update; 96 low-rank / 28 quantized for the pentary update)."""
+        if self.tau is not None:
+            return self.tau
+        if self.update == "latent":
+            return DEFAULT_TAU_LATENT
+        return DEFAULT_TAU_PENTARY[self.mode]
 
     def latent_max(self) -> int:
         return (1 << (self.latent_bits - 1)) - 1
@@ -170,7 +181,11 @@ class Config:
             )
         need(self.shaping in SHAPINGS, "shaping", f"one of {SHAPINGS}")
         need(self.update in UPDATES, "update", f"one of {UPDATES}")
-        need(isinstance(self.tau, int) and 0 <= self.tau <= 4095, "tau", "0..4095 (Q4)")
+        need(
+            self.tau is None or (isinstance(self.tau, int) and 0 <= self.tau <= 4095),
+            "tau",
+            "0..4095 (Q4)",
+        )
         need(
             isinstance(self.latent_bits, int) and 3 <= self.latent_bits <= 8, "latent_bits", "3..8"
         )

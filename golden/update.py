@@ -40,7 +40,7 @@ def accumulate_z(cfg: Config, noise: Noise, g: np.ndarray, l: int) -> np.ndarray
 def threshold(cfg: Config, g: np.ndarray) -> int:
     """Significance threshold ``theta = (tau * isqrt(sum g^2)) >> 4``."""
     g = np.asarray(g, dtype=np.int64)
-    return (cfg.tau * isqrt(int((g * g).sum()))) >> 4
+    return (cfg.tau_q4() * isqrt(int((g * g).sum()))) >> 4
 
 
 def moves(z: np.ndarray, theta: int) -> np.ndarray:

@@ -1,35 +1,189 @@
-"""``pentegg bench``: speed benchmarks that print figures and ratios."""
+"""``pentegg bench``: measurements that print figures and ratios (never pass/fail).
+
+* ``bench golden``: the golden model's speed (benchmarks/golden_bench.py).
+* ``bench seeds SEEDS TRAIN_OPTIONS...``: ``pentegg train`` once per seed; mean, spread,
+  steps and wall time of the result (the rows of docs/results.md).
+* ``bench reference``: the reference rows (sklearn MLP, float Gaussian EGGROLL).
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import platform
+import statistics
 import sys
+
+from .cli import ArgParser, UsageError
 
 
 def register(sub) -> None:
     p = sub.add_parser(
         "bench",
-        help="run a benchmark (figures and ratios, no pass/fail)",
-        description="Measure speed. `golden`: the golden model's population "
-        "throughput, naive-ES comparison and ES-step breakdown "
-        "(benchmarks/golden_bench.py documents each figure).",
+        help="benchmarks: figures and ratios, no pass/fail",
+        description="Measure speed and learning. Suites: golden (golden-model "
+        "throughput), seeds (pentegg train over seeds), reference (MLP and "
+        "float EGGROLL rows).",
     )
-    p.add_argument("suite", choices=("golden",), help="what to benchmark")
-    p.add_argument("--batch", type=int, default=256, help="samples per member (default 256)")
-    p.add_argument("--repeat", type=int, default=3, help="best of N timings (default 3)")
-    p.add_argument(
+    suites = p.add_subparsers(dest="suite", metavar="SUITE", parser_class=ArgParser, required=True)
+
+    g = suites.add_parser("golden", help="population throughput, naive ES, step breakdown")
+    g.add_argument("--batch", type=int, default=256, help="samples per member (default 256)")
+    g.add_argument("--repeat", type=int, default=3, help="best of N timings (default 3)")
+    g.add_argument(
         "--json",
         action="store_true",
         help="print the figures as one JSON object on the last line of stdout",
     )
-    p.set_defaults(func=run)
+    g.set_defaults(func=run_golden)
+
+    s = suites.add_parser(
+        "seeds",
+        help="pentegg train over several seeds, aggregated",
+        description="Run `pentegg train TRAIN_OPTIONS --seed S` for every "
+        "seed S and print mean, standard deviation, min and max of the "
+        "metric, steps and wall time.",
+    )
+    s.add_argument("seeds", type=_seed_list, help="seeds: 0-4 or 0,3,7")
+    s.add_argument(
+        "train_options",
+        nargs=r"...",
+        metavar="TRAIN_OPTIONS",
+        help="options of pentegg train (without --seed/--out/--resume)",
+    )
+    s.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
+    s.set_defaults(func=run_seeds)
+
+    r = suites.add_parser(
+        "reference",
+        help="backprop MLP or float Gaussian EGGROLL rows",
+        description="Reference learners on a classification task's int8 "
+        "inputs and split: sklearn MLPClassifier (mlp) or float Gaussian "
+        "EGGROLL (float-eggroll, benchmarks/float_eggroll.py).",
+    )
+    r.add_argument("method", choices=("mlp", "float-eggroll"))
+    r.add_argument("--task", default="digits", help="digits | xor | csv:PATH")
+    r.add_argument("--seeds", type=_seed_list, default=[0, 1, 2, 3, 4])
+    r.add_argument("--hidden", default="64", help="hidden widths, e.g. 64 or 64,32")
+    r.add_argument("--steps", type=int, default=1500, help="float-eggroll ES steps")
+    r.add_argument("--population", type=int, default=256)
+    r.add_argument("--rank", type=int, default=4)
+    r.add_argument("--batch", type=int, default=256)
+    r.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
+    r.set_defaults(func=run_reference)
 
 
-def run(args) -> int:
-    from .cli import UsageError
+def _seed_list(text: str) -> list[int]:
+    import argparse
 
+    try:
+        if "-" in text:
+            a, b = (int(v) for v in text.split("-", 1))
+            seeds = list(range(a, b + 1))
+        else:
+            seeds = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a seed list like 0-4 or 0,3,7") from None
+    if not seeds or len(seeds) > 1000 or min(seeds) < 0:
+        raise argparse.ArgumentTypeError(f"'{text}': give 1..1000 non-negative seeds")
+    return seeds
+
+
+def _summary(values: list[float]) -> dict:
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": min(values),
+        "max": max(values),
+    }
+
+
+def _report(title: str, runs: list[dict], as_json: bool, extra: dict) -> int:
+    out = {
+        **extra,
+        "runs": runs,
+        "value": _summary([r["value"] for r in runs]),
+        "steps": _summary([float(r["steps"]) for r in runs]),
+        "wall_s": _summary([float(r["wall_s"]) for r in runs]),
+    }
+    if "solved" in runs[0]:
+        out["solved"] = sum(bool(r["solved"]) for r in runs)
+    v, st, w = out["value"], out["steps"], out["wall_s"]
+    log = (lambda m: print(m, file=sys.stderr)) if as_json else print
+    log(f"{title}: {len(runs)} seeds")
+    log(f"  value  {v['mean']:.4f} +- {v['std']:.4f}  (min {v['min']:.4f}, max {v['max']:.4f})")
+    log(f"  steps  {st['mean']:.1f} (min {st['min']:.0f}, max {st['max']:.0f})")
+    log(f"  wall   {w['mean']:.1f} s (min {w['min']:.1f}, max {w['max']:.1f})")
+    if "solved" in out:
+        log(f"  solved {out['solved']}/{len(runs)}")
+    if as_json:
+        print(json.dumps(out))
+    return 0
+
+
+def run_seeds(args) -> int:
+    from .cmd_train import add_train_parser, train_record
+
+    opts = [o for o in args.train_options if o != "--"]
+    if "--json" in opts:  # the remainder swallows bench's own --json
+        opts = [o for o in opts if o != "--json"]
+        args.json = True
+    for bad in ("--seed", "--out", "--resume"):
+        if bad in opts:
+            raise UsageError(f"{bad} is set by bench seeds; remove it from TRAIN_OPTIONS")
+    sub = ArgParser(prog="pentegg bench seeds").add_subparsers(parser_class=ArgParser)
+    tp = add_train_parser(sub)
+    tp.prog = "pentegg bench seeds ... TRAIN_OPTIONS"
+    runs = []
+    for s in args.seeds:
+        targs = tp.parse_args([*opts, "--seed", str(s), "--quiet", "--json"])
+        rec = train_record(targs)
+        print(
+            f"seed {s}: {rec['metric']} {rec['value']:.4f} steps {rec['steps']} "
+            f"wall {rec['wall_s']:.1f} s",
+            file=sys.stderr if args.json else sys.stdout,
+        )
+        runs.append(rec)
+    return _report(
+        "pentegg train " + " ".join(opts),
+        runs,
+        args.json,
+        {"command": "pentegg train " + " ".join(opts), "seeds": args.seeds},
+    )
+
+
+def run_reference(args) -> int:
+    from .benchmarks import reference
+    from .cmd_train import _int_list
+    from .tasks import ClassificationTask, get_task
+
+    task = get_task(args.task)
+    if not isinstance(task, ClassificationTask):
+        raise UsageError(f"bench reference: task {task.name} is not a classification task")
+    hidden = _int_list(args.hidden)
+    runs = []
+    for s in args.seeds:
+        if args.method == "mlp":
+            r = reference.mlp(task, hidden, s)
+        else:
+            r = reference.float_eggroll(
+                task, hidden, s, args.steps, args.population, args.rank, args.batch
+            )
+        r = {"seed": s, **r}
+        print(
+            f"seed {s}: value {r['value']:.4f} steps {r['steps']} wall {r['wall_s']:.1f} s",
+            file=sys.stderr if args.json else sys.stdout,
+        )
+        runs.append(r)
+    return _report(
+        f"{args.method} on {task.name}",
+        runs,
+        args.json,
+        {"method": args.method, "task": task.name, "hidden": list(hidden)},
+    )
+
+
+def run_golden(args) -> int:
     if not 1 <= args.batch <= 4096:
         raise UsageError(f"--batch {args.batch} out of range 1..4096")
     if not 1 <= args.repeat <= 100:

@@ -27,7 +27,7 @@ RANGES = {
     "act_shifts": "one per layer, 0..15 (default ceil(log2(fan)/2))",
     "shaping": "rank | sign",
     "update": "latent | pentary",
-    "tau": "0..4095 (Q4)",
+    "tau": "0..4095 (Q4); default 16 latent, 96/28 pentary lowrank/quantized",
     "latent_bits": "3..8",
     "latent_shift": "0..q_max with 3*2^q <= 2*(2^(latent_bits-1)-1)",
     "margin": "1..254",
@@ -46,6 +46,7 @@ def run(args) -> int:
     defaults = {f.name: getattr(cfg, f.name) for f in fields(Config)}
     defaults["act_shifts"] = list(cfg.shifts())
     defaults["layers"] = list(cfg.layers)
+    defaults["tau"] = cfg.tau_q4()
     if args.json:
         print(
             json.dumps(

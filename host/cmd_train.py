@@ -57,6 +57,11 @@ def _seed(text: str) -> int:
 
 
 def register(sub) -> None:
+    add_train_parser(sub)
+    _register_eval_plot(sub)
+
+
+def add_train_parser(sub):
     p = sub.add_parser(
         "train",
         help="train a pentary network with Pentary-EGGROLL (golden model)",
@@ -103,7 +108,10 @@ def register(sub) -> None:
     )
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(func=run_train)
+    return p
 
+
+def _register_eval_plot(sub) -> None:
     e = sub.add_parser(
         "eval",
         help="evaluate a saved model on a task",
@@ -155,6 +163,22 @@ def _config_from_args(args, task):
 
 
 def run_train(args) -> int:
+    rec = train_record(args)
+    if args.json:
+        print(json.dumps(rec))
+    else:
+        extra = " (solved)" if rec["solved"] else ""
+        print(
+            f"{rec['task']}: {rec['metric']} {rec['value']:.4f}{extra} after {rec['steps']} "
+            f"steps, {rec['wall_s']:.1f} s; weights sha256 {rec['weights_sha256'][:16]}"
+        )
+        if rec["out"]:
+            print(f"run saved in {rec['out']}/ (state.pegg, curve.csv, curve.png, run.json)")
+    return 0
+
+
+def train_record(args) -> dict:
+    """Run ``pentegg train`` for parsed ``args``; return the result record."""
     from .golden import Config
     from .progress import Progress
     from .tasks import get_task
@@ -245,17 +269,7 @@ def run_train(args) -> int:
         }
         opts["config"] = Config.to_dict(cfg)
         write_run_json(out, rec, opts)
-    if args.json:
-        print(json.dumps(rec))
-    else:
-        extra = " (solved)" if res.solved else ""
-        print(
-            f"{task.name}: {task.metric_name} {res.value:.4f}{extra} after {res.state.step} "
-            f"steps, {res.wall_s:.1f} s; weights sha256 {rec['weights_sha256'][:16]}"
-        )
-        if out is not None:
-            print(f"run saved in {out}/ (state.pegg, curve.csv, curve.png, run.json)")
-    return 0
+    return rec
 
 
 def _model_path(p: Path) -> Path:

@@ -4,6 +4,7 @@ import struct
 
 import numpy as np
 import pytest
+
 from pentegg.golden import (
     Config,
     StateFileError,

@@ -4,6 +4,7 @@ import json
 import subprocess
 
 import pytest
+
 from pentegg import __version__
 from pentegg.golden import SPEC_VERSION, Config
 

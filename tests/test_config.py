@@ -1,6 +1,7 @@
 """Bad parameters raise errors naming the parameter and its allowed range."""
 
 import pytest
+
 from pentegg.golden import Config, ConfigError, make_noise
 
 

@@ -5,6 +5,7 @@ import subprocess
 
 import numpy as np
 import pytest
+
 from pentegg.tasks import CsvTask, TaskError
 
 

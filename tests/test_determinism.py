@@ -1,6 +1,7 @@
 """The same seed gives the same bits; a different seed gives different bits."""
 
 import numpy as np
+
 from pentegg.golden import Config, es_step_classify, init_state, weights_sha256
 
 

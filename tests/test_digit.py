@@ -1,5 +1,6 @@
 import numpy as np
 import pytest
+
 from pentegg.golden import DigitRangeError, decode, encode, pack, packed_bytes, unpack
 
 

@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from pentegg.golden import prng
 from pentegg.golden.prng import (
     digit_probabilities,
@@ -13,7 +15,6 @@ from pentegg.golden.prng import (
     stream_words,
     xs32,
 )
-from scipy import stats
 
 M32 = 0xFFFFFFFF
 

@@ -3,8 +3,9 @@
 import re
 
 import numpy as np
-import pentegg.golden as g
 import pytest
+
+import pentegg.golden as g
 from pentegg.golden.config import Config
 
 SPEC = pytest.importorskip("pathlib").Path(__file__).resolve().parents[1] / "docs" / "spec.md"

@@ -4,6 +4,7 @@ import json
 import subprocess
 
 import pytest
+
 from pentegg.golden import load_state, weights_sha256
 
 SMALL = ["--population", "16", "--hidden", "8", "--batch", "64", "--quiet"]

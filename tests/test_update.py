@@ -2,6 +2,8 @@
 
 import numpy as np
 import pytest
+from scipy import stats
+
 from pentegg.golden import (
     Config,
     accumulate_z,
@@ -14,7 +16,6 @@ from pentegg.golden import (
     shape,
     threshold,
 )
-from scipy import stats
 
 VARIANTS = [
     (mode, shaping, update)
