@@ -184,7 +184,7 @@ class CsvTask(ClassificationTask):
             feats.shape[1],
             len(self.classes),
             "test_accuracy",
-            defaults=dict(steps=1000, population=256, hidden=(32,), batch=256),
+            defaults=dict(CSV_DEFAULTS),
         )
 
     def scale(self, feats: np.ndarray) -> np.ndarray:
@@ -278,6 +278,8 @@ class CsvTask(ClassificationTask):
         }
 
 
+CSV_DEFAULTS = dict(steps=1000, population=256, hidden=(32,), batch=256)
+
 # ------------------------------------------------------------------------ registry
 TASK_NAMES = ("digits", "xor", "cartpole", "csv:PATH")
 
@@ -304,3 +306,16 @@ def get_task(name: str, split_seed: int = 0, meta: dict | None = None) -> Task:
             split_seed = int(meta.get("split_seed", split_seed))
         return CsvTask(path, split_seed=split_seed, scaler=scaler)
     raise TaskError(f"unknown task '{name}' (choose from {', '.join(TASK_NAMES)})")
+
+
+def task_defaults(name: str) -> dict:
+    """The defaults of spec section 12 for a task: layers, population, batch, steps."""
+    if name.startswith("csv:"):
+        d = CSV_DEFAULTS
+        layers = ("n", *d["hidden"], "c")
+    else:
+        t = get_task(name)
+        d = t.defaults
+        layers = t.layers(tuple(d["hidden"]))
+    return {"layers": tuple(layers), "population": d["population"], "batch": d["batch"],
+            "steps": d["steps"]}

@@ -7,6 +7,7 @@ import pytest
 
 import pentegg.golden as g
 from pentegg.golden.config import Config
+from pentegg.tasks import task_defaults
 
 SPEC = pytest.importorskip("pathlib").Path(__file__).resolve().parents[1] / "docs" / "spec.md"
 
@@ -38,5 +39,5 @@ def test_spec_has_examples_for_every_section():
 @pytest.mark.parametrize("expr", EXAMPLES)
 def test_spec_example_holds(expr):
     ns = {name: getattr(g, name) for name in g.__all__}
-    ns.update(np=np, Config=Config)
+    ns.update(np=np, Config=Config, task_defaults=task_defaults)
     assert eval(expr, ns), f"spec example does not hold: {expr}"
