@@ -317,5 +317,9 @@ def task_defaults(name: str) -> dict:
         t = get_task(name)
         d = t.defaults
         layers = t.layers(tuple(d["hidden"]))
-    return {"layers": tuple(layers), "population": d["population"], "batch": d["batch"],
-            "steps": d["steps"]}
+    return {
+        "layers": tuple(layers),
+        "population": d["population"],
+        "batch": d["batch"],
+        "steps": d["steps"],
+    }
