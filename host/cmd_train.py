@@ -227,9 +227,9 @@ def train_record(args) -> dict:
             raise UsageError("a task needs at least 2 classes")
         batch = args.batch or task.defaults.get("batch", 256)
         steps = args.steps or task.defaults.get("steps", 1000)
-        from .train import new_state
+        from .golden import init_state
 
-        state, curve, wall0 = new_state(cfg), [], 0.0
+        state, curve, wall0 = init_state(cfg), [], 0.0
         meta = task.meta()
         out = args.out
         if out is not None and (out / STATE_FILE).exists():

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .golden import TrainState, es_step, init_state, load_state, save_state, weights_sha256
+from .golden import TrainState, es_step, load_state, save_state, weights_sha256
 from .progress import Progress
 from .tasks import Task
 
@@ -186,7 +186,3 @@ def write_run_json(out: Path, record: dict, options: dict) -> None:
         out / RUN_FILE,
         (json.dumps({"options": options, "result": record}, indent=2) + "\n").encode(),
     )
-
-
-def new_state(cfg) -> TrainState:
-    return init_state(cfg)
