@@ -48,15 +48,44 @@ def rows() -> list[tuple[str, str, list[str]]]:
             if shaping != "rank":
                 args += ["--shaping", shaping]
             out.append((task, label, args))
-    out.append(("digits", "lowrank, latent, rank; uniform digits",
-                ["bench", "seeds", SEEDS, "--task", "digits", "--digits", "uniform"]))
-    out.append(("digits", "reference: backprop MLP (sklearn, 64 hidden)",
-                ["bench", "reference", "mlp", "--task", "digits", "--seeds", SEEDS]))
-    out.append(("digits", "reference: float Gaussian EGGROLL (64 hidden, pop 256, r 4)",
-                ["bench", "reference", "float-eggroll", "--task", "digits", "--seeds", SEEDS,
-                 "--steps", "1500"]))
-    out.append(("xor", "reference: backprop MLP (sklearn, 8 hidden)",
-                ["bench", "reference", "mlp", "--task", "xor", "--seeds", SEEDS, "--hidden", "8"]))
+    out.append(
+        (
+            "digits",
+            "lowrank, latent, rank; uniform digits",
+            ["bench", "seeds", SEEDS, "--task", "digits", "--digits", "uniform"],
+        )
+    )
+    out.append(
+        (
+            "digits",
+            "reference: backprop MLP (sklearn, 64 hidden)",
+            ["bench", "reference", "mlp", "--task", "digits", "--seeds", SEEDS],
+        )
+    )
+    out.append(
+        (
+            "digits",
+            "reference: float Gaussian EGGROLL (64 hidden, pop 256, r 4)",
+            [
+                "bench",
+                "reference",
+                "float-eggroll",
+                "--task",
+                "digits",
+                "--seeds",
+                SEEDS,
+                "--steps",
+                "1500",
+            ],
+        )
+    )
+    out.append(
+        (
+            "xor",
+            "reference: backprop MLP (sklearn, 8 hidden)",
+            ["bench", "reference", "mlp", "--task", "xor", "--seeds", SEEDS, "--hidden", "8"],
+        )
+    )
     return out
 
 
@@ -83,12 +112,15 @@ def fmt_row(label: str, rec: dict, args: list[str]) -> str:
     v, st, w = rec["value"], rec["steps"], rec["wall_s"]
     metric = rec.get("runs", [{}])[0].get("metric", "")
     pct = metric != "mean_return"
-    val = (f"{100 * v['mean']:.1f} ± {100 * v['std']:.1f} ({100 * v['min']:.1f}–{100 * v['max']:.1f})"
-           if pct else f"{v['mean']:.1f} ± {v['std']:.1f} ({v['min']:.0f}–{v['max']:.0f})")
+    k = 100 if pct else 1
+    d = 1 if pct else 0
+    val = f"{k * v['mean']:.1f} ± {k * v['std']:.1f} ({k * v['min']:.{d}f}–{k * v['max']:.{d}f})"
     solved = f"{rec['solved']}/{len(rec['runs'])}" if "solved" in rec else "–"
-    return (f"| {label} | {val} | {st['mean']:.0f} ({st['min']:.0f}–{st['max']:.0f}) | "
-            f"{w['mean']:.1f} ({w['min']:.1f}–{w['max']:.1f}) | {solved} | "
-            f"`pentegg {shlex.join(args)}` |")
+    return (
+        f"| {label} | {val} | {st['mean']:.0f} ({st['min']:.0f}–{st['max']:.0f}) | "
+        f"{w['mean']:.1f} ({w['min']:.1f}–{w['max']:.1f}) | {solved} | "
+        f"`pentegg {shlex.join(args)}` |"
+    )
 
 
 HEAD = {
@@ -99,13 +131,19 @@ HEAD = {
 
 
 def render(results: dict[str, list[tuple[str, dict, list[str]]]]) -> str:
-    lines = [f"Measured on {platform.machine()}, {platform.python_version()}, "
-             f"{len(results)} task tables; seeds {SEEDS}; mean ± standard deviation (min–max).",
-             ""]
+    lines = [
+        f"Measured on {platform.machine()}, {platform.python_version()}, "
+        f"{len(results)} task tables; seeds {SEEDS}; mean ± standard deviation (min–max).",
+        "",
+    ]
     for task, rs in results.items():
-        lines += [f"### {task}", "",
-                  f"| variant (mode, update, shaping) | {HEAD[task]} | steps | wall s | solved | "
-                  "command |", "|---|---|---|---|---|---|"]
+        lines += [
+            f"### {task}",
+            "",
+            f"| variant (mode, update, shaping) | {HEAD[task]} | steps | wall s | solved | "
+            "command |",
+            "|---|---|---|---|---|---|",
+        ]
         lines += [fmt_row(label, rec, args) for label, rec, args in rs]
         lines.append("")
     return "\n".join(lines)
