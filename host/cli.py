@@ -24,7 +24,7 @@ class UsageError(Exception):
 class ArgParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors are one line and exit with code 2."""
 
-    def error(self, message: str):  # noqa: D401 - argparse API
+    def error(self, message: str):
         sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
         raise SystemExit(2)
 
