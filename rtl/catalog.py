@@ -29,6 +29,7 @@ __all__ = [
     "parse_params",
     "port_list",
     "to_verilog",
+    "validate",
 ]
 
 #: Verilator lint warnings waived for Amaranth's Verilog (docs/rtl.md explains each).
@@ -144,6 +145,14 @@ def build(module: str, params: dict[str, Any] | None = None) -> wiring.Component
         return spec.cls(**kw)
     except (ValueError, TypeError) as e:
         raise ParameterError(f"{module}: {e}") from None
+
+
+def validate(module: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Check ``params`` by constructing the component (raises :class:`ParameterError`);
+    returns the resolved parameters."""
+    dut = build(module, params)
+    dut._MustUse__silence = True  # built only to validate: not a forgotten elaboratable
+    return resolved_params(module, params)
 
 
 def top_name(module: str) -> str:

@@ -143,9 +143,10 @@ class LowRankGenerator(wiring.Component):
     uniform digits per word). B then takes ``fan`` cycles, one row per cycle (rank <= D;
     one row every ``rank / D`` cycles above), and the A key 8 more. In quantized mode the
     first element of E follows 3 cycles later, then one element per cycle while ``e.ready``
-    is high, for ``out * fan`` cycles when ``rank <= D``; when a row of A spans several
-    words each row of E costs ``max(fan, rank / D)`` cycles. Total for a quantized job
-    at rank 4: ``27 + fan + out * fan`` cycles without back-pressure.
+    is high, ``out * fan`` elements in ``out * fan`` cycles: the next row of A is generated
+    while the current one is used (if a row of A spans ``m = rank / D > 1`` words and
+    ``fan < m``, a row costs ``m`` cycles). A quantized job at rank 4 without
+    back-pressure keeps ``busy`` high ``25 + fan + out * fan`` cycles.
     """
 
     def __init__(
@@ -216,16 +217,18 @@ class LowRankGenerator(wiring.Component):
         ]
 
         # E pipeline, one stage per cycle, all advancing together while the output is
-        # free (`advance`): issue (RAM read, A row latched) -> s1: digit products ->
+        # free (`advance`): issue (RAM read; A row taken at a row's first element) -> s1:
+        # digit products ->
         # s2: adder tree, PQUANT lookup -> s3: e
         valid = [Signal(name=f"valid{j}") for j in (1, 2, 3)]
         advance = ~valid[2] | self.e.ready
         issue = Signal()
-        arow = Signal(3 * r)
+        arow = Signal(3 * r)  # the current row of A
+        take_row = Signal(init=1)  # the next issue starts a row: take a row of A first
         m.d.comb += rd.en.eq(advance)
         with m.If(advance):
             m.d.sync += [valid[0].eq(issue), valid[1].eq(valid[0]), valid[2].eq(valid[1])]
-        with m.If(issue):
+        with m.If(issue & take_row):
             m.d.sync += arow.eq(row)
 
         products = [Signal(signed(4), name=f"product{c}") for c in range(r)]
@@ -301,13 +304,20 @@ class LowRankGenerator(wiring.Component):
                         with m.If(row_last):
                             m.next = "IDLE"
                 with m.Else():
-                    # quantized: each A row is held for fan reads of the B RAM
-                    m.d.comb += issue.eq(prng.o.valid & advance)
+                    # quantized: each row of A is copied to `arow` at the row's first
+                    # element, so the generator prepares the next row during this one
+                    m.d.comb += [
+                        issue.eq((prng.o.valid | ~take_row) & advance),
+                        prng.o.ready.eq(issue & take_row),
+                    ]
                     with m.If(issue):
-                        m.d.sync += col.eq(col - 1)
+                        m.d.sync += [col.eq(col - 1), take_row.eq(0)]
                         with m.If(col_last):
-                            m.d.comb += prng.o.ready.eq(1)
-                            m.d.sync += [col.eq(self.fan), rownum.eq(rownum - 1)]
+                            m.d.sync += [
+                                col.eq(self.fan),
+                                rownum.eq(rownum - 1),
+                                take_row.eq(1),
+                            ]
                             with m.If(row_last):
                                 m.next = "IDLE"
         return m
