@@ -138,15 +138,15 @@ class LowRankGenerator(wiring.Component):
     b : Out(stream.Signature(ArrayLayout(signed(3), rank)))
         Rows of B, same layout.
 
-    Latency and throughput: the B stream starts 16 cycles after ``start`` (run key and
+    Latency and throughput: the B stream starts 28 cycles after ``start`` (run key and
     stream key mixing), rank 16 and 64 add ``rank / D - 1`` cycles (D = 8 binomial, 4
     uniform digits per word). B then takes ``fan`` cycles, one row per cycle (rank <= D;
-    one row every ``rank / D`` cycles above), and the A key 8 more. In quantized mode the
+    one row every ``rank / D`` cycles above), and the A key 14 more. In quantized mode the
     first element of E follows 3 cycles later, then one element per cycle while ``e.ready``
     is high, ``out * fan`` elements in ``out * fan`` cycles: the next row of A is generated
     while the current one is used (if a row of A spans ``m = rank / D > 1`` words and
     ``fan < m``, a row costs ``m`` cycles). A quantized job at rank 4 without
-    back-pressure keeps ``busy`` high ``25 + fan + out * fan`` cycles.
+    back-pressure keeps ``busy`` high ``43 + fan + out * fan`` cycles.
     """
 
     def __init__(

@@ -2,14 +2,15 @@
 
 One 32-bit state register does everything, one operation per cycle:
 
-* ``XS``:    ``x <- xs32(x)`` (streaming: word ``i+1`` from word ``i``);
-* ``ROUND``: ``x <- xs32(x) + (xs32(x) << 11)``, one ``mix32`` round per cycle;
-* ``LOAD``:  ``x <- v`` for ``v`` = ``seed ^ RUN_SALT`` or ``stream_key ^ S``.
+* ``XS``:   ``x <- xs32(x)`` (streaming: word ``i+1`` from word ``i``; half a mix round);
+* ``ADD``:  ``x <- x + (x << 11)`` (the other half of a ``mix32`` round);
+* ``LOAD``: ``x <- v`` for ``v`` = ``seed ^ RUN_SALT`` or ``stream_key ^ S``.
 
-``LOAD`` is folded into the round adder to stay cheap: the state is cleared first (a
-synchronous reset, free in the flip-flops), so ``xs32(x) = 0`` and the value enters as the
-adder's second operand (bits 11..31) or by XOR (bits 0..10). The run key ``S`` (31 bits,
-bit 31 is always 1) is kept in a register so that a restart does not recompute it.
+A ``mix32`` round takes two cycles (``XS`` then ``ADD``) so that the 21-bit carry chain
+starts at the state flip-flops: one round per cycle measured 48 MHz on an iCE40UP5K,
+two cycles 60 MHz (docs/resources.md). ``LOAD`` is a multiplexer inside the last level of
+the ``xs32`` logic. The run key ``S`` (31 bits; bit 31 is always 1) is kept in a register
+so that a restart without ``reseed`` does not recompute it.
 """
 
 from __future__ import annotations
@@ -127,8 +128,9 @@ class PentaryPRNG(wiring.Component):
     o : Out(stream.Signature(ArrayLayout(signed(3), digits_per_beat)))
         Digit beats; digit ``j`` of a beat is bits ``[3j+2:3j]`` of ``o.payload``.
 
-    Latency and throughput: the first beat is valid 16 cycles after ``start`` with
-    ``reseed`` (two ``mix32`` of 6 rounds plus loads), 8 cycles without, plus
+    Latency and throughput: the first beat is valid 28 cycles after ``start`` with
+    ``reseed`` (two loads, two ``mix32`` of 12 cycles, one cycle to store the run key),
+    14 cycles without, plus
     ``digits_per_beat / D - 1`` cycles when a beat spans several words (D = digits per
     word). Then one beat per cycle while ``o.ready`` is high if ``digits_per_beat <= D``,
     one beat every ``digits_per_beat / D`` cycles otherwise. Never valid after reset until
@@ -165,39 +167,43 @@ class PentaryPRNG(wiring.Component):
         m = Module()
         x = Signal(32)  # the state: the current word once streaming
         run_key = Signal(31)  # S without its bit 31 (always 1)
-        # Mixing schedule, t = 0..14: LOAD seed^salt, 6 rounds, save S + clear,
-        # LOAD key^S, 6 rounds. A start without reseed enters at t = 8.
-        t = Signal(4)
+        # Mixing schedule, t = 0..26 (27 cycles with reseed, 13 without):
+        #   0: LOAD seed ^ salt;  1..12: (XS, ADD) x 6;  13: SAVE run key;
+        #  14: LOAD key ^ S;     15..26: (XS, ADD) x 6.  A start without reseed enters at 14.
+        T_SAVE, T_KEY, T_END = 13, 14, 26
+        t = Signal(range(T_END + 1))
         mixing = Signal()
         streaming = Signal()
         m.d.comb += self.busy.eq(mixing)
 
         # The datapath's control signals are flip-flops decoded one cycle ahead from the
-        # next value of t: derived combinationally, synthesis merges them into every
-        # state bit's logic (measured: about 20 LUT4 more on iCE40).
-        load = Signal()  # t is 0 or 8
-        round_ = Signal()  # t is a round: 1..6 or 9..14
-        save = Signal()  # t is 7
-        key_phase = Signal()  # t >= 8
-        t_next = Signal(4)
+        # next value of t: derived combinationally, synthesis merges their decoding into
+        # every state bit's logic (measured: about 20 LUT4 more on iCE40).
+        load = Signal()
+        add = Signal()
+        save = Signal()
+        key_phase = Signal()
+        t_next = Signal.like(t)
         mixing_next = Signal()
         m.d.comb += [
-            t_next.eq(Mux(self.start, Mux(self.reseed, 0, 8), t + 1)),
-            mixing_next.eq(self.start | (mixing & (t != 14))),
+            t_next.eq(Mux(self.start, Mux(self.reseed, 0, T_KEY), t + 1)),
+            mixing_next.eq(self.start | (mixing & (t != T_END))),
         ]
-        is_load = (t_next == 0) | (t_next == 8)
         m.d.sync += [
             t.eq(t_next),
             mixing.eq(mixing_next),
-            load.eq(mixing_next & is_load),
-            round_.eq(mixing_next & ~is_load & (t_next != 7)),
-            save.eq(mixing_next & (t_next == 7)),
-            key_phase.eq(t_next[3]),
+            load.eq(mixing_next & ((t_next == 0) | (t_next == T_KEY))),
+            # ADD follows XS: even t other than the loads
+            add.eq(mixing_next & ~t_next[0] & (t_next != 0) & (t_next != T_KEY)),
+            save.eq(mixing_next & (t_next == T_SAVE)),
+            key_phase.eq(t_next >= T_KEY),
         ]
         with m.If(self.start):
             m.d.sync += streaming.eq(0)
-        with m.Elif(mixing & (t == 14)):
+        with m.Elif(mixing & (t == T_END)):
             m.d.sync += streaming.eq(1)
+        with m.If(save):
+            m.d.sync += run_key.eq(x[:31])
 
         key = Cat(self.ab, self.layer, self.pair, self.step)  # stream_key, 31 bits
         load_value = Signal(32)
@@ -205,25 +211,21 @@ class PentaryPRNG(wiring.Component):
             Mux(key_phase, Cat(key ^ run_key, Const(1, 1)), self.seed ^ RUN_SALT)
         )
 
-        # The shared datapath. x is 0 when `load` is high (cleared the cycle before), so
-        # xs32(x) = 0 and the value passes through the adder unchanged.
-        c = Signal(32)
-        m.d.comb += c.eq(xs32(x))
-        addend = Signal(32 - MIX_ADD_SHIFT)
-        m.d.comb += addend.eq(
-            Mux(round_, c[: 32 - MIX_ADD_SHIFT], Mux(load, load_value[MIX_ADD_SHIFT:], 0))
-        )
-        low = c[:MIX_ADD_SHIFT] ^ Mux(load, load_value[:MIX_ADD_SHIFT], 0)
-        nxt = Cat(low, (c[MIX_ADD_SHIFT:] + addend)[: 32 - MIX_ADD_SHIFT])
+        # XS and LOAD share the xs32 logic (the load is a mux in its last level); ADD's
+        # carry chain takes its operands straight from the state flip-flops, so the
+        # longest path is the 21-bit chain and two LUTs.
+        xs_or_load = Signal(32)
+        m.d.comb += xs_or_load.eq(Mux(load, load_value, xs32(x)))
+        hi = MIX_ADD_SHIFT
+        summed = (x[hi:] + x[: 32 - hi])[: 32 - hi]
 
+        # ADD leaves bits 0..10 alone: they keep their value through the enable instead
+        # of a multiplexer (11 LUT4 fewer on iCE40).
         step = Signal()  # advance the stream by one word this cycle
-        with m.If(self.start | save):
-            m.d.sync += x.eq(0)
-        with m.Elif(mixing | step):
-            m.d.sync += x.eq(nxt)
-
-        with m.If(save):
-            m.d.sync += run_key.eq(x[:31])
+        with m.If((mixing & ~save & ~add) | step):
+            m.d.sync += x[:hi].eq(xs_or_load[:hi])
+        with m.If((mixing & ~save) | step):
+            m.d.sync += x[hi:].eq(Mux(add, summed, xs_or_load[hi:]))
 
         per_word = DIGITS_PER_WORD[self.digits]
         bits_per_digit = 32 // per_word

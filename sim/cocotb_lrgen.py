@@ -128,8 +128,8 @@ async def check_cases(dut, cases, label):
         e_got = np.array([decode_digits(int(v), 1)[0] for v in payload], dtype=np.int64)
         dot_raw = np.array([int(v) >> 3 for v in payload], dtype=np.int64)
         dot_got = np.where(dot_raw >= 1 << (dw - 1), dot_raw - (1 << dw), dot_raw)
-        board.check(f"E, row-major ({tag})", e.reshape(-1), e_got, "E elements")
-        board.check(f"A.B^T, row-major ({tag})", dot.reshape(-1), dot_got, "dot products")
+        board.check(f"E[i, k] ({tag})", e, e_got, "E elements")
+        board.check(f"(A.B^T)[i, k] ({tag})", dot, dot_got, "dot products")
         got = await job.run(case, LOWRANK)
         assert not got["e"], f"{tag}: e beats in low-rank mode"
         a_got = [decode_digits(v, r) for v in got["a"]]
