@@ -142,11 +142,11 @@ class LowRankGenerator(wiring.Component):
     stream key mixing), rank 16 and 64 add ``rank / D - 1`` cycles (D = 8 binomial, 4
     uniform digits per word). B then takes ``fan`` cycles, one row per cycle (rank <= D;
     one row every ``rank / D`` cycles above), and the A key 14 more. In quantized mode the
-    first element of E follows 3 cycles later, then one element per cycle while ``e.ready``
+    first element of E follows 5 cycles later, then one element per cycle while ``e.ready``
     is high, ``out * fan`` elements in ``out * fan`` cycles: the next row of A is generated
     while the current one is used (if a row of A spans ``m = rank / D > 1`` words and
     ``fan < m``, a row costs ``m`` cycles). A quantized job at rank 4 without
-    back-pressure keeps ``busy`` high ``43 + fan + out * fan`` cycles.
+    back-pressure keeps ``busy`` high ``45 + fan + out * fan`` cycles.
     """
 
     def __init__(
@@ -194,7 +194,11 @@ class LowRankGenerator(wiring.Component):
         row = prng.o.payload.as_value()  # one row of A or B: r digit codes
 
         abits = ceil_log2(self.max_fan)
-        m.submodules.bmem = bmem = memory.Memory(shape=unsigned(3 * r), depth=1 << abits, init=[])
+        # Reads and writes of the B RAM never overlap (B is written before E reads it):
+        # `no_rw_check` spares the collision-bypass logic Yosys would add otherwise.
+        m.submodules.bmem = bmem = memory.Memory(
+            shape=unsigned(3 * r), depth=1 << abits, init=[], attrs={"no_rw_check": 1}
+        )
         wr = bmem.write_port()
         rd = bmem.read_port(domain="sync")
 
@@ -202,7 +206,8 @@ class LowRankGenerator(wiring.Component):
         rownum = Signal(range(self.max_out + 1))  # counts out..1
         col_last = col == 1
         row_last = rownum == 1
-        addr = col[:abits] if abits else 0  # fan..1 modulo the depth: distinct addresses
+        # fan..1 modulo the depth: distinct addresses
+        addr = col[:abits] if abits else 0
 
         m.d.comb += [
             prng.seed.eq(self.seed),
@@ -216,36 +221,45 @@ class LowRankGenerator(wiring.Component):
             self.b.payload.eq(prng.o.payload),
         ]
 
-        # E pipeline, one stage per cycle, all advancing together while the output is
-        # free (`advance`): issue (RAM read; A row taken at a row's first element) -> s1:
-        # digit products ->
-        # s2: adder tree, PQUANT lookup -> s3: e
-        valid = [Signal(name=f"valid{j}") for j in (1, 2, 3)]
-        advance = ~valid[2] | self.e.ready
+        # E pipeline. All stages advance together while the output register is free
+        # (`advance`); every block RAM output goes straight into a flip-flop (ECP5 block
+        # RAMs are slow to clock-to-out).
+        #   issue: B RAM read at `col`; a row of A is taken into `arow` at a row's start
+        #   s1: the RAM's output          s2: B row (and its A row) registered
+        #   s3: digit products registered, adder tree -> dot (combinational)
+        #   s4: dot registered, PQUANT (ROM read, or logic into a register)
+        #   s5: e and dot registered: the output
+        depth = 5
+        valid = [Signal(name=f"valid{j + 1}") for j in range(depth)]
+        advance = ~valid[-1] | self.e.ready
         issue = Signal()
         arow = Signal(3 * r)  # the current row of A
         take_row = Signal(init=1)  # the next issue starts a row: take a row of A first
         m.d.comb += rd.en.eq(advance)
         with m.If(advance):
-            m.d.sync += [valid[0].eq(issue), valid[1].eq(valid[0]), valid[2].eq(valid[1])]
+            m.d.sync += [valid[0].eq(issue), *(valid[j].eq(valid[j - 1]) for j in range(1, depth))]
         with m.If(issue & take_row):
             m.d.sync += arow.eq(row)
 
+        brow = Signal(3 * r, reset_less=True)
+        arow1 = Signal(3 * r, reset_less=True)  # the row of A travelling with brow
         products = [Signal(signed(4), name=f"product{c}") for c in range(r)]
+        dot = Signal(signed(self.dot_width))  # s3
+        m.d.comb += dot.eq(adder_tree(m, products, "dot"))
+        dot4 = Signal(signed(self.dot_width))
+        dot5 = Signal(signed(self.dot_width))
         with m.If(advance):
             m.d.sync += [
-                p.eq(digit_product(arow[3 * c : 3 * c + 3], rd.data[3 * c : 3 * c + 3]))
-                for c, p in enumerate(products)
+                brow.eq(rd.data),
+                arow1.eq(arow),
+                *(
+                    p.eq(digit_product(arow1[3 * c : 3 * c + 3], brow[3 * c : 3 * c + 3]))
+                    for c, p in enumerate(products)
+                ),
+                dot4.eq(dot),
+                dot5.eq(dot4),
             ]
-        dot = Signal(signed(self.dot_width))
-        m.d.comb += dot.eq(adder_tree(m, products, "dot"))
-        dot3 = Signal(signed(self.dot_width))
-        with m.If(advance):
-            m.d.sync += dot3.eq(dot)
-        m.d.comb += [
-            self.e.valid.eq(valid[2]),
-            self.e.payload.dot.eq(dot3),
-        ]
+        e5 = Signal(signed(3))
         if self.pquant == "rom":
             m.submodules.pqrom = pqrom = memory.Memory(
                 shape=unsigned(3),
@@ -253,21 +267,24 @@ class LowRankGenerator(wiring.Component):
                 init=pquant_rom_image(r),
             )
             pqrd = pqrom.read_port(domain="sync")
-            m.d.comb += [
-                pqrd.addr.eq(Cat(dot, self.sigma_shift)),
-                pqrd.en.eq(advance),
-                self.e.payload.e.eq(pqrd.data),
-            ]
+            m.d.comb += [pqrd.addr.eq(Cat(dot, self.sigma_shift)), pqrd.en.eq(advance)]
+            e4 = pqrd.data
         else:
             m.submodules.pquant = pq = PentaryQuantizer(
                 self.dot_width, shift_offset=rank_shift(r), max_shift=SIGMA_SHIFT_MAX
             )
-            e3 = Signal(signed(3))
+            e4 = Signal(signed(3))
             m.d.comb += [pq.x.eq(dot), pq.shift.eq(self.sigma_shift)]
             with m.If(advance):
-                m.d.sync += e3.eq(pq.q)
-            m.d.comb += self.e.payload.e.eq(e3)
-        pipeline_busy = valid[0] | valid[1] | valid[2]
+                m.d.sync += e4.eq(pq.q)
+        with m.If(advance):
+            m.d.sync += e5.eq(e4)
+        m.d.comb += [
+            self.e.valid.eq(valid[-1]),
+            self.e.payload.e.eq(e5),
+            self.e.payload.dot.eq(dot5),
+        ]
+        pipeline_busy = Cat(*valid).any()
 
         with m.FSM(name="phase"):
             with m.State("IDLE"):
@@ -289,7 +306,8 @@ class LowRankGenerator(wiring.Component):
                     m.d.sync += col.eq(col - 1)
                     with m.If(col_last):
                         m.d.comb += prng.start.eq(1)  # the A stream, same run key
-                        m.d.sync += [col.eq(self.fan), rownum.eq(self.out)]
+                        m.d.sync += col.eq(self.fan)
+                        m.d.sync += rownum.eq(self.out)
                         m.next = "A"
             with m.State("A"):
                 m.d.comb += self.busy.eq(1)
@@ -313,11 +331,8 @@ class LowRankGenerator(wiring.Component):
                     with m.If(issue):
                         m.d.sync += [col.eq(col - 1), take_row.eq(0)]
                         with m.If(col_last):
-                            m.d.sync += [
-                                col.eq(self.fan),
-                                rownum.eq(rownum - 1),
-                                take_row.eq(1),
-                            ]
+                            m.d.sync += col.eq(self.fan)
+                            m.d.sync += [rownum.eq(rownum - 1), take_row.eq(1)]
                             with m.If(row_last):
                                 m.next = "IDLE"
         return m

@@ -176,27 +176,22 @@ class PentaryPRNG(wiring.Component):
         streaming = Signal()
         m.d.comb += self.busy.eq(mixing)
 
-        # The datapath's control signals are flip-flops decoded one cycle ahead from the
-        # next value of t: derived combinationally, synthesis merges their decoding into
-        # every state bit's logic (measured: about 20 LUT4 more on iCE40).
+        # The datapath's control signals are flip-flops decoded one cycle ahead, from t
+        # itself (t + 1 is the next step) with `start` entering last: decoded from a
+        # multiplexed next t, `start`'s logic cone in a parent would reach every decoder.
         load = Signal()
         add = Signal()
         save = Signal()
         key_phase = Signal()
-        t_next = Signal.like(t)
-        mixing_next = Signal()
-        m.d.comb += [
-            t_next.eq(Mux(self.start, Mux(self.reseed, 0, T_KEY), t + 1)),
-            mixing_next.eq(self.start | (mixing & (t != T_END))),
-        ]
+        going = mixing & (t != T_END)
         m.d.sync += [
-            t.eq(t_next),
-            mixing.eq(mixing_next),
-            load.eq(mixing_next & ((t_next == 0) | (t_next == T_KEY))),
-            # ADD follows XS: even t other than the loads
-            add.eq(mixing_next & ~t_next[0] & (t_next != 0) & (t_next != T_KEY)),
-            save.eq(mixing_next & (t_next == T_SAVE)),
-            key_phase.eq(t_next >= T_KEY),
+            t.eq(Mux(self.start, Mux(self.reseed, 0, T_KEY), t + 1)),
+            mixing.eq(self.start | going),
+            load.eq(self.start | (going & (t == T_KEY - 1))),
+            # ADD follows XS: t + 1 even, other than the load at T_KEY
+            add.eq(~self.start & going & t[0] & (t != T_KEY - 1)),
+            save.eq(~self.start & going & (t == T_SAVE - 1)),
+            key_phase.eq(Mux(self.start, ~self.reseed, t >= T_KEY - 1)),
         ]
         with m.If(self.start):
             m.d.sync += streaming.eq(0)
