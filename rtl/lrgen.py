@@ -141,12 +141,12 @@ class LowRankGenerator(wiring.Component):
     Latency and throughput: the B stream starts 28 cycles after ``start`` (run key and
     stream key mixing), rank 16 and 64 add ``rank / D - 1`` cycles (D = 8 binomial, 4
     uniform digits per word). B then takes ``fan`` cycles, one row per cycle (rank <= D;
-    one row every ``rank / D`` cycles above), and the A key 14 more. In quantized mode the
+    one row every ``rank / D`` cycles above), and the A key 15 more. In quantized mode the
     first element of E follows 5 cycles later, then one element per cycle while ``e.ready``
     is high, ``out * fan`` elements in ``out * fan`` cycles: the next row of A is generated
     while the current one is used (if a row of A spans ``m = rank / D > 1`` words and
     ``fan < m``, a row costs ``m`` cycles). A quantized job at rank 4 without
-    back-pressure keeps ``busy`` high ``45 + fan + out * fan`` cycles.
+    back-pressure keeps ``busy`` high ``47 + fan + out * fan`` cycles.
     """
 
     def __init__(
@@ -204,8 +204,10 @@ class LowRankGenerator(wiring.Component):
 
         col = Signal(range(self.max_fan + 1))  # counts fan..1
         rownum = Signal(range(self.max_out + 1))  # counts out..1
-        col_last = col == 1
-        row_last = rownum == 1
+        # col == 1 and rownum == 1, kept as flip-flops (updated with the counters) so
+        # that the state machine's decisions are one LUT away from the ready inputs
+        col_last = Signal()
+        row_last = Signal()
         # fan..1 modulo the depth: distinct addresses
         addr = col[:abits] if abits else 0
 
@@ -235,11 +237,15 @@ class LowRankGenerator(wiring.Component):
         issue = Signal()
         arow = Signal(3 * r)  # the current row of A
         take_row = Signal(init=1)  # the next issue starts a row: take a row of A first
+        # The next row of A waits in `anext`, fetched from the generator whatever the
+        # output's back-pressure: `e.ready` does not reach the generator's logic.
+        anext = Signal(3 * r)
+        anext_valid = Signal()
         m.d.comb += rd.en.eq(advance)
         with m.If(advance):
             m.d.sync += [valid[0].eq(issue), *(valid[j].eq(valid[j - 1]) for j in range(1, depth))]
         with m.If(issue & take_row):
-            m.d.sync += arow.eq(row)
+            m.d.sync += [arow.eq(anext), anext_valid.eq(0)]
 
         brow = Signal(3 * r, reset_less=True)
         arow1 = Signal(3 * r, reset_less=True)  # the row of A travelling with brow
@@ -284,14 +290,21 @@ class LowRankGenerator(wiring.Component):
             self.e.payload.e.eq(e5),
             self.e.payload.dot.eq(dot5),
         ]
-        pipeline_busy = Cat(*valid).any()
+        # Whether any stage holds an element, as a flip-flop (it gates `start`).
+        pipeline_busy = Signal()
+        m.d.sync += pipeline_busy.eq(
+            Mux(advance, issue | Cat(*valid[:-1]).any(), Cat(*valid).any())
+        )
 
+        start_a = Signal()
+        m.d.sync += start_a.eq(0)
+        m.d.comb += prng.start.eq(start_a)
         with m.FSM(name="phase"):
             with m.State("IDLE"):
                 m.d.comb += [prng.ab.eq(1), self.busy.eq(pipeline_busy)]
                 with m.If(self.start & ~pipeline_busy):
                     m.d.comb += [prng.start.eq(1), prng.reseed.eq(1)]
-                    m.d.sync += col.eq(self.fan)
+                    m.d.sync += col.eq(self.fan), col_last.eq(self.fan == 1)
                     m.next = "B"
             with m.State("B"):
                 # rows of B into the RAM (and out on b in low-rank mode)
@@ -303,36 +316,52 @@ class LowRankGenerator(wiring.Component):
                 ]
                 with m.If(prng.o.valid & prng.o.ready):
                     m.d.comb += wr.en.eq(1)
-                    m.d.sync += col.eq(col - 1)
+                    m.d.sync += col.eq(col - 1), col_last.eq(col == 2)
                     with m.If(col_last):
-                        m.d.comb += prng.start.eq(1)  # the A stream, same run key
-                        m.d.sync += col.eq(self.fan)
-                        m.d.sync += rownum.eq(self.out)
+                        # the A stream, same run key, started from a flip-flop the next
+                        # cycle: `b.ready` then stops at this state machine
+                        m.d.sync += [
+                            start_a.eq(1),
+                            col.eq(self.fan),
+                            col_last.eq(self.fan == 1),
+                            rownum.eq(self.out),
+                            row_last.eq(self.out == 1),
+                            anext_valid.eq(0),
+                        ]
                         m.next = "A"
             with m.State("A"):
                 m.d.comb += self.busy.eq(1)
-                with m.If(self.mode):
+                with m.If(start_a):
+                    pass  # the generator still shows the B stream this cycle
+                with m.Elif(self.mode):
                     # low-rank: rows of A out on a
                     m.d.comb += [
                         self.a.valid.eq(prng.o.valid),
                         prng.o.ready.eq(self.a.ready),
                     ]
                     with m.If(prng.o.valid & self.a.ready):
-                        m.d.sync += rownum.eq(rownum - 1)
+                        m.d.sync += rownum.eq(rownum - 1), row_last.eq(rownum == 2)
                         with m.If(row_last):
                             m.next = "IDLE"
                 with m.Else():
-                    # quantized: each row of A is copied to `arow` at the row's first
-                    # element, so the generator prepares the next row during this one
+                    # quantized: a row of A goes from the generator to `anext`, then to
+                    # `arow` at the row's first element, so the generator prepares the
+                    # next row during this one
                     m.d.comb += [
-                        issue.eq((prng.o.valid | ~take_row) & advance),
-                        prng.o.ready.eq(issue & take_row),
+                        prng.o.ready.eq(~anext_valid),
+                        issue.eq((anext_valid | ~take_row) & advance),
                     ]
+                    with m.If(prng.o.valid & ~anext_valid):
+                        m.d.sync += [anext.eq(row), anext_valid.eq(1)]
                     with m.If(issue):
-                        m.d.sync += [col.eq(col - 1), take_row.eq(0)]
+                        m.d.sync += [col.eq(col - 1), col_last.eq(col == 2), take_row.eq(0)]
                         with m.If(col_last):
-                            m.d.sync += col.eq(self.fan)
-                            m.d.sync += [rownum.eq(rownum - 1), take_row.eq(1)]
+                            m.d.sync += col.eq(self.fan), col_last.eq(self.fan == 1)
+                            m.d.sync += [
+                                rownum.eq(rownum - 1),
+                                row_last.eq(rownum == 2),
+                                take_row.eq(1),
+                            ]
                             with m.If(row_last):
                                 m.next = "IDLE"
         return m

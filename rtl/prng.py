@@ -183,15 +183,21 @@ class PentaryPRNG(wiring.Component):
         add = Signal()
         save = Signal()
         key_phase = Signal()
+        mix_hi = Signal()  # mixing, bits 11..31 change: not SAVE
+        mix_lo = Signal()  # mixing, bits 0..10 change: not SAVE, not ADD
         going = mixing & (t != T_END)
+        mixing_n = self.start | going
+        add_n = ~self.start & going & t[0] & (t != T_KEY - 1)  # after XS, but not at T_KEY
+        save_n = ~self.start & going & (t == T_SAVE - 1)
         m.d.sync += [
             t.eq(Mux(self.start, Mux(self.reseed, 0, T_KEY), t + 1)),
-            mixing.eq(self.start | going),
+            mixing.eq(mixing_n),
             load.eq(self.start | (going & (t == T_KEY - 1))),
-            # ADD follows XS: t + 1 even, other than the load at T_KEY
-            add.eq(~self.start & going & t[0] & (t != T_KEY - 1)),
-            save.eq(~self.start & going & (t == T_SAVE - 1)),
+            add.eq(add_n),
+            save.eq(save_n),
             key_phase.eq(Mux(self.start, ~self.reseed, t >= T_KEY - 1)),
+            mix_hi.eq(mixing_n & ~save_n),
+            mix_lo.eq(mixing_n & ~save_n & ~add_n),
         ]
         with m.If(self.start):
             m.d.sync += streaming.eq(0)
@@ -216,10 +222,12 @@ class PentaryPRNG(wiring.Component):
 
         # ADD leaves bits 0..10 alone: they keep their value through the enable instead
         # of a multiplexer (11 LUT4 fewer on iCE40).
+        # `o.ready` reaches the state's enables through one LUT: everything else they
+        # depend on is a flip-flop.
         step = Signal()  # advance the stream by one word this cycle
-        with m.If((mixing & ~save & ~add) | step):
+        with m.If(mix_lo | step):
             m.d.sync += x[:hi].eq(xs_or_load[:hi])
-        with m.If((mixing & ~save) | step):
+        with m.If(mix_hi | step):
             m.d.sync += x[hi:].eq(Mux(add, summed, xs_or_load[hi:]))
 
         per_word = DIGITS_PER_WORD[self.digits]
@@ -235,12 +243,13 @@ class PentaryPRNG(wiring.Component):
                 m.d.comb += step.eq(accept)
                 window = x
             else:
-                last = pos == self.beats_per_word - 1
-                m.d.comb += step.eq(accept & last)
-                with m.If(self.start):
-                    m.d.sync += pos.eq(0)
-                with m.Elif(accept):
-                    m.d.sync += pos.eq(pos + 1)  # wraps at a power of two
+                last = Signal()  # pos is the word's last beat
+                pos_next = Signal.like(pos)
+                m.d.comb += [
+                    step.eq(accept & last),
+                    pos_next.eq(Mux(self.start, 0, Mux(accept, pos + 1, pos))),  # wraps
+                ]
+                m.d.sync += [pos.eq(pos_next), last.eq(pos_next == self.beats_per_word - 1)]
                 width = n * bits_per_digit
                 window = Signal(width)
                 with m.Switch(pos):
@@ -254,13 +263,13 @@ class PentaryPRNG(wiring.Component):
             k = self.words_per_beat
             buf = [Signal(32, name=f"buf{j}") for j in range(k - 1)]
             fill = Signal(ceil_log2(k))
-            full = fill == k - 1
+            fill_next = Signal.like(fill)
+            full = Signal()  # fill == k - 1: the beat is complete
             m.d.comb += self.o.valid.eq(streaming & full)
             m.d.comb += step.eq(streaming & (~full | self.o.ready))
-            with m.If(self.start):
-                m.d.sync += fill.eq(0)
-            with m.Elif(step):
-                m.d.sync += fill.eq(fill + 1)  # wraps at a power of two
+            m.d.comb += fill_next.eq(Mux(self.start, 0, Mux(step, fill + 1, fill)))  # wraps
+            m.d.sync += [fill.eq(fill_next), full.eq(fill_next == k - 1)]
+            with m.If(step):
                 m.d.sync += [buf[j].eq(buf[j + 1]) for j in range(k - 2)]
                 m.d.sync += buf[k - 2].eq(x)
             words = [*buf, x]

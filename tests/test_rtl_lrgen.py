@@ -165,7 +165,7 @@ def test_one_element_per_cycle(rank):
     busy, span = e_timing(rank, 7, 30)
     assert span == 7 * 30
     if rank == 4:
-        assert busy == 45 + 30 + 7 * 30
+        assert busy == 47 + 30 + 7 * 30
 
 
 def test_short_rows_wait_for_wide_a_rows():
