@@ -233,7 +233,11 @@ class LowRankGenerator(wiring.Component):
         #   s5: e and dot registered: the output
         depth = 5
         valid = [Signal(name=f"valid{j + 1}") for j in range(depth)]
-        advance = ~valid[-1] | self.e.ready
+        # The last stage feeds the output through a skid register: the stages advance
+        # while the skid register is empty, so `e.ready` only reaches the skid logic and
+        # the output multiplexer (the pipeline's enables come from a flip-flop).
+        skid_valid = Signal()
+        advance = ~skid_valid
         issue = Signal()
         arow = Signal(3 * r)  # the current row of A
         take_row = Signal(init=1)  # the next issue starts a row: take a row of A first
@@ -285,15 +289,22 @@ class LowRankGenerator(wiring.Component):
                 m.d.sync += e4.eq(pq.q)
         with m.If(advance):
             m.d.sync += e5.eq(e4)
+        skid = Signal(self.e_layout)
         m.d.comb += [
-            self.e.valid.eq(valid[-1]),
-            self.e.payload.e.eq(e5),
-            self.e.payload.dot.eq(dot5),
+            self.e.valid.eq(skid_valid | valid[-1]),
+            self.e.payload.eq(Mux(skid_valid, skid, Cat(e5, dot5))),
         ]
+        with m.If(skid_valid):
+            with m.If(self.e.ready):
+                m.d.sync += skid_valid.eq(0)
+        with m.Elif(valid[-1] & ~self.e.ready):
+            m.d.sync += [skid_valid.eq(1), skid.eq(Cat(e5, dot5))]
         # Whether any stage holds an element, as a flip-flop (it gates `start`).
         pipeline_busy = Signal()
         m.d.sync += pipeline_busy.eq(
             Mux(advance, issue | Cat(*valid[:-1]).any(), Cat(*valid).any())
+            | (valid[-1] & ~self.e.ready)
+            | (skid_valid & ~self.e.ready)
         )
 
         start_a = Signal()
