@@ -228,10 +228,12 @@ class LowRankGenerator(wiring.Component):
         # RAMs are slow to clock-to-out).
         #   issue: B RAM read at `col`; a row of A is taken into `arow` at a row's start
         #   s1: the RAM's output          s2: B row (and its A row) registered
-        #   s3: digit products registered, adder tree -> dot (combinational)
-        #   s4: dot registered, PQUANT (ROM read, or logic into a register)
-        #   s5: e and dot registered: the output
-        depth = 5
+        #   s3: digit products registered, adder tree -> dot (combinational); from rank 16
+        #       on, sums of four products are registered first (one more stage)
+        #   s4: dot registered, PQUANT ROM read
+        #   s5: e (ROM data, or PQUANT logic of the registered dot) and dot registered
+        split_tree = r >= 16
+        depth = 5 + split_tree
         valid = [Signal(name=f"valid{j + 1}") for j in range(depth)]
         # The last stage feeds the output through a skid register: the stages advance
         # while the skid register is empty, so `e.ready` only reaches the skid logic and
@@ -254,8 +256,16 @@ class LowRankGenerator(wiring.Component):
         brow = Signal(3 * r, reset_less=True)
         arow1 = Signal(3 * r, reset_less=True)  # the row of A travelling with brow
         products = [Signal(signed(4), name=f"product{c}") for c in range(r)]
-        dot = Signal(signed(self.dot_width))  # s3
-        m.d.comb += dot.eq(adder_tree(m, products, "dot"))
+        terms = products
+        if split_tree:
+            terms = [Signal(signed(6), name=f"sum4_{g}") for g in range(r // 4)]
+            with m.If(advance):
+                m.d.sync += [
+                    t.eq(adder_tree(m, products[4 * g : 4 * g + 4], f"sum4_{g}_"))
+                    for g, t in enumerate(terms)
+                ]
+        dot = Signal(signed(self.dot_width))
+        m.d.comb += dot.eq(adder_tree(m, terms, "dot"))
         dot4 = Signal(signed(self.dot_width))
         dot5 = Signal(signed(self.dot_width))
         with m.If(advance):
@@ -278,17 +288,15 @@ class LowRankGenerator(wiring.Component):
             )
             pqrd = pqrom.read_port(domain="sync")
             m.d.comb += [pqrd.addr.eq(Cat(dot, self.sigma_shift)), pqrd.en.eq(advance)]
-            e4 = pqrd.data
+            with m.If(advance):
+                m.d.sync += e5.eq(pqrd.data)
         else:
             m.submodules.pquant = pq = PentaryQuantizer(
                 self.dot_width, shift_offset=rank_shift(r), max_shift=SIGMA_SHIFT_MAX
             )
-            e4 = Signal(signed(3))
-            m.d.comb += [pq.x.eq(dot), pq.shift.eq(self.sigma_shift)]
+            m.d.comb += [pq.x.eq(dot4), pq.shift.eq(self.sigma_shift)]
             with m.If(advance):
-                m.d.sync += e4.eq(pq.q)
-        with m.If(advance):
-            m.d.sync += e5.eq(e4)
+                m.d.sync += e5.eq(pq.q)
         skid = Signal(self.e_layout)
         m.d.comb += [
             self.e.valid.eq(skid_valid | valid[-1]),
