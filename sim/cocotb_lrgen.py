@@ -16,6 +16,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, RisingEdge
 from pentegg.golden import lrgen, lrmul, rank_shift
+from pentegg.rtl.lrgen import dot_width
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import StreamSink, decode_digits, reset, start_clock
 
@@ -115,7 +116,7 @@ async def setup(dut):
 async def check_cases(dut, cases, label):
     p = _params()
     r = p["rank"]
-    dw = (4 * r).bit_length() + 1  # bits_for(-4r, 4r)
+    dw = dot_width(r)
     board = Scoreboard(f"lrgen rank={r} {label}", dut._log)
     job = Job(dut, p, _tb("ready", 0.7))
     await setup(dut)

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 from pentegg.golden import pquant
-from pentegg.rtl.lrgen import pquant_rom_image, rank_shift
+from pentegg.rtl.lrgen import dot_width, pquant_rom_image, rank_shift
 from pentegg.rtl.pquant import PentaryQuantizer, pquant_int
 from pentegg.sim import harness
 from pentegg.sim.scoreboard import Scoreboard
@@ -71,7 +71,7 @@ def test_threshold_rule_matches_golden_wide():
 @pytest.mark.parametrize("rank", [1, 4, 16, 64])
 def test_lrgen_rom_image_is_golden_pquant(rank):
     image = np.array(pquant_rom_image(rank))
-    dw = (4 * rank).bit_length() + 1
+    dw = dot_width(rank)
     codes = np.arange(1 << dw)
     dots = np.where(codes >> (dw - 1), codes - (1 << dw), codes)
     for sigma in range(16):
