@@ -125,12 +125,11 @@ class PentaryPRNG(wiring.Component):
         Digit beats; digit ``j`` of a beat is bits ``[3j+2:3j]`` of ``o.payload``.
 
     Latency and throughput: the first beat is valid 28 cycles after ``start`` with
-    ``reseed`` (two loads, two ``mix32`` of 12 cycles, one cycle to store the run key),
-    14 cycles without, plus
-    ``digits_per_beat / D - 1`` cycles when a beat spans several words (D = digits per
-    word). Then one beat per cycle while ``o.ready`` is high if ``digits_per_beat <= D``,
-    one beat every ``digits_per_beat / D`` cycles otherwise. Never valid after reset until
-    the first ``start``.
+    ``reseed`` (two loads, two ``mix32`` of 12 cycles, one cycle to store the run key), 14
+    cycles without, plus ``digits_per_beat / D - 1`` cycles when a beat spans several
+    words (D = digits per word). Then one beat per cycle while ``o.ready`` is high if
+    ``digits_per_beat <= D``, one beat every ``digits_per_beat / D`` cycles otherwise.
+    Never valid after reset until the first ``start``.
     """
 
     def __init__(self, *, digits: str = "binomial", digits_per_beat: int = 4):

@@ -17,7 +17,8 @@ Knobs, all optional (environment variables, so that they also work through ``./r
     Only when a run fails, run it again with the same seed and waveforms on; the failure
     message gives the file.
 ``PENTEGG_SIM_BUILD=DIR``
-    Root of the build directories (default ``build/sim`` in the repository).
+    Root of the build directories (default ``build/sim`` in the repository, or in the
+    current directory when pentegg is installed rather than run from a clone).
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ __all__ = [
 ]
 
 SIMULATORS = ("icarus", "verilator")
-REPO = Path(__file__).resolve().parent.parent
+_SOURCE_TREE = Path(__file__).resolve().parent.parent  # the repository, when run from one
 TB_PACKAGE = "pentegg.sim"
 
 
@@ -72,7 +73,12 @@ def _tag(params: dict[str, Any]) -> str:
 def build_dir(module: str, params: dict[str, Any], simulator: str, waves: bool) -> Path:
     """``build/sim/<module>/<params>/<simulator>[-waves]``: one per combination, so that
     no build or results file of one configuration is reused by another."""
-    root = Path(os.environ.get("PENTEGG_SIM_BUILD", REPO / "build" / "sim"))
+    default = (
+        (_SOURCE_TREE if (_SOURCE_TREE / "pyproject.toml").exists() else Path.cwd())
+        / "build"
+        / "sim"
+    )
+    root = Path(os.environ.get("PENTEGG_SIM_BUILD", default))
     return root / module / _tag(params) / (simulator + ("-waves" if waves else ""))
 
 
