@@ -123,7 +123,7 @@ def run_synth(args) -> int:
     shown = ", ".join(f"{k}={v}" for k, v in r.params.items())
     print(f"module   {r.module} ({shown})")
     print(f"device   {r.device}")
-    lut = "LUT4" if r.device == "up5k" else "LUT4 (CCU2C carry cells count 2)"
+    lut = "LUT4" if r.device == "up5k" else "LUT4 (a CCU2C or DPR16X4 counts 2)"
     print(f"{lut:<8} {r.luts}")
     print(f"FF       {r.ffs}")
     print(f"BRAM     {r.brams}")
