@@ -26,14 +26,23 @@ def rank_shift(rank: int) -> int:
 
 
 def lrgen(
-    seed: int, step: int, pairs: int, layer: int, out: int, fan: int, rank: int, dist: str
+    seed: int,
+    step: int,
+    pairs: int,
+    layer: int,
+    out: int,
+    fan: int,
+    rank: int,
+    dist: str,
+    first_pair: int = 0,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """LRGEN: the factors of every pair of one (step, layer).
+    """LRGEN: the factors of pairs ``first_pair .. first_pair + pairs - 1`` of one
+    (step, layer).
 
     Returns ``A`` with shape (pairs, out, rank) and ``B`` with shape (pairs, fan, rank),
     both int8 digits.
     """
-    j = np.arange(pairs)
+    j = np.arange(first_pair, first_pair + pairs)
     sa = stream_state(seed, step, j, layer, AB_A)
     sb = stream_state(seed, step, j, layer, AB_B)
     a = stream_digits(sa, out * rank, dist).reshape(pairs, out, rank)

@@ -15,6 +15,7 @@ import random
 import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, RisingEdge
+
 from pentegg.golden import lrgen, lrmul, rank_shift
 from pentegg.rtl.lrgen import dot_width
 from pentegg.sim.scoreboard import Scoreboard

@@ -12,6 +12,7 @@ import os
 import cocotb
 import numpy as np
 from cocotb.triggers import Timer
+
 from pentegg.golden import pquant
 from pentegg.sim.scoreboard import Scoreboard
 

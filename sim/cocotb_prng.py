@@ -15,6 +15,7 @@ import random
 import cocotb
 import numpy as np
 from cocotb.triggers import RisingEdge
+
 from pentegg.golden import stream_digits, stream_state
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import StreamSink, decode_digits, reset, start_clock

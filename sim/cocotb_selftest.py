@@ -8,6 +8,7 @@ import os
 import random
 
 import cocotb
+
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import StreamSink, StreamSource, reset, start_clock
 

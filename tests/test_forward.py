@@ -135,3 +135,11 @@ def test_bad_inputs_are_refused(x, match):
     cfg = Config(layers=(7, 3), population=4)
     with pytest.raises(InputError, match=match):
         population_forward(cfg, init_state(cfg).weights, make_noise(cfg, 0), x)
+
+
+def test_lrgen_first_pair_selects_a_slice_of_the_pairs():
+    from pentegg.golden import lrgen
+
+    a, b = lrgen(1, 2, 8, 0, 3, 4, 4, "binomial")
+    a5, b5 = lrgen(1, 2, 2, 0, 3, 4, 4, "binomial", first_pair=5)
+    assert (a5 == a[5:7]).all() and (b5 == b[5:7]).all()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import pytest
+
 from pentegg.rtl import MODULE_NAMES
 from pentegg.rtl.catalog import MODULES, VERILATOR_WAIVERS
 from pentegg.rtl.toolchain import sim_path

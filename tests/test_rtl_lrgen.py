@@ -10,6 +10,7 @@ with PQUANT as logic, and one larger configuration under Verilator.
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+
 from pentegg.golden import lrgen, lrmul, rank_shift
 from pentegg.rtl.lrgen import LowRankGenerator
 from pentegg.sim import harness

@@ -4,6 +4,7 @@
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+
 from pentegg.golden import pquant
 from pentegg.rtl.lrgen import dot_width, pquant_rom_image, rank_shift
 from pentegg.rtl.pquant import PentaryQuantizer, pquant_int

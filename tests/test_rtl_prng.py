@@ -8,6 +8,7 @@ over several keys, with random back-pressure; one heavy run uses Verilator.
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
+
 from pentegg.golden import stream_digits, stream_state
 from pentegg.rtl.prng import PentaryPRNG
 from pentegg.sim import harness

@@ -3,6 +3,7 @@ the stream driver and sink (through a FIFO loopback), and failure reporting."""
 
 import numpy as np
 import pytest
+
 from pentegg.sim import harness
 from pentegg.sim.loopback import StreamLoopback
 from pentegg.sim.scoreboard import Mismatch, Scoreboard, compare
