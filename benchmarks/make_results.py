@@ -108,14 +108,15 @@ def run_row(args: list[str], rerun: bool) -> dict:
     return rec
 
 
-def fmt_row(label: str, rec: dict, args: list[str]) -> str:
+def fmt_row(task: str, label: str, rec: dict, args: list[str]) -> str:
     v, st, w = rec["value"], rec["steps"], rec["wall_s"]
     metric = rec.get("runs", [{}])[0].get("metric", "")
     pct = metric != "mean_return"
     k = 100 if pct else 1
     d = 1 if pct else 0
     val = f"{k * v['mean']:.1f} ± {k * v['std']:.1f} ({k * v['min']:.{d}f}–{k * v['max']:.{d}f})"
-    solved = f"{rec['solved']}/{len(rec['runs'])}" if "solved" in rec else "–"
+    solvable = task in ("cartpole", "xor") and "solved" in rec
+    solved = f"{rec['solved']}/{len(rec['runs'])}" if solvable else "–"
     return (
         f"| {label} | {val} | {st['mean']:.0f} ({st['min']:.0f}–{st['max']:.0f}) | "
         f"{w['mean']:.1f} ({w['min']:.1f}–{w['max']:.1f}) | {solved} | "
@@ -144,7 +145,7 @@ def render(results: dict[str, list[tuple[str, dict, list[str]]]]) -> str:
             "command |",
             "|---|---|---|---|---|---|",
         ]
-        lines += [fmt_row(label, rec, args) for label, rec, args in rs]
+        lines += [fmt_row(task, label, rec, args) for label, rec, args in rs]
         lines.append("")
     return "\n".join(lines)
 
