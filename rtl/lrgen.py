@@ -162,18 +162,18 @@ class LowRankGenerator(wiring.Component):
     b : Out(stream.Signature(ArrayLayout(signed(3), rank)))
         Rows of B, same layout.
 
-    Latency and throughput: B's rows start the cycle after its state is taken, one row
-    per cycle (rank <= D, D = 8 binomial or 4 uniform digits per word; one row every
-    ``rank / D`` cycles above, after ``rank / D - 1`` cycles). The A state is taken from
-    the cycle after B's last row. In quantized mode the first element of E is valid
-    ``6 + (m - 1) + (rank >= 16)`` cycles after the A state is taken (``m = max(1, rank /
-    D)`` words per row: 6 at ranks 1 and 4, 8 at rank 16, 14 at rank 64), then one element
-    per cycle while ``e.ready`` is high: ``out * fan`` elements in ``out * fan`` cycles (if
+    Latency and throughput: with ``m = max(1, rank / D)`` words per row (D = 8 binomial or
+    4 uniform digits per word), B's rows start ``max(2, m)`` cycles after its state is
+    taken (the handshake loads only the stream core; the phase and counters follow a cycle
+    later, from a flip-flop), then one row per cycle (``m = 1``) or one every ``m`` cycles.
+    The A state is taken from the cycle after B's last row. In quantized mode the first
+    element of E is valid ``5 + max(2, m) + (rank >= 16)`` cycles after the A state is
+    taken (binomial: 7 at ranks 1 and 4, 8 at rank 16, 14 at rank 64), then one element per
+    cycle while ``e.ready`` is high: ``out * fan`` elements in ``out * fan`` cycles (if
     ``m > 1`` and ``fan <= m``, a row costs ``m + 1`` cycles). With the A state available
     when B ends and no back-pressure, a quantized job at rank 1 or 4 keeps ``busy`` high
-    ``fan + 6 + out * fan`` cycles. ``e.ready`` is one LUT away from the
-    enables of the whole E pipeline (no skid buffer): drive it from a flip-flop or a short
-    path.
+    ``fan + 8 + out * fan`` cycles. ``e.ready`` is one LUT away from the enables of the
+    whole E pipeline (no skid buffer): drive it from a flip-flop or a short path.
     """
 
     def __init__(
@@ -280,18 +280,22 @@ class LowRankGenerator(wiring.Component):
         m.d.comb += adv.eq(~valid[-1] | self.e.ready)
 
         # Ready for a start state (a flip-flop): waiting for A, or idle with the pipeline
-        # empty (a cycle late).
+        # empty (a cycle late). The handshake loads only the stream core; the phase and
+        # the counters move on the next cycle, from the flip-flop `x0_taken`, so that
+        # `x0.valid` reaches no enable of the phase or counter logic.
         x0_ready = Signal()
         x0_accept = Signal()
+        x0_taken = Signal()
+        m.d.sync += x0_taken.eq(x0_accept)
         m.d.comb += [
             self.x0.ready.eq(x0_ready),
             x0_accept.eq(self.x0.valid & self.x0.ready),
             core.x0.valid.eq(x0_accept),
             core.x0.payload.eq(self.x0.payload),
-            self.busy.eq(~ph_idle | pipe_busy),
+            self.busy.eq(~ph_idle | x0_taken | pipe_busy),
         ]
 
-        # The core is loaded in the same cycle as a phase with rows begins, so a row is
+        # The core is loaded the cycle before a phase with rows begins, so a row is
         # always there unless a row spans several words.
         row_ok = core.o.valid if multiword else 1
         # The job's last element has been issued: the phase moves on from this flip-flop
@@ -314,24 +318,26 @@ class LowRankGenerator(wiring.Component):
             self.b.payload.eq(core.o.payload),
         ]
 
-        m.d.sync += x0_ready.eq(~x0_accept & (ph_wa | (b_go & col_last) | (ph_idle & ~pipe_busy)))
+        m.d.sync += x0_ready.eq(
+            ~x0_accept & ~x0_taken & (ph_wa | (b_go & col_last) | (ph_idle & ~pipe_busy))
+        )
         row_step = a_go | (issue & col_last)
-        m.d.comb += next_phase.eq(x0_accept | (b_go & col_last) | (a_go & row_last) | stop)
+        m.d.comb += next_phase.eq(x0_taken | (b_go & col_last) | (a_go & row_last) | stop)
         m.d.sync += stop.eq(issue & col_last & row_last)
-        col_restart = x0_accept | col_last
+        col_restart = x0_taken | col_last
         col_next = (col + 1)[: len(col)]
-        with m.If(x0_accept | b_go | issue):
+        with m.If(x0_taken | b_go | issue):
             m.d.sync += col.eq(Mux(col_restart, 1, col_next))
             if abits:
                 fan = self.fan[:abits]
                 m.d.sync += col_last.eq(Mux(col_restart, fan == 1, col_next == fan))
         row_next = (rownum + 1)[: len(rownum)]
-        with m.If(x0_accept | b_go | row_step):
-            m.d.sync += rownum.eq(Mux(x0_accept, 1, row_next))
+        with m.If(x0_taken | b_go | row_step):
+            m.d.sync += rownum.eq(Mux(x0_taken, 1, row_next))
             if obits:
                 out = self.out[:obits]
-                m.d.sync += row_last.eq(Mux(x0_accept, out == 1, row_next[:obits] == out))
-        with m.If(x0_accept):
+                m.d.sync += row_last.eq(Mux(x0_taken, out == 1, row_next[:obits] == out))
+        with m.If(x0_taken):
             m.d.sync += take_row.eq(1)
         with m.Elif(issue):
             m.d.sync += take_row.eq(col_last)
@@ -444,12 +450,14 @@ class KeyedLowRankGenerator(wiring.Component):
     e, a, b
         As :class:`LowRankGenerator`.
 
-    Latency and throughput: B's rows start 29 cycles after ``start`` (the keyer's 28 with
-    the run key, one to load the lane). The A state takes the keyer 15 cycles after the B
-    state was taken, so from ``fan >= 15`` (ranks 1, 4) it is ready when B ends. Then as
-    :class:`LowRankGenerator`: a quantized job at rank 4 without back-pressure keeps
-    ``busy`` high ``29 + fan + 6 + out * fan`` cycles when ``fan >= 15``
-    (``tests/test_rtl_lrgen.py`` checks it at fan 30).
+    Latency and throughput: the keyer sees the B request the cycle after ``start`` and
+    answers 28 cycles later (with the run key); B's rows start ``max(2, m)`` cycles after
+    that (as :class:`LowRankGenerator`): 31 cycles after ``start`` at ranks 1 to 16. The A
+    state takes the keyer 15 cycles after the B state was taken, so from ``fan >= 13``
+    (ranks 1, 4) it is ready when B ends. Then as :class:`LowRankGenerator`: a quantized
+    job at rank 4 without back-pressure keeps ``busy`` high ``29 + fan + 8 + out * fan``
+    cycles when ``fan >= 13`` (the B state is taken 29 cycles after ``start``;
+    ``tests/test_rtl_lrgen.py`` checks it at fans 13 and 30).
     """
 
     def __init__(

@@ -166,7 +166,9 @@ def test_one_element_per_cycle(rank):
     busy, span = e_timing(rank, 7, 30)
     assert span == 7 * 30
     if rank == 4:
-        assert busy == 29 + 30 + 6 + 7 * 30
+        assert busy == 29 + 30 + 8 + 7 * 30
+        # fan 13: the A state is still ready when B ends
+        assert e_timing(rank, 7, 13) == (29 + 13 + 8 + 7 * 13, 7 * 13)
 
 
 def test_short_rows_wait_for_wide_a_rows():
