@@ -1,7 +1,10 @@
 """pentegg.rtl: the accelerator's hardware modules in Amaranth HDL (docs/rtl.md).
 
 * :class:`PentaryQuantizer` (PQUANT, spec 4.1),
-* :class:`PentaryPRNG` (spec 2), :class:`LowRankGenerator` (LRGEN + LRMUL, spec 3, 4.2);
+* :class:`StreamKeyer` (key mixing, spec 2.2-2.3, one per device),
+  :class:`PentaryStreamCore` and :class:`PentaryPRNG` (spec 2),
+  :class:`LowRankGenerator` (one LRGEN + LRMUL lane, spec 3, 4.2) and
+  :class:`KeyedLowRankGenerator` (a keyer and a lane);
 * :mod:`.catalog` names them for the CLI and the tests, :mod:`.synth` measures them.
 
 The classes are imported on first use, so that ``import pentegg.rtl`` (and the CLI) work
@@ -13,12 +16,15 @@ from __future__ import annotations
 import importlib
 
 #: Modules of ``pentegg verilog`` / ``pentegg synth`` (rtl/catalog.py defines them).
-MODULE_NAMES = ("pquant", "prng", "lrgen")
+MODULE_NAMES = ("pquant", "prng", "keyer", "lrgen", "lrgen-lane")
 
 _EXPORTS = {
     "PentaryQuantizer": ".pquant",
+    "StreamKeyer": ".keyer",
+    "PentaryStreamCore": ".prng",
     "PentaryPRNG": ".prng",
     "LowRankGenerator": ".lrgen",
+    "KeyedLowRankGenerator": ".lrgen",
 }
 
 __all__ = ["MODULE_NAMES", *_EXPORTS]

@@ -16,7 +16,8 @@ from amaranth import Shape
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
-from .lrgen import LowRankGenerator
+from .keyer import StreamKeyer
+from .lrgen import KeyedLowRankGenerator, LowRankGenerator
 from .pquant import PentaryQuantizer
 from .prng import PentaryPRNG
 
@@ -57,6 +58,8 @@ class ModuleSpec:
         }
 
 
+LRGEN_PARAMS = {"rank": "int", "max_fan": "int", "max_out": "int", "digits": "str", "pquant": "str"}
+
 MODULES: dict[str, ModuleSpec] = {
     spec.name: spec
     for spec in (
@@ -73,16 +76,22 @@ MODULES: dict[str, ModuleSpec] = {
             {"digits": "str", "digits_per_beat": "int"},
         ),
         ModuleSpec(
+            "keyer",
+            StreamKeyer,
+            "StreamKeyer: stream start states x0 = mix32(key ^ S), one per device (spec 2.2, 2.3)",
+        ),
+        ModuleSpec(
             "lrgen",
+            KeyedLowRankGenerator,
+            "KeyedLowRankGenerator: StreamKeyer + LRGEN/LRMUL lane, A, B and "
+            "E = PQUANT(A.B^T) (spec 2, 3, 4.2)",
+            LRGEN_PARAMS,
+        ),
+        ModuleSpec(
+            "lrgen-lane",
             LowRankGenerator,
-            "LowRankGenerator: A, B and E = PQUANT(A.B^T) (spec 3, 4.2)",
-            {
-                "rank": "int",
-                "max_fan": "int",
-                "max_out": "int",
-                "digits": "str",
-                "pquant": "str",
-            },
+            "LowRankGenerator: one LRGEN/LRMUL lane fed with start states (spec 3, 4.2)",
+            LRGEN_PARAMS,
         ),
     )
 }
@@ -156,7 +165,8 @@ def validate(module: str, params: dict[str, Any] | None = None) -> dict[str, Any
 
 
 def top_name(module: str) -> str:
-    return f"pentegg_{module}"
+    """Verilog module name: ``pentegg_`` and the catalog name, ``-`` written ``_``."""
+    return "pentegg_" + module.replace("-", "_")
 
 
 def port_list(

@@ -15,16 +15,25 @@ allows either: both give the same digits).
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed, unsigned
-from amaranth.lib import data, memory, stream, wiring
+from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from .bram import RegisteredRAM
+from .keyer import LAYER_BITS, PAIR_BITS, STEP_BITS, StreamKeyer
 from .params import check_choice, check_int
 from .pquant import PentaryQuantizer, pquant_int
-from .prng import DIGIT_DISTS, LAYER_BITS, PAIR_BITS, STEP_BITS, PentaryPRNG, digits_layout
+from .prng import DIGIT_DISTS, PentaryStreamCore, digits_layout
 
-__all__ = ["MAX_FAN", "MAX_OUT", "RANKS", "LowRankGenerator", "dot_width"]
+__all__ = [
+    "MAX_FAN",
+    "MAX_OUT",
+    "RANKS",
+    "KeyedLowRankGenerator",
+    "LowRankGenerator",
+    "dot_width",
+]
 
 RANKS = (1, 4, 16, 64)
 MAX_OUT = 4096  # spec 9.1: layer widths 1..4096
@@ -44,23 +53,36 @@ def dot_width(rank: int) -> int:
     return (4 * rank).bit_length() + 1
 
 
-def digit_product(a, b):
-    """Product of two digit codes as a 4-bit signed value (0, +-1, +-2, +-4): a mux and a
-    negation, no multiplier."""
+def digit_product(a, b, *, ones: bool = False):
+    """Product of two digit codes for ``a != 0`` (the caller zeroes it when ``a == 0``), as
+    a 4-bit signed value: a mux and a negation, no multiplier.
+
+    With ``ones``, the negation for ``a < 0`` is a bitwise inversion without its ``+1``:
+    ``a * b = product + a[2]``, the sign bit entering an adder as a carry-in
+    (:func:`adder_tree`). Each bit is then a function of four inputs: four LUT4 per
+    product, plus one for ``a == 0`` driving the flip-flops' synchronous reset.
+    """
     b4 = b.as_signed()
-    twice = a[1] & ~a[0]  # |a| == 2: codes 010 and 110
-    mag = Mux(twice, b4 << 1, b4)
-    return Mux(a == 0, 0, Mux(a[2], -mag, mag))
+    mag = Mux(a[0], b4, b4 << 1)  # |a| == 1: codes 001 and 111; |a| == 2: 010 and 110
+    if ones:
+        return (mag ^ a[2].replicate(4)).as_signed()
+    return Mux(a[2], -mag, mag)
 
 
-def adder_tree(m: Module, terms: list, name: str):
-    """Balanced sum of signed terms, one bit wider per level."""
+def adder_tree(m: Module, terms: list, name: str, carries: list | None = None):
+    """Balanced sum of signed terms, one bit wider per level. ``carries`` (1-bit values,
+    at most one fewer than the terms) are added as the adders' carry-ins."""
+    carries = list(carries or [])
+    assert len(carries) < max(len(terms), 2)
     level = 0
     while len(terms) > 1:
         nxt = []
         for j in range(0, len(terms) - 1, 2):
             s = Signal(signed(max(len(terms[j]), len(terms[j + 1])) + 1), name=f"{name}{level}_{j}")
-            m.d.comb += s.eq(terms[j] + terms[j + 1])
+            total = terms[j] + terms[j + 1]
+            if carries:
+                total = total + carries.pop(0)
+            m.d.comb += s.eq(total)
             nxt.append(s)
         if len(terms) % 2:
             nxt.append(terms[-1])
@@ -82,16 +104,22 @@ def pquant_rom_image(rank: int) -> list[int]:
 
 
 class LowRankGenerator(wiring.Component):
-    """LRGEN + LRMUL for one (step, pair, layer): A, B and E = PQUANT(A.B^T, f).
+    """One LRGEN + LRMUL lane: from the start states of the B and A streams of one
+    (step, pair, layer), the factors B and A and E = PQUANT(A.B^T, f).
 
     A (``out`` x ``rank``) is the stream (step, pair, layer, A), B (``fan`` x ``rank``) the
     stream (step, pair, layer, B), both row-major (spec 3); ``E[i, k] =
-    PQUANT(A[i] . B[k], log4(rank) + sigma_shift)`` (spec 4.2).
+    PQUANT(A[i] . B[k], log4(rank) + sigma_shift)`` (spec 4.2). The lane has no key
+    mixing: it loads the two streams' start states ``x0`` (spec 2.3) from its ``x0``
+    stream, the B state first, then the A state, e.g. from a
+    :class:`~pentegg.rtl.keyer.StreamKeyer` shared by all lanes
+    (:class:`KeyedLowRankGenerator` is one keyer and one lane).
 
-    A job starts with ``start`` (while ``busy`` is low) and reads the run-time inputs,
-    which must stay stable until ``busy`` falls. In quantized mode (``mode`` = 0) the job
-    emits ``out * fan`` elements on ``e`` in row-major order; in low-rank mode (``mode`` =
-    1) it emits the ``fan`` rows of B on ``b``, then the ``out`` rows of A on ``a``.
+    A job starts with the B state, accepted while ``busy`` is low; the run-time inputs
+    are read from then on and must stay stable until ``busy`` falls. The ``fan`` rows of
+    B go into a block RAM (and out on ``b`` in low-rank mode); then the lane takes the A
+    state. In quantized mode (``mode`` = 0) the job emits ``out * fan`` elements on ``e``
+    in row-major order; in low-rank mode (``mode`` = 1) the ``out`` rows of A on ``a``.
 
     Parameters
     ----------
@@ -112,8 +140,10 @@ class LowRankGenerator(wiring.Component):
 
     Interface attributes
     --------------------
-    seed : In(32), step : In(16), pair : In(11), layer : In(3)
-        The key of the job (spec 2.3).
+    x0 : In(stream.Signature(32))
+        Start states: per job, the B stream's, then the A stream's (spec 2.3:
+        ``mix32(stream_key ^ run_key)``, never zero). The first is taken while ``busy``
+        is low, the second when the last row of B has been generated.
     out : In(range(max_out + 1)), fan : In(range(max_fan + 1))
         Shape of the layer's weight matrix, ``fan`` counting the bias column. Each must be
         at least 1 and at most its maximum; other values give unspecified output.
@@ -121,10 +151,9 @@ class LowRankGenerator(wiring.Component):
         0..8 (spec 9.1); ``f = log4(rank) + sigma_shift``. Larger values are unspecified.
     mode : In(1)
         0: quantized (stream ``e``); 1: low-rank (streams ``b`` then ``a``).
-    start : In(1)
-        Strobe: start a job. Ignored while ``busy``.
     busy : Out(1)
-        High from the cycle after ``start`` until the job's last transfer has happened.
+        High from the cycle after the B state is taken until the job's last transfer has
+        happened.
     e : Out(stream.Signature(StructLayout({"e": signed(3), "dot": signed(dot_width)})))
         ``e``: the element of E (3-bit digit code); ``dot``: ``A[i] . B[k]`` before
         quantization, ``dot_width = bits_for(-4 rank, 4 rank)`` bits (4, 6, 8, 10).
@@ -133,15 +162,18 @@ class LowRankGenerator(wiring.Component):
     b : Out(stream.Signature(ArrayLayout(signed(3), rank)))
         Rows of B, same layout.
 
-    Latency and throughput: the B stream starts 28 cycles after ``start`` (run key and
-    stream key mixing), rank 16 and 64 add ``rank / D - 1`` cycles (D = 8 binomial, 4
-    uniform digits per word). B then takes ``fan`` cycles, one row per cycle (rank <= D;
-    one row every ``rank / D`` cycles above), and the A key 15 more. In quantized mode the
-    first element of E follows 5 cycles later, then one element per cycle while ``e.ready``
-    is high, ``out * fan`` elements in ``out * fan`` cycles: the next row of A is generated
-    while the current one is used (if a row of A spans ``m = rank / D > 1`` words and
-    ``fan < m``, a row costs ``m`` cycles). A quantized job at rank 4 without
-    back-pressure keeps ``busy`` high ``47 + fan + out * fan`` cycles.
+    Latency and throughput: with ``m = max(1, rank / D)`` words per row (D = 8 binomial or
+    4 uniform digits per word), B's rows start ``max(2, m)`` cycles after its state is
+    taken (the handshake loads only the stream core; the phase and counters follow a cycle
+    later, from a flip-flop), then one row per cycle (``m = 1``) or one every ``m`` cycles.
+    The A state is taken from the cycle after B's last row. In quantized mode the first
+    element of E is valid ``5 + max(2, m) + (rank >= 16)`` cycles after the A state is
+    taken (binomial: 7 at ranks 1 and 4, 8 at rank 16, 14 at rank 64), then one element per
+    cycle while ``e.ready`` is high: ``out * fan`` elements in ``out * fan`` cycles (if
+    ``m > 1`` and ``fan <= m``, a row costs ``m + 1`` cycles). With the A state available
+    when B ends and no back-pressure, a quantized job at rank 1 or 4 keeps ``busy`` high
+    ``fan + 8 + out * fan`` cycles. ``e.ready`` is one LUT away from the enables of the
+    whole E pipeline (no skid buffer): drive it from a flip-flop or a short path.
     """
 
     def __init__(
@@ -163,15 +195,11 @@ class LowRankGenerator(wiring.Component):
         self.e_layout = data.StructLayout({"e": signed(3), "dot": signed(self.dot_width)})
         super().__init__(
             {
-                "seed": In(32),
-                "step": In(STEP_BITS),
-                "pair": In(PAIR_BITS),
-                "layer": In(LAYER_BITS),
+                "x0": In(stream.Signature(32)),
                 "out": In(range(self.max_out + 1)),
                 "fan": In(range(self.max_fan + 1)),
                 "sigma_shift": In(SIGMA_BITS),
                 "mode": In(1),
-                "start": In(1),
                 "busy": Out(1),
                 "e": Out(stream.Signature(self.e_layout)),
                 "a": Out(stream.Signature(digits_layout(rank))),
@@ -182,197 +210,324 @@ class LowRankGenerator(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         r = self.rank
-        m.submodules.prng = prng = PentaryPRNG(digits=self.digits, digits_per_beat=r)
-        row = prng.o.payload.as_value()  # one row of A or B: r digit codes
+        m.submodules.core = core = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
+        row = core.o.payload.as_value()  # one row of A or B: r digit codes
+        multiword = core.words_per_beat > 1
 
+        # The B RAM: read data registered twice (RAM register, then output register).
+        m.submodules.bmem = bmem = RegisteredRAM(3 * r, 1 << ceil_log2(self.max_fan))
+
+        # Phases, one-hot, advancing in a ring on `next_phase`: idle, B rows into the RAM
+        # (and out on b), wait for the A state, A rows (out on a, or issued against the
+        # B rows for E). B and A have a flip-flop per mode (q: quantized, l: low-rank), so
+        # that the ready inputs meet flip-flops only on their way to the enables.
+        ph_idle = Signal(init=1)
+        ph_bq = Signal()
+        ph_bl = Signal()
+        ph_wa = Signal()
+        ph_aq = Signal()
+        ph_al = Signal()
+        next_phase = Signal()
+        with m.If(next_phase):
+            m.d.sync += [
+                ph_bq.eq(ph_idle & ~self.mode),
+                ph_bl.eq(ph_idle & self.mode),
+                ph_wa.eq(ph_bq | ph_bl),
+                ph_aq.eq(ph_wa & ~self.mode),
+                ph_al.eq(ph_wa & self.mode),
+                ph_idle.eq(ph_aq | ph_al),
+            ]
+
+        # Counters run up from 1 and end where they equal `fan` or `out`, compared modulo
+        # the counter's range: loading a constant is the flip-flops' synchronous set and
+        # reset, so a counter costs its carry chain and an equality, no load multiplexer.
+        # `col` (1..fan, B row or column of E) also addresses the B RAM: distinct
+        # addresses as fan <= 2**abits.
         abits = ceil_log2(self.max_fan)
-        # Reads and writes of the B RAM never overlap (B is written before E reads it):
-        # `no_rw_check` spares the collision-bypass logic Yosys would add otherwise.
-        m.submodules.bmem = bmem = memory.Memory(
-            shape=unsigned(3 * r), depth=1 << abits, init=[], attrs={"no_rw_check": 1}
-        )
-        wr = bmem.write_port()
-        rd = bmem.read_port(domain="sync")
+        obits = ceil_log2(self.max_out)
+        col = Signal(abits, reset_less=True)
+        # `rownum` also counts the rows of B (1..fan), equal to `col` then: the B RAM's
+        # write address. Reads at `col`: with distinct address signals Yosys gives the two
+        # ports of an ECP5 block RAM their own addresses, and the read port its own enable
+        # (with one shared port it emulates the read enable with logic after the RAM).
+        rownum = Signal(max(abits, obits), reset_less=True)
+        # col == fan and rownum == out, as flip-flops updated with the counters (from the
+        # incremented value, or from fan == 1 and out == 1 when a counter restarts), so
+        # that the phase and counter logic starts at flip-flops
+        col_last = Signal(reset_less=True) if abits else 1
+        row_last = Signal(reset_less=True) if obits else 1
+        take_row = Signal()  # the next element issued starts a row of E
 
-        col = Signal(range(self.max_fan + 1))  # counts fan..1
-        rownum = Signal(range(self.max_out + 1))  # counts out..1
-        # col == 1 and rownum == 1, kept as flip-flops (updated with the counters) so
-        # that the state machine's decisions are one LUT away from the ready inputs
-        col_last = Signal()
-        row_last = Signal()
-        # fan..1 modulo the depth: distinct addresses
-        addr = col[:abits] if abits else 0
-
-        m.d.comb += [
-            prng.seed.eq(self.seed),
-            prng.step.eq(self.step),
-            prng.pair.eq(self.pair),
-            prng.layer.eq(self.layer),
-            wr.addr.eq(addr),
-            wr.data.eq(row),
-            rd.addr.eq(addr),
-            self.a.payload.eq(prng.o.payload),
-            self.b.payload.eq(prng.o.payload),
-        ]
-
-        # E pipeline. All stages advance together while the output register is free
-        # (`advance`); every block RAM output goes straight into a flip-flop (ECP5 block
-        # RAMs are slow to clock-to-out).
-        #   issue: B RAM read at `col`; a row of A is taken into `arow` at a row's start
-        #   s1: the RAM's output          s2: B row (and its A row) registered
-        #   s3: digit products registered, adder tree -> dot (combinational); from rank 16
-        #       on, sums of four products are registered first (one more stage)
-        #   s4: dot registered, PQUANT ROM read
-        #   s5: e (ROM data, or PQUANT logic of the registered dot) and dot registered
+        # E pipeline, `depth` stages advancing together on `adv` (the single stall):
+        #   issue: B RAM read at `col`
+        #   1: RAM output; a row's first element here moves the next row of A into `arow`
+        #   2: B row registered (block RAM outputs go straight into flip-flops: an ECP5
+        #      block RAM takes 5.6 ns from clock to data), A row in `arow`
+        #   3: digit products registered; from rank 16 on, sums of four registered next
+        #   4: dot registered, PQUANT ROM read (or PQUANT logic on the registered dot)
+        #   5: e and dot registered: the `e` stream's payload
         split_tree = r >= 16
         depth = 5 + split_tree
         valid = [Signal(name=f"valid{j + 1}") for j in range(depth)]
-        # The last stage feeds the output through a skid register: the stages advance
-        # while the skid register is empty, so `e.ready` only reaches the skid logic and
-        # the output multiplexer (the pipeline's enables come from a flip-flop).
-        skid_valid = Signal()
-        advance = ~skid_valid
-        issue = Signal()
-        arow = Signal(3 * r)  # the current row of A
-        take_row = Signal(init=1)  # the next issue starts a row: take a row of A first
-        # The next row of A waits in `anext`, fetched from the generator whatever the
-        # output's back-pressure: `e.ready` does not reach the generator's logic.
-        anext = Signal(3 * r)
-        anext_valid = Signal()
-        m.d.comb += rd.en.eq(advance)
-        with m.If(advance):
-            m.d.sync += [valid[0].eq(issue), *(valid[j].eq(valid[j - 1]) for j in range(1, depth))]
-        with m.If(issue & take_row):
-            m.d.sync += [arow.eq(anext), anext_valid.eq(0)]
+        # Stage 1 holds the first element of a row, with the last stage empty (`first1_free`)
+        # or full (`first1_full`): `take` is then one LUT of `e.ready` and flip-flops.
+        first1_free = Signal()
+        first1_full = Signal()
+        first1 = first1_free | first1_full
+        pipe_busy = Signal()
+        m.d.comb += pipe_busy.eq(Cat(*valid).any())
+        adv = Signal()
+        m.d.comb += adv.eq(~valid[-1] | self.e.ready)
 
-        brow = Signal(3 * r, reset_less=True)
-        arow1 = Signal(3 * r, reset_less=True)  # the row of A travelling with brow
-        products = [Signal(signed(4), name=f"product{c}") for c in range(r)]
-        terms = products
-        if split_tree:
-            terms = [Signal(signed(6), name=f"sum4_{g}") for g in range(r // 4)]
-            with m.If(advance):
-                m.d.sync += [
-                    t.eq(adder_tree(m, products[4 * g : 4 * g + 4], f"sum4_{g}_"))
-                    for g, t in enumerate(terms)
-                ]
-        dot = Signal(signed(self.dot_width))
-        m.d.comb += dot.eq(adder_tree(m, terms, "dot"))
-        dot4 = Signal(signed(self.dot_width))
-        dot5 = Signal(signed(self.dot_width))
-        with m.If(advance):
+        # Ready for a start state (a flip-flop): waiting for A, or idle with the pipeline
+        # empty (a cycle late). The handshake loads only the stream core; the phase and
+        # the counters move on the next cycle, from the flip-flop `x0_taken`, so that
+        # `x0.valid` reaches no enable of the phase or counter logic.
+        x0_ready = Signal()
+        x0_accept = Signal()
+        x0_taken = Signal()
+        m.d.sync += x0_taken.eq(x0_accept)
+        m.d.comb += [
+            self.x0.ready.eq(x0_ready),
+            x0_accept.eq(self.x0.valid & self.x0.ready),
+            core.x0.valid.eq(x0_accept),
+            core.x0.payload.eq(self.x0.payload),
+            self.busy.eq(~ph_idle | x0_taken | pipe_busy),
+        ]
+
+        # The core is loaded the cycle before a phase with rows begins, so a row is
+        # always there unless a row spans several words.
+        row_ok = core.o.valid if multiword else 1
+        # The job's last element has been issued: the phase moves on from this flip-flop
+        # the next cycle (`e.ready` reaches the phase enables through no more logic).
+        stop = Signal()
+        b_go = Signal()  # a row of B into the RAM (and out on b)
+        a_go = Signal()  # a row of A out on a
+        issue = Signal()  # an element of E into the pipeline
+        take = Signal()  # a row of A into `arow`
+        core_ok = (~take_row | (row_ok & ~first1)) if multiword else 1
+        m.d.comb += [
+            b_go.eq(row_ok & (ph_bq | (ph_bl & self.b.ready))),
+            a_go.eq(ph_al & row_ok & self.a.ready),
+            issue.eq(ph_aq & ~stop & adv & core_ok),
+            take.eq(first1_free | (first1_full & self.e.ready)),
+            core.o.ready.eq(b_go | a_go | take),
+            self.b.valid.eq(ph_bl & row_ok),
+            self.a.valid.eq(ph_al & row_ok),
+            self.a.payload.eq(core.o.payload),
+            self.b.payload.eq(core.o.payload),
+        ]
+
+        m.d.sync += x0_ready.eq(
+            ~x0_accept & ~x0_taken & (ph_wa | (b_go & col_last) | (ph_idle & ~pipe_busy))
+        )
+        row_step = a_go | (issue & col_last)
+        m.d.comb += next_phase.eq(x0_taken | (b_go & col_last) | (a_go & row_last) | stop)
+        m.d.sync += stop.eq(issue & col_last & row_last)
+        col_restart = x0_taken | col_last
+        col_next = (col + 1)[: len(col)]
+        with m.If(x0_taken | b_go | issue):
+            m.d.sync += col.eq(Mux(col_restart, 1, col_next))
+            if abits:
+                fan = self.fan[:abits]
+                m.d.sync += col_last.eq(Mux(col_restart, fan == 1, col_next == fan))
+        row_next = (rownum + 1)[: len(rownum)]
+        with m.If(x0_taken | b_go | row_step):
+            m.d.sync += rownum.eq(Mux(x0_taken, 1, row_next))
+            if obits:
+                out = self.out[:obits]
+                m.d.sync += row_last.eq(Mux(x0_taken, out == 1, row_next[:obits] == out))
+        with m.If(x0_taken):
+            m.d.sync += take_row.eq(1)
+        with m.Elif(issue):
+            m.d.sync += take_row.eq(col_last)
+
+        m.d.comb += [
+            bmem.w_addr.eq(rownum[:abits]),
+            bmem.w_data.eq(row),
+            bmem.w_en.eq(b_go),
+            bmem.r_addr.eq(col),
+            bmem.r_en.eq(adv),
+        ]
+
+        with m.If(adv):
             m.d.sync += [
-                brow.eq(rd.data),
-                arow1.eq(arow),
-                *(
-                    p.eq(digit_product(arow1[3 * c : 3 * c + 3], brow[3 * c : 3 * c + 3]))
-                    for c, p in enumerate(products)
-                ),
-                dot4.eq(dot),
-                dot5.eq(dot4),
+                valid[0].eq(issue),
+                first1_free.eq(issue & take_row & ~valid[-2]),
+                first1_full.eq(issue & take_row & valid[-2]),
+                *(valid[j].eq(valid[j - 1]) for j in range(1, depth)),
             ]
+        arow = Signal(3 * r, reset_less=True)  # the current row of A
+        with m.If(take):
+            m.d.sync += arow.eq(row)
+        brow = bmem.r_data
+
+        # Digit products, zero (the flip-flops' synchronous reset) where A's digit is 0;
+        # all but the last without the +1 of their negation: A's sign bits are added as
+        # the adders' carry-ins (one adder per product but one).
+        terms = [Signal(signed(4), name=f"product{c}", reset_less=True) for c in range(r)]
+        signs = [Signal(name=f"sign{c}", reset_less=True) for c in range(r - 1)]
+        with m.If(adv):
+            for c in range(r):
+                a_c, b_c = arow[3 * c : 3 * c + 3], brow[3 * c : 3 * c + 3]
+                product = digit_product(a_c, b_c, ones=c < r - 1)
+                m.d.sync += terms[c].eq(Mux(a_c == 0, 0, product))
+                if c < r - 1:
+                    m.d.sync += signs[c].eq(a_c[2])
+        carries = signs
+        if split_tree:
+            # groups of four: three carries each inside, the fourth kept for the top tree
+            group_sums = [
+                Signal(signed(6), name=f"sum4_{g}", reset_less=True) for g in range(r // 4)
+            ]
+            kept = [Signal(name=f"carry4_{g}", reset_less=True) for g in range(r // 4 - 1)]
+            with m.If(adv):
+                for g, s in enumerate(group_sums):
+                    inside = signs[4 * g : 4 * g + 3]
+                    total = adder_tree(m, terms[4 * g : 4 * g + 4], f"sum4_{g}_", inside)
+                    m.d.sync += s.eq(total)
+                    if g < len(kept):
+                        m.d.sync += kept[g].eq(signs[4 * g + 3])
+            terms, carries = group_sums, kept
+        dot = Signal(signed(self.dot_width))
+        m.d.comb += dot.eq(adder_tree(m, terms, "dot", carries))
+
+        dot4 = Signal(signed(self.dot_width), reset_less=True)
+        dot5 = Signal(signed(self.dot_width), reset_less=True)
         e5 = Signal(signed(3))
+        with m.If(adv):
+            m.d.sync += [dot4.eq(dot), dot5.eq(dot4)]
         if self.pquant == "rom":
-            m.submodules.pqrom = pqrom = memory.Memory(
-                shape=unsigned(3),
-                depth=1 << (self.dot_width + SIGMA_BITS),
-                init=pquant_rom_image(r),
+            m.submodules.pqrom = pqrom = RegisteredRAM(
+                3, 1 << (self.dot_width + SIGMA_BITS), init=pquant_rom_image(r)
             )
-            pqrd = pqrom.read_port(domain="sync")
-            m.d.comb += [pqrd.addr.eq(Cat(dot, self.sigma_shift)), pqrd.en.eq(advance)]
-            with m.If(advance):
-                m.d.sync += e5.eq(pqrd.data)
+            m.d.comb += [
+                pqrom.r_addr.eq(Cat(dot, self.sigma_shift)),
+                pqrom.r_en.eq(adv),
+                e5.eq(pqrom.r_data),
+            ]
         else:
             m.submodules.pquant = pq = PentaryQuantizer(
                 self.dot_width, shift_offset=rank_shift(r), max_shift=SIGMA_SHIFT_MAX
             )
             m.d.comb += [pq.x.eq(dot4), pq.shift.eq(self.sigma_shift)]
-            with m.If(advance):
-                m.d.sync += e5.eq(pq.q)
-        skid = Signal(self.e_layout)
+            e5_q = Signal(signed(3), reset_less=True)
+            with m.If(adv):
+                m.d.sync += e5_q.eq(pq.q)
+            m.d.comb += e5.eq(e5_q)
         m.d.comb += [
-            self.e.valid.eq(skid_valid | valid[-1]),
-            self.e.payload.eq(Mux(skid_valid, skid, Cat(e5, dot5))),
+            self.e.valid.eq(valid[-1]),
+            self.e.payload.eq(Cat(e5, dot5)),
         ]
-        with m.If(skid_valid):
-            with m.If(self.e.ready):
-                m.d.sync += skid_valid.eq(0)
-        with m.Elif(valid[-1] & ~self.e.ready):
-            m.d.sync += [skid_valid.eq(1), skid.eq(Cat(e5, dot5))]
-        # Whether any stage holds an element, as a flip-flop (it gates `start`).
-        pipeline_busy = Signal()
-        m.d.sync += pipeline_busy.eq(
-            Mux(advance, issue | Cat(*valid[:-1]).any(), Cat(*valid).any())
-            | (valid[-1] & ~self.e.ready)
-            | (skid_valid & ~self.e.ready)
+        return m
+
+
+class KeyedLowRankGenerator(wiring.Component):
+    """A :class:`~pentegg.rtl.keyer.StreamKeyer` and one :class:`LowRankGenerator` lane:
+    LRGEN + LRMUL keyed by (seed, step, pair, layer), as one block.
+
+    This is what one lane costs together with a keyer of its own; in the accelerator one
+    keyer serves every lane. For each job the keyer is asked for the B state (with the run
+    key recomputed from ``seed``), then for the A state, which it mixes while the lane
+    generates B.
+
+    Parameters
+    ----------
+    rank, max_fan, max_out, digits, pquant
+        As :class:`LowRankGenerator`.
+
+    Interface attributes
+    --------------------
+    seed : In(32), step : In(16), pair : In(11), layer : In(3)
+        The key of the job (spec 2.3).
+    out, fan, sigma_shift, mode
+        As :class:`LowRankGenerator`.
+    start : In(1)
+        Strobe: start a job. Ignored while ``busy``. All inputs must stay stable until
+        ``busy`` falls.
+    busy : Out(1)
+        High from the cycle after ``start`` until the job's last transfer has happened.
+    e, a, b
+        As :class:`LowRankGenerator`.
+
+    Latency and throughput: the keyer sees the B request the cycle after ``start`` and
+    answers 28 cycles later (with the run key); B's rows start ``max(2, m)`` cycles after
+    that (as :class:`LowRankGenerator`): 31 cycles after ``start`` at ranks 1 to 16. The A
+    state takes the keyer 15 cycles after the B state was taken, so from ``fan >= 13``
+    (ranks 1, 4) it is ready when B ends. Then as :class:`LowRankGenerator`: a quantized
+    job at rank 4 without back-pressure keeps ``busy`` high ``29 + fan + 8 + out * fan``
+    cycles when ``fan >= 13`` (the B state is taken 29 cycles after ``start``;
+    ``tests/test_rtl_lrgen.py`` checks it at fans 13 and 30).
+    """
+
+    def __init__(
+        self,
+        *,
+        rank: int = 4,
+        max_fan: int = 256,
+        max_out: int = 256,
+        digits: str = "binomial",
+        pquant: str = "auto",
+    ):
+        self.lane = LowRankGenerator(
+            rank=rank, max_fan=max_fan, max_out=max_out, digits=digits, pquant=pquant
+        )
+        # elaborated as a submodule of this block: no warning if this block never is
+        self.lane._MustUse__silence = True
+        self.rank = self.lane.rank
+        self.max_fan = self.lane.max_fan
+        self.max_out = self.lane.max_out
+        self.digits = self.lane.digits
+        self.pquant = self.lane.pquant
+        self.dot_width = self.lane.dot_width
+        self.e_layout = self.lane.e_layout
+        lane_sig = self.lane.signature.members
+        super().__init__(
+            {
+                "seed": In(32),
+                "step": In(STEP_BITS),
+                "pair": In(PAIR_BITS),
+                "layer": In(LAYER_BITS),
+                "out": lane_sig["out"],
+                "fan": lane_sig["fan"],
+                "sigma_shift": lane_sig["sigma_shift"],
+                "mode": lane_sig["mode"],
+                "start": In(1),
+                "busy": Out(1),
+                "e": lane_sig["e"],
+                "a": lane_sig["a"],
+                "b": lane_sig["b"],
+            }
         )
 
-        start_a = Signal()
-        m.d.sync += start_a.eq(0)
-        m.d.comb += prng.start.eq(start_a)
-        with m.FSM(name="phase"):
-            with m.State("IDLE"):
-                m.d.comb += [prng.ab.eq(1), self.busy.eq(pipeline_busy)]
-                with m.If(self.start & ~pipeline_busy):
-                    m.d.comb += [prng.start.eq(1), prng.reseed.eq(1)]
-                    m.d.sync += col.eq(self.fan), col_last.eq(self.fan == 1)
-                    m.next = "B"
-            with m.State("B"):
-                # rows of B into the RAM (and out on b in low-rank mode)
-                m.d.comb += [
-                    prng.ab.eq(1),
-                    self.busy.eq(1),
-                    self.b.valid.eq(self.mode & prng.o.valid),
-                    prng.o.ready.eq(~self.mode | self.b.ready),
-                ]
-                with m.If(prng.o.valid & prng.o.ready):
-                    m.d.comb += wr.en.eq(1)
-                    m.d.sync += col.eq(col - 1), col_last.eq(col == 2)
-                    with m.If(col_last):
-                        # the A stream, same run key, started from a flip-flop the next
-                        # cycle: `b.ready` then stops at this state machine
-                        m.d.sync += [
-                            start_a.eq(1),
-                            col.eq(self.fan),
-                            col_last.eq(self.fan == 1),
-                            rownum.eq(self.out),
-                            row_last.eq(self.out == 1),
-                            anext_valid.eq(0),
-                        ]
-                        m.next = "A"
-            with m.State("A"):
-                m.d.comb += self.busy.eq(1)
-                with m.If(start_a):
-                    pass  # the generator still shows the B stream this cycle
-                with m.Elif(self.mode):
-                    # low-rank: rows of A out on a
-                    m.d.comb += [
-                        self.a.valid.eq(prng.o.valid),
-                        prng.o.ready.eq(self.a.ready),
-                    ]
-                    with m.If(prng.o.valid & self.a.ready):
-                        m.d.sync += rownum.eq(rownum - 1), row_last.eq(rownum == 2)
-                        with m.If(row_last):
-                            m.next = "IDLE"
-                with m.Else():
-                    # quantized: a row of A goes from the generator to `anext`, then to
-                    # `arow` at the row's first element, so the generator prepares the
-                    # next row during this one
-                    m.d.comb += [
-                        prng.o.ready.eq(~anext_valid),
-                        issue.eq((anext_valid | ~take_row) & advance),
-                    ]
-                    with m.If(prng.o.valid & ~anext_valid):
-                        m.d.sync += [anext.eq(row), anext_valid.eq(1)]
-                    with m.If(issue):
-                        m.d.sync += [col.eq(col - 1), col_last.eq(col == 2), take_row.eq(0)]
-                        with m.If(col_last):
-                            m.d.sync += col.eq(self.fan), col_last.eq(self.fan == 1)
-                            m.d.sync += [
-                                rownum.eq(rownum - 1),
-                                row_last.eq(rownum == 2),
-                                take_row.eq(1),
-                            ]
-                            with m.If(row_last):
-                                m.next = "IDLE"
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.keyer = keyer = StreamKeyer()
+        m.submodules.lane = lane = self.lane
+        # requests left to post: 2 (B, with the run key), 1 (A), 0
+        todo = Signal(2)
+        busy = Signal()
+        m.d.comb += busy.eq((todo != 0) | keyer.busy | lane.busy)
+        with m.If(self.start & ~busy):
+            m.d.sync += todo.eq(2)
+        with m.Elif(keyer.k.valid & keyer.k.ready):
+            m.d.sync += todo.eq(todo - 1)
+        m.d.comb += [
+            keyer.seed.eq(self.seed),
+            keyer.k.valid.eq(todo != 0),
+            keyer.k.payload.ab.eq(todo[1]),
+            keyer.k.payload.reseed.eq(todo[1]),
+            keyer.k.payload.layer.eq(self.layer),
+            keyer.k.payload.pair.eq(self.pair),
+            keyer.k.payload.step.eq(self.step),
+            lane.out.eq(self.out),
+            lane.fan.eq(self.fan),
+            lane.sigma_shift.eq(self.sigma_shift),
+            lane.mode.eq(self.mode),
+            self.busy.eq(busy),
+        ]
+        wiring.connect(m, keyer.x0, lane.x0)
+        wiring.connect(m, wiring.flipped(self.e), lane.e)
+        wiring.connect(m, wiring.flipped(self.a), lane.a)
+        wiring.connect(m, wiring.flipped(self.b), lane.b)
         return m

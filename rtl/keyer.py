@@ -1,0 +1,165 @@
+"""StreamKeyer (spec 2.2, 2.3): the start state ``x0`` of a noise stream from its key.
+
+``x0 = mix32(stream_key ^ S)`` with the run key ``S = mix32(seed ^ RUN_SALT) | 2^31``.
+One keyer per device serves every generator: a request carries the key fields of one
+stream (step, pair, layer, A|B), the answer is that stream's 32-bit start state, which a
+:class:`~pentegg.rtl.prng.PentaryStreamCore` (inside each LowRankGenerator lane) loads.
+
+One 32-bit state register does the mixing, one operation per cycle:
+
+* ``LOAD``: ``x <- seed ^ RUN_SALT`` or ``x <- stream_key ^ S``;
+* ``XS``:   ``x <- xs32(x)`` (half a ``mix32`` round);
+* ``ADD``:  ``x <- x + (x << 11)`` (the other half).
+
+A round takes two cycles (``XS`` then ``ADD``) so that the 21-bit carry chain starts at
+the state flip-flops (one-cycle rounds measured 48 MHz on an iCE40UP5K, two-cycle rounds
+61 MHz). ``LOAD`` is a multiplexer inside the last level of the ``xs32`` logic. The run key
+(31 bits; bit 31 is always 1) is kept in a register between requests.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = [
+    "KEY_LAYOUT",
+    "LAYER_BITS",
+    "PAIR_BITS",
+    "RUN_SALT",
+    "STEP_BITS",
+    "StreamKeyer",
+    "xs32",
+]
+
+#: ``run_key(seed) = mix32(seed ^ RUN_SALT) | 0x80000000`` (spec 2.3).
+RUN_SALT = 0x5EED_E66B
+XS_SHIFTS = (13, 17, 5)
+MIX_ROUNDS = 6
+MIX_ADD_SHIFT = 11
+STEP_BITS, PAIR_BITS, LAYER_BITS = 16, 11, 3
+
+#: A request: bits ``[30:0]`` are the spec's 31-bit stream key
+#: ``step << 15 | pair << 4 | layer << 1 | ab``; bit 31 asks for the run key to be
+#: recomputed from ``seed`` first.
+KEY_LAYOUT = data.StructLayout(
+    {"ab": 1, "layer": LAYER_BITS, "pair": PAIR_BITS, "step": STEP_BITS, "reseed": 1}
+)
+
+
+def xs32(x):
+    """Marsaglia's xorshift32 (13, 17, 5) on a 32-bit Amaranth value."""
+    a, b, c = XS_SHIFTS
+    x = x ^ (x << a)[:32]
+    x = x ^ (x >> b)
+    return x ^ (x << c)[:32]
+
+
+class StreamKeyer(wiring.Component):
+    """Start states of noise streams: ``x0 = mix32(stream_key ^ run_key(seed))`` (spec 2.3).
+
+    Interface attributes
+    --------------------
+    seed : In(32)
+        Run seed. Read once per run-key computation (a request with ``reseed``), in the
+        cycle after that request is first seen valid.
+    k : In(stream.Signature(KEY_LAYOUT))
+        Requests, 32 bits: ``ab`` (bit 0; 0 for A, 1 for B), ``layer`` (bits 3:1),
+        ``pair`` (14:4), ``step`` (30:15), so that bits ``[30:0]`` are the stream key, and
+        ``reseed`` (bit 31): recompute the run key from ``seed`` before this request
+        (required for the first request after reset and whenever ``seed`` changes). A
+        request is accepted when its key is loaded, after the run key when ``reseed`` is
+        set: as for any stream, it must stay valid and unchanged until then.
+    x0 : Out(stream.Signature(32))
+        The answers, one per request, in order: the stream's start state (word 0 of the
+        stream, spec 2.4), never zero.
+    cancel : In(1)
+        Strobe: drop the request being worked on (accepted or not) and an answer not yet
+        taken. A request valid in the same cycle is served next.
+    busy : Out(1)
+        High while a request is being worked on or its answer waits on ``x0``.
+
+    Latency and throughput: ``x0.valid`` rises 14 cycles after a request is first seen
+    valid by an idle keyer (one cycle to decide, the load, six two-cycle rounds), 28 with
+    ``reseed`` (the run key first: load, six rounds, store). The keyer works on one request
+    at a time and takes the next one the cycle after the answer is taken: one answer every
+    15 cycles (29 with ``reseed``) when ``x0.ready`` is high.
+    """
+
+    def __init__(self):
+        super().__init__(
+            {
+                "seed": In(32),
+                "k": In(stream.Signature(KEY_LAYOUT)),
+                "x0": Out(stream.Signature(32)),
+                "cancel": In(1),
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        x = Signal(32)  # the state; the answer while x0.valid
+        run_key = Signal(31)  # S without its bit 31 (always 1)
+        # Schedule, t = 0..26 (27 cycles with reseed, 13 without):
+        #   0: LOAD seed ^ salt;  1..12: (XS, ADD) x 6;  13: SAVE run key;
+        #  14: LOAD key ^ S (the request is accepted);  15..26: (XS, ADD) x 6.
+        # A request without reseed enters at 14.
+        T_SAVE, T_KEY, T_END = 13, 14, 26
+        t = Signal(range(T_END + 1))
+        mixing = Signal()
+        done = Signal()  # x0.valid
+        m.d.comb += [self.x0.valid.eq(done), self.x0.payload.eq(x), self.busy.eq(mixing | done)]
+
+        # Control signals are flip-flops decoded one cycle ahead, so the state register's
+        # enables and multiplexers never see a request's valid or the answer's ready.
+        load = Signal()
+        add = Signal()
+        save = Signal()
+        key_phase = Signal()
+        mix_hi = Signal()  # bits 11..31 change: not SAVE
+        mix_lo = Signal()  # bits 0..10 change: not SAVE, not ADD
+        idle = ~mixing & ~done
+        begin = self.k.valid & (idle | self.cancel)
+        going = mixing & (t != T_END) & ~self.cancel
+        mixing_n = begin | going
+        reseed = self.k.payload.reseed
+        add_n = ~begin & going & t[0] & (t != T_KEY - 1)  # after XS, but not at T_KEY
+        save_n = ~begin & going & (t == T_SAVE - 1)
+        m.d.sync += [
+            t.eq(Mux(begin, Mux(reseed, 0, T_KEY), t + 1)),
+            mixing.eq(mixing_n),
+            load.eq(begin | (going & (t == T_KEY - 1))),
+            add.eq(add_n),
+            save.eq(save_n),
+            key_phase.eq(Mux(begin, ~reseed, t >= T_KEY - 1)),
+            mix_hi.eq(mixing_n & ~save_n),
+            mix_lo.eq(mixing_n & ~save_n & ~add_n),
+        ]
+        with m.If(self.cancel | (done & self.x0.ready)):
+            m.d.sync += done.eq(0)
+        with m.Elif(mixing & (t == T_END)):
+            m.d.sync += done.eq(1)
+        with m.If(save):
+            m.d.sync += run_key.eq(x[:31])
+        # The request is taken in the cycle its key is loaded.
+        m.d.comb += self.k.ready.eq(load & key_phase & ~self.cancel)
+
+        key = self.k.payload.as_value()[:31]  # stream_key
+        load_value = Signal(32)
+        m.d.comb += load_value.eq(
+            Mux(key_phase, Cat(key ^ run_key, Const(1, 1)), self.seed ^ RUN_SALT)
+        )
+        # XS and LOAD share the xs32 logic (the load is a mux in its last level); ADD's
+        # carry chain takes its operands straight from the state flip-flops.
+        xs_or_load = Signal(32)
+        m.d.comb += xs_or_load.eq(Mux(load, load_value, xs32(x)))
+        hi = MIX_ADD_SHIFT
+        summed = (x[hi:] + x[: 32 - hi])[: 32 - hi]
+        # ADD leaves bits 0..10 alone: they keep their value through the enable.
+        with m.If(mix_lo):
+            m.d.sync += x[:hi].eq(xs_or_load[:hi])
+        with m.If(mix_hi):
+            m.d.sync += x[hi:].eq(Mux(add, summed, xs_or_load[hi:]))
+        return m

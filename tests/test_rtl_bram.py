@@ -1,0 +1,142 @@
+# amaranth: UnusedElaboratable=no
+"""RegisteredRAM (rtl/bram.py): the DP16KD form behaves as the generic memory.
+
+Both forms side by side in one design, driven by the same random writes, reads and
+enables in Icarus; the DP16KD form runs on the behavioural model ``sim/dp16kd.v``. Reads
+never hit the address written in the same cycle (the RAM is ``no_rw_check``).
+"""
+
+import random
+import subprocess
+from pathlib import Path
+
+import pytest
+from amaranth import Elaboratable, Module, Signal
+from amaranth.back import verilog
+
+from pentegg.rtl.bram import RegisteredRAM, dp16kd_initvals
+from pentegg.rtl.toolchain import sim_path
+
+MODEL = Path(__file__).resolve().parent.parent / "sim" / "dp16kd.v"
+
+
+class Pair(Elaboratable):
+    """A generic and a DP16KD RegisteredRAM on the same inputs."""
+
+    def __init__(self, width, depth, init):
+        self.gen = RegisteredRAM(width, depth, init=init, dp16kd=False)
+        self.dp = RegisteredRAM(width, depth, init=init, dp16kd=True)
+        abits = self.gen.abits
+        self.w_addr = Signal(abits)
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.r_addr = Signal(abits)
+        self.r_en = Signal()
+        self.q_gen = Signal(width)
+        self.q_dp = Signal(width)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.gen = self.gen
+        m.submodules.dp = self.dp
+        for ram in (self.gen, self.dp):
+            m.d.comb += [ram.r_addr.eq(self.r_addr), ram.r_en.eq(self.r_en)]
+            if ram.init is None:
+                m.d.comb += [
+                    ram.w_addr.eq(self.w_addr),
+                    ram.w_data.eq(self.w_data),
+                    ram.w_en.eq(self.w_en),
+                ]
+        m.d.comb += [self.q_gen.eq(self.gen.r_data), self.q_dp.eq(self.dp.r_data)]
+        return m
+
+
+def stimulus(rng, depth, width, cycles, rom):
+    """Lines of `w_en w_addr w_data r_en r_addr` (hex), no read of the written address."""
+    lines = []
+    for _ in range(cycles):
+        w_en = 0 if rom else int(rng.random() < 0.5)
+        w_addr = rng.randrange(depth)
+        r_en = int(rng.random() < 0.7)
+        r_addr = rng.randrange(depth)
+        if w_en and depth > 1 and r_addr == w_addr:
+            r_addr = (r_addr + 1) % depth
+        elif w_en and depth == 1:
+            r_en = 0
+        lines.append(f"{w_en:x} {w_addr:x} {rng.getrandbits(width):x} {r_en:x} {r_addr:x}")
+    return lines
+
+
+TB = """
+`timescale 1ns/1ps
+module tb;
+  reg clk = 0, rst = 1;
+  reg w_en = 0, r_en = 0;
+  reg [{ab}:0] w_addr = 0, r_addr = 0;
+  reg [{wb}:0] w_data = 0;
+  wire [{wb}:0] q_gen, q_dp;
+  reg [63:0] stim [0:{n}];
+  reg [{wb}:0] d;
+  integer i, bad = 0, checked = 0, fd, code;
+  reg [63:0] a, b, c, e, f;
+  top dut(.clk(clk), .rst(rst), .w_addr(w_addr), .w_data(w_data), .w_en(w_en),
+          .r_addr(r_addr), .r_en(r_en), .q_gen(q_gen), .q_dp(q_dp));
+  always #5 clk = ~clk;
+  initial begin
+    fd = $fopen("{stim}", "r");
+    @(posedge clk); #1 rst = 0;
+    for (i = 0; i < {n}; i = i + 1) begin
+      code = $fscanf(fd, "%h %h %h %h %h\\n", a, b, c, e, f);
+      w_en = a; w_addr = b; w_data = c; r_en = e; r_addr = f;
+      @(posedge clk); #1;
+      if (i > 2) begin
+        checked = checked + 1;
+        if (q_gen !== q_dp) begin
+          bad = bad + 1;
+          if (bad < 5) $display("MISMATCH cycle %0d: generic %h dp16kd %h", i, q_gen, q_dp);
+        end
+      end
+    end
+    $display("RESULT checked=%0d bad=%0d", checked, bad);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.parametrize(
+    "width, depth, rom",
+    [(12, 256, False), (3, 1024, True), (30, 21, False), (3, 64, True)],
+    ids=["ram12x256", "rom3x1024", "ram30x21", "rom3x64"],
+)
+def test_dp16kd_form_equals_generic(tmp_path, width, depth, rom):
+    rng = random.Random(f"bram {width} {depth} {rom}")
+    init = [rng.getrandbits(width) for _ in range(depth)] if rom else None
+    dut = Pair(width, depth, init)
+    ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.r_en, dut.q_gen, dut.q_dp]
+    text = verilog.convert(dut, name="top", ports=ports, emit_src=False)
+    (tmp_path / "top.v").write_text(text)
+    n = 3000
+    (tmp_path / "stim.txt").write_text("\n".join(stimulus(rng, depth, width, n, rom)) + "\n")
+    ab = max(dut.gen.abits, 1) - 1
+    tb = TB.format(ab=ab, wb=width - 1, n=n, stim=tmp_path / "stim.txt")
+    (tmp_path / "tb.v").write_text(tb)
+    env = {"PATH": sim_path()}
+    subprocess.run(
+        ["iverilog", "-g2012", "-o", "sim.vvp", "tb.v", "top.v", str(MODEL)],
+        cwd=tmp_path,
+        check=True,
+        env=env,
+    )
+    out = subprocess.run(
+        ["vvp", "-n", "sim.vvp"], cwd=tmp_path, capture_output=True, text=True, env=env
+    ).stdout
+    assert f"RESULT checked={n - 3} bad=0" in out, out
+
+
+def test_initvals_packing():
+    """16 words per INITVAL row, word i in bits [20i+17:20i]; unused words zero."""
+    vals = dp16kd_initvals([1, 2, (1 << 18) - 1] + [0] * 13 + [5])
+    assert vals["INITVAL_00"] == 1 | 2 << 20 | ((1 << 18) - 1) << 40
+    assert vals["INITVAL_01"] == 5
+    assert len(vals) == 64 and vals["INITVAL_3F"] == 0

@@ -1,0 +1,169 @@
+# amaranth: UnusedElaboratable=no
+"""StreamKeyer (spec 2.2, 2.3) and the LowRankGenerator lane driven by start states.
+
+The keyed blocks (PentaryPRNG, KeyedLowRankGenerator) are checked against golden in
+tests/test_rtl_prng.py and tests/test_rtl_lrgen.py; here the keyer's and the lane's own
+stream interfaces, with gaps and back-pressure, in the Amaranth simulator.
+"""
+
+import numpy as np
+from amaranth.sim import Simulator
+
+from pentegg.golden import lrgen, lrmul, rank_shift, stream_state
+from pentegg.rtl.keyer import StreamKeyer
+from pentegg.rtl.lrgen import LowRankGenerator
+from pentegg.sim import harness
+from pentegg.sim.scoreboard import Scoreboard
+
+
+def test_keyer_answers_equal_golden():
+    """Random requests, some with reseed (new seed), random gaps, random x0.ready."""
+    rng = np.random.default_rng(harness.pick_seed("keyer"))
+    dut = StreamKeyer()
+    reqs = []
+    seed = int(rng.integers(1 << 32))
+    for j in range(24):
+        reseed = j == 0 or rng.random() < 0.25
+        if reseed:
+            seed = int(rng.integers(1 << 32))
+        key = (int(rng.integers(1 << 16)), int(rng.integers(1 << 11)), int(rng.integers(8)))
+        reqs.append((seed, *key, int(rng.integers(2)), int(reseed)))
+    got, cycles = [], []
+
+    async def bench(ctx):
+        pending = list(reqs)
+        n = since = 0
+        offered = False  # a request once valid stays valid until taken
+        while len(got) < len(reqs):
+            if pending and (offered or rng.random() < 0.3):
+                offered = True
+                seed, step, pair, layer, ab, reseed = pending[0]
+                ctx.set(dut.seed, seed)
+                ctx.set(
+                    dut.k.payload,
+                    {"ab": ab, "layer": layer, "pair": pair, "step": step, "reseed": reseed},
+                )
+                ctx.set(dut.k.valid, 1)
+            else:
+                ctx.set(dut.k.valid, 0)
+            ready = bool(rng.random() < 0.6)
+            ctx.set(dut.x0.ready, ready)
+            if ctx.get(dut.k.valid) and ctx.get(dut.k.ready):
+                pending.pop(0)
+                offered = False
+            if ready and ctx.get(dut.x0.valid):
+                got.append(ctx.get(dut.x0.payload))
+                cycles.append(n - since)
+                since = n
+            await ctx.tick()
+            n += 1
+            assert n < 100 * len(reqs)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    ref = [int(stream_state(s, st, p, l, ab)) for s, st, p, l, ab, _ in reqs]
+    Scoreboard("keyer").check("x0", np.array(ref), np.array(got))
+
+
+def test_keyer_latency():
+    """x0 valid 28 cycles after a reseed request is first seen, 14 without."""
+    dut = StreamKeyer()
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.x0.ready, 1)
+        for reseed in (1, 0):
+            ctx.set(dut.k.payload, {"ab": 1, "layer": 1, "pair": 5, "step": 3, "reseed": reseed})
+            ctx.set(dut.k.valid, 1)
+            n = 0
+            while not ctx.get(dut.x0.valid):
+                if ctx.get(dut.k.ready):
+                    ctx.set(dut.k.valid, 0)
+                await ctx.tick()
+                n += 1
+            assert ctx.get(dut.x0.payload) == 0x96282E7B  # spec 2.3's example
+            seen.append(n)
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [28, 14]
+
+
+def test_lane_from_start_states():
+    """The lane alone: B and A start states offered with gaps, random back-pressure on
+    e, a and b; both modes against golden, odd shapes, ranks 1, 4, 16."""
+    rng = np.random.default_rng(harness.pick_seed("lrgen lane"))
+    board = Scoreboard("lrgen lane")
+    for rank in (1, 4, 16):
+        dut = LowRankGenerator(rank=rank, max_fan=13, max_out=5)
+        jobs = []
+        for _ in range(3):
+            key = (
+                int(rng.integers(1 << 32)),
+                int(rng.integers(1 << 16)),
+                int(rng.integers(1 << 11)),
+                int(rng.integers(8)),
+            )
+            shape = (int(rng.integers(1, 6)), int(rng.integers(1, 14)))
+            jobs.append((key, shape, int(rng.integers(9))))
+        results = []
+
+        async def bench(ctx, dut=dut, jobs=jobs, results=results):
+            for key, (out, fan), sigma in jobs:
+                for mode in (0, 1):
+                    ctx.set(dut.out, out)
+                    ctx.set(dut.fan, fan)
+                    ctx.set(dut.sigma_shift, sigma)
+                    ctx.set(dut.mode, mode)
+                    states = [int(stream_state(*key, 1)), int(stream_state(*key, 0))]
+                    got = {"e": [], "a": [], "b": []}
+                    n = 0
+                    offer = False  # once valid, a state stays valid until taken
+                    while states or ctx.get(dut.busy) or n < 3:
+                        offer = bool(states) and (offer or rng.random() < 0.5)
+                        ctx.set(dut.x0.valid, offer)
+                        if offer:
+                            ctx.set(dut.x0.payload, states[0])
+                        for s in ("e", "a", "b"):
+                            ctx.set(getattr(dut, s).ready, bool(rng.random() < 0.6))
+                        if offer and ctx.get(dut.x0.ready):
+                            states.pop(0)
+                            offer = False
+                        for s in ("e", "a", "b"):
+                            st = getattr(dut, s)
+                            if ctx.get(st.valid) and ctx.get(st.ready):
+                                p = ctx.get(st.payload)
+                                got[s].append(
+                                    (int(p.e), int(p.dot)) if s == "e" else [int(d) for d in p]
+                                )
+                        await ctx.tick()
+                        n += 1
+                        assert n < 5000
+                    ctx.set(dut.x0.valid, 0)
+                    results.append((key, (out, fan), sigma, mode, got))
+
+        sim = Simulator(dut)
+        sim.add_clock(1e-6)
+        sim.add_testbench(bench)
+        sim.run()
+        assert len(results) == 2 * len(jobs)
+        for key, (out, fan), sigma, mode, got in results:
+            a, b = lrgen(*key[:2], key[2] + 1, key[3], out, fan, rank, "binomial")
+            a, b = a[key[2]], b[key[2]]
+            tag = f"rank {rank} key {key} shape {(out, fan)} sigma {sigma}"
+            if mode == 0:
+                e = lrmul(a, b, rank_shift(rank) + sigma)
+                board.check(f"E ({tag})", e.reshape(-1), [v[0] for v in got["e"]])
+                dot = (a.astype(int) @ b.T.astype(int)).reshape(-1)
+                board.check(f"A.B^T ({tag})", dot, [v[1] for v in got["e"]])
+                assert not got["a"] and not got["b"]
+            else:
+                board.check(f"A ({tag})", a, np.array(got["a"]).reshape(-1, rank))
+                board.check(f"B ({tag})", b, np.array(got["b"]).reshape(-1, rank))
+                assert not got["e"]
+    assert sum(board.checked.values()) > 500, board.checked

@@ -1,0 +1,54 @@
+# amaranth: UnusedElaboratable=no
+"""rtl/synth.py helpers that need no synthesis run."""
+
+from amaranth import Cat, Module, Signal
+from amaranth.back import rtlil
+from amaranth.lib import memory
+
+from pentegg.rtl.bram import RegisteredRAM
+from pentegg.rtl.synth import SynthPlatform, honour_no_rw_check
+
+
+def _rtlil():
+    """A no_rw_check RAM (RegisteredRAM) and a plain memory in one module."""
+    m = Module()
+    m.submodules.ram = ram = RegisteredRAM(4, 16, dp16kd=False)
+    m.submodules.plain = plain = memory.Memory(shape=4, depth=16, init=[])
+    wr, rd = plain.write_port(), plain.read_port()
+    o = Signal(8)
+    m.d.comb += o.eq(Cat(ram.r_data, rd.data))
+    ports = [ram.w_addr, ram.w_data, ram.w_en, ram.r_addr, ram.r_en]
+    ports += [wr.addr, wr.data, wr.en, rd.addr, o]
+    return rtlil.convert(m, ports=ports)
+
+
+def _masks(text):
+    """MEMID -> COLLISION_X_MASK of each $memrd_v2 cell."""
+    out, memid = {}, None
+    for line in text.splitlines():
+        w = line.split()
+        if w[:2] == ["cell", "$memrd_v2"]:
+            memid = None
+        elif w[:2] == ["parameter", "\\MEMID"]:
+            memid = w[2].strip('"').lstrip("\\")
+        elif w[:2] == ["parameter", "\\COLLISION_X_MASK"] and memid:
+            out[memid] = w[2]
+    return out
+
+
+def test_no_rw_check_sets_collision_mask_only_where_marked():
+    before = _rtlil()
+    assert _masks(before) == {"mem": "1'0", "plain": "1'0"}
+    after = honour_no_rw_check(before)
+    assert _masks(after) == {"mem": "1'1", "plain": "1'0"}
+    # nothing else changes
+    diff = [(a, b) for a, b in zip(before.splitlines(), after.splitlines(), strict=True) if a != b]
+    assert len(diff) == 1
+
+
+def test_synth_platform_selects_dp16kd():
+    ram = RegisteredRAM(3, 256)
+    assert ram.uses_dp16kd(SynthPlatform("ecp5"))
+    assert not ram.uses_dp16kd(SynthPlatform("ice40"))
+    assert not ram.uses_dp16kd(None)
+    assert not RegisteredRAM(3, 2048).uses_dp16kd(SynthPlatform("ecp5"))
