@@ -16,7 +16,9 @@ from collections.abc import Sequence
 
 import numpy as np
 
-__all__ = ["Mismatch", "Scoreboard", "compare", "flatten_beats"]
+from pentegg.golden import lrgen, lrmul, rank_shift
+
+__all__ = ["Mismatch", "Scoreboard", "compare", "flatten_beats", "lrgen_expected"]
 
 
 class Mismatch(AssertionError):
@@ -95,3 +97,25 @@ def flatten_beats(beats: Sequence[Sequence[int]]) -> np.ndarray:
     if not beats:
         return np.zeros(0, dtype=np.int64)
     return np.concatenate([np.asarray(b, dtype=np.int64).reshape(-1) for b in beats])
+
+
+def lrgen_expected(case: dict, rank: int, dist: str = "binomial"):
+    """Golden ``(A, B, E, A.B^T)`` of one LowRankGenerator job.
+
+    ``case`` holds the job's ``seed, step, pair, layer, out, fan, sigma_shift``; A is
+    (out, rank), B (fan, rank), E and the dot products (out, fan), all integer arrays.
+    """
+    a, b = lrgen(
+        case["seed"],
+        case["step"],
+        1,
+        case["layer"],
+        case["out"],
+        case["fan"],
+        rank,
+        dist,
+        first_pair=case["pair"],
+    )
+    a, b = a[0], b[0]
+    e = lrmul(a, b, rank_shift(rank) + case["sigma_shift"])
+    return a, b, e, a.astype(np.int64) @ b.T.astype(np.int64)
