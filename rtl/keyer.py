@@ -23,7 +23,10 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .params import check_choice
+
 __all__ = [
+    "KEYERS",
     "KEY_LAYOUT",
     "LAYER_BITS",
     "PAIR_BITS",
@@ -39,6 +42,10 @@ XS_SHIFTS = (13, 17, 5)
 MIX_ROUNDS = 6
 MIX_ADD_SHIFT = 11
 STEP_BITS, PAIR_BITS, LAYER_BITS = 16, 11, 3
+#: Keyer implementations (the ``keyer`` elaboration parameter): ``"parallel"`` mixes one
+#: operation per cycle on a 32-bit state, ``"serial"`` one bit per cycle (far smaller,
+#: about 60 times slower; :class:`StreamKeyer` gives both latencies).
+KEYERS = ("parallel", "serial")
 
 #: A request: bits ``[30:0]`` are the spec's 31-bit stream key
 #: ``step << 15 | pair << 4 | layer << 1 | ab``; bit 31 asks for the run key to be
@@ -87,7 +94,8 @@ class StreamKeyer(wiring.Component):
     15 cycles (29 with ``reseed``) when ``x0.ready`` is high.
     """
 
-    def __init__(self):
+    def __init__(self, *, keyer: str = "parallel"):
+        self.keyer = check_choice("keyer", keyer, KEYERS)
         super().__init__(
             {
                 "seed": In(32),
@@ -99,6 +107,11 @@ class StreamKeyer(wiring.Component):
         )
 
     def elaborate(self, platform):
+        if self.keyer == "serial":
+            return self._elaborate_serial()
+        return self._elaborate_parallel()
+
+    def _elaborate_parallel(self):
         m = Module()
         x = Signal(32)  # the state; the answer while x0.valid
         run_key = Signal(31)  # S without its bit 31 (always 1)
@@ -162,4 +175,112 @@ class StreamKeyer(wiring.Component):
             m.d.sync += x[:hi].eq(xs_or_load[:hi])
         with m.If(mix_hi):
             m.d.sync += x[hi:].eq(Mux(add, summed, xs_or_load[hi:]))
+        return m
+
+    def _elaborate_serial(self):
+        """One bit per cycle: see the class docstring for the schedule."""
+        m = Module()
+        # Datapath registers need no reset: every request loads what it uses.
+        ring = Signal(32, reset_less=True)  # the state x, rotating right one bit per cycle
+        cap = Signal(32, reset_less=True)  # the seed while loading it, else RUN_SALT
+        srk = Signal(32, reset_less=True)  # the run key S, rotating in step with `ring`
+        dly = Signal(13, reset_less=True)  # x[i-1], ..., x[i-13] (0 below bit 0)
+        carry = Signal(reset_less=True)
+        # Control: all flip-flops reset to 0 (iCE40 flip-flops power up at 0); one-hot
+        # counters are all zero while idle.
+        step = Signal(32)  # one-hot bit index i of the pass
+        kind = Signal(4)  # one-hot mixing pass: x^=x<<13, x^=x>>17, x^=x<<5, x+=x<<11
+        rnd = Signal(6)  # one-hot round of mix32
+        r17 = Signal()  # pass x^=x>>17 and i < 15
+        act = Signal()  # working (every pass runs to its end, also when dropped)
+        drop = Signal()  # cancelled: finish the pass, then idle
+        done = Signal()  # x0.valid
+        key_ph = Signal()  # 0: run key (S = mix32(seed ^ RUN_SALT)), 1: x0 = mix32(k ^ S)
+        pass_a = Signal()  # load seed ^ RUN_SALT ^ k at its end
+        pass_b = Signal()  # load k at its end (cancels the k of pass_a)
+        pass_r = Signal()  # shift S in, load k at its end
+        m.d.comb += [
+            self.x0.valid.eq(done),
+            self.x0.payload.eq(ring),
+            self.busy.eq(act | done),
+        ]
+        last = step[31]  # the pass's last bit
+        end = act & last
+        end_mix = end & kind[3] & rnd[5]
+        begin = self.k.valid & ~act & (~done | self.cancel)
+        reseed = self.k.payload.reseed
+        stop = self.cancel | drop
+        start_mix = end & (pass_b | pass_r)
+        load = end & (pass_a | pass_b | pass_r)
+        finish = end & (stop | (end_mix & key_ph))
+        m.d.comb += self.k.ready.eq(load & pass_r & ~stop)
+
+        # Control.
+        act_next = begin | (act & ~finish)
+        m.d.sync += [
+            act.eq(act_next),
+            step.eq(Cat((begin | last) & act_next, step[:31])),
+        ]
+        with m.If(begin):
+            m.d.sync += [
+                key_ph.eq(~reseed),
+                pass_a.eq(reseed),
+                pass_r.eq(~reseed),
+                pass_b.eq(0),
+                kind.eq(0),
+                rnd.eq(0),
+            ]
+        with m.Elif(end):
+            m.d.sync += [pass_a.eq(0), pass_b.eq(pass_a), pass_r.eq(end_mix & ~key_ph)]
+            with m.If(end_mix):
+                m.d.sync += [kind.eq(0), key_ph.eq(1)]
+            with m.Elif(pass_b | pass_r):
+                m.d.sync += kind.eq(1)
+            with m.Else():
+                m.d.sync += kind.eq(kind.rotate_left(1))
+            with m.If(start_mix | kind[3]):
+                m.d.sync += rnd.eq(Cat(start_mix, rnd[:5]))
+        with m.If(begin | end):
+            m.d.sync += drop.eq(0)
+        with m.Elif(self.cancel & act):
+            m.d.sync += drop.eq(1)
+        with m.If(self.cancel | (done & self.x0.ready)):
+            m.d.sync += done.eq(0)
+        with m.Elif(end_mix & key_ph & ~stop):
+            m.d.sync += done.eq(1)
+        with m.If(end & kind[0] & ~stop):
+            m.d.sync += r17.eq(1)
+        with m.Elif(step[14]):
+            m.d.sync += r17.eq(0)
+        with m.If((begin & ~reseed) | (end & pass_a)):
+            m.d.sync += cap.eq(RUN_SALT)
+        with m.Elif(begin):
+            m.d.sync += cap.eq(self.seed)
+
+        # Datapath: one bit of x per cycle, LSB first; ring[0] is x[i]. x[i - s] for the
+        # left shifts and the addition come from the delay line (zero for i < s, cleared
+        # at the end of each pass), x[i + 17] from ring[17] (not yet overwritten).
+        o1 = (kind[0] & dly[12]) | (kind[2] & dly[4])
+        o2 = (kind[3] & dly[10]) | (r17 & ring[17])
+        new = ring[0] ^ carry ^ o1 ^ o2
+        with m.If(end):
+            m.d.sync += [carry.eq(0), dly.eq(0)]
+        with m.Elif(act):
+            m.d.sync += dly.eq(Cat(ring[0], dly[:12]))
+            with m.If(kind[3]):
+                m.d.sync += carry.eq((ring[0] & (o1 | o2)) | (carry & (ring[0] | o1 | o2)))
+        # The run key is saved as the last pass of its mixing produces it; bit 31 forced.
+        save = ~key_ph & kind[3] & rnd[5]
+        with m.If(act):
+            m.d.sync += srk.eq(Cat(srk[1:], Mux(save, new | last, srk[0])))
+        # Loads happen at the end of a pass, when ring[j + 1] is bit j of x: the XOR of
+        # k, cap and RUN_SALT (zero but in pass_a, when cap is the seed). pass_r shifts S
+        # in from srk (into a cleared ring).
+        ld = Cat(self.k.payload.as_value()[:31] ^ cap[:31] ^ Const(RUN_SALT, 32)[:31], 0)
+        shifted = Cat(ring[1:], new ^ cap[31] ^ (pass_r & srk[0]))
+        clear = begin | (act & pass_a & ~last) | (end_mix & ~key_ph)
+        with m.If(clear):
+            m.d.sync += ring.eq(0)
+        with m.Elif(act):
+            m.d.sync += ring.eq(shifted ^ Mux(load, ld, 0))
         return m

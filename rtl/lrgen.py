@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from .bram import RegisteredRAM
-from .keyer import LAYER_BITS, PAIR_BITS, STEP_BITS, StreamKeyer
+from .keyer import KEYERS, LAYER_BITS, PAIR_BITS, STEP_BITS, StreamKeyer
 from .params import check_choice, check_int
 from .pquant import PentaryQuantizer, pquant_int
 from .prng import DIGIT_DISTS, PentaryStreamCore, digits_layout
@@ -468,7 +468,9 @@ class KeyedLowRankGenerator(wiring.Component):
         max_out: int = 256,
         digits: str = "binomial",
         pquant: str = "auto",
+        keyer: str = "parallel",
     ):
+        self.keyer = check_choice("keyer", keyer, KEYERS)
         self.lane = LowRankGenerator(
             rank=rank, max_fan=max_fan, max_out=max_out, digits=digits, pquant=pquant
         )
@@ -502,7 +504,7 @@ class KeyedLowRankGenerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.keyer = keyer = StreamKeyer()
+        m.submodules.keyer = keyer = StreamKeyer(keyer=self.keyer)
         m.submodules.lane = lane = self.lane
         # requests left to post: 2 (B, with the run key), 1 (A), 0
         todo = Signal(2)

@@ -16,7 +16,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .keyer import LAYER_BITS, PAIR_BITS, RUN_SALT, STEP_BITS, StreamKeyer, xs32
+from .keyer import KEYERS, LAYER_BITS, PAIR_BITS, RUN_SALT, STEP_BITS, StreamKeyer, xs32
 from .params import check_choice
 
 __all__ = [
@@ -106,7 +106,10 @@ class PentaryStreamCore(wiring.Component):
     the first ``x0`` beat.
     """
 
-    def __init__(self, *, digits: str = "binomial", digits_per_beat: int = 4):
+    def __init__(
+        self, *, digits: str = "binomial", digits_per_beat: int = 4, keyer: str = "parallel"
+    ):
+        self.keyer = check_choice("keyer", keyer, KEYERS)
         self.digits = check_choice("digits", digits, DIGIT_DISTS)
         self.digits_per_beat = check_choice("digits_per_beat", digits_per_beat, DIGITS_PER_BEAT)
         per_word = DIGITS_PER_WORD[digits]
@@ -235,7 +238,10 @@ class PentaryPRNG(wiring.Component):
     the first ``start``.
     """
 
-    def __init__(self, *, digits: str = "binomial", digits_per_beat: int = 4):
+    def __init__(
+        self, *, digits: str = "binomial", digits_per_beat: int = 4, keyer: str = "parallel"
+    ):
+        self.keyer = check_choice("keyer", keyer, KEYERS)
         self.digits = check_choice("digits", digits, DIGIT_DISTS)
         self.digits_per_beat = check_choice("digits_per_beat", digits_per_beat, DIGITS_PER_BEAT)
         super().__init__(
@@ -254,7 +260,7 @@ class PentaryPRNG(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.keyer = keyer = StreamKeyer()
+        m.submodules.keyer = keyer = StreamKeyer(keyer=self.keyer)
         m.submodules.core = core = PentaryStreamCore(
             digits=self.digits, digits_per_beat=self.digits_per_beat
         )
