@@ -180,81 +180,66 @@ class StreamKeyer(wiring.Component):
     def _elaborate_serial(self):
         """One bit per cycle: see the class docstring for the schedule."""
         m = Module()
-        # Datapath registers need no reset: every request loads what it uses.
+        # Datapath and most control flip-flops need no reset: a request sets what it uses.
+        # Flip-flops start at 0 (iCE40 flip-flops power up at 0: no init of 1 anywhere).
         ring = Signal(32, reset_less=True)  # the state x, rotating right one bit per cycle
         cap = Signal(32, reset_less=True)  # the seed while loading it, else RUN_SALT
         srk = Signal(32, reset_less=True)  # the run key S, rotating in step with `ring`
         dly = Signal(13, reset_less=True)  # x[i-1], ..., x[i-13] (0 below bit 0)
         carry = Signal(reset_less=True)
-        # Control: all flip-flops reset to 0 (iCE40 flip-flops power up at 0); one-hot
-        # counters are all zero while idle.
-        step = Signal(32)  # one-hot bit index i of the pass
-        kind = Signal(4)  # one-hot mixing pass: x^=x<<13, x^=x>>17, x^=x<<5, x+=x<<11
-        rnd = Signal(6)  # one-hot round of mix32
-        r17 = Signal()  # pass x^=x>>17 and i < 15
+        # One-hot pass (all zero while idle): 0 (A) load seed ^ RUN_SALT ^ k at its end;
+        # 1 (B) load k (cancels A's k); 2..25 mix32 of the run key (25 saves it in srk);
+        # 26 (Z) clear; 27 (R) shift S in from srk, load k; 28..51 mix32 of the stream key.
+        pas = Signal(52, reset_less=True)
+        P_A, P_B, P_S, P_Z, P_R, P_X = 0, 1, 25, 26, 27, 51
+        kind = Signal(4, reset_less=True)  # one-hot mix pass: <<13, >>17, <<5, +(x<<11)
+        r17 = Signal(reset_less=True)  # pass x ^= x >> 17 and i < 15
+        drop = Signal(reset_less=True)  # cancelled: finish the pass, then idle
+        step = Signal(32)  # one-hot bit index i of the pass, all zero while idle
         act = Signal()  # working (every pass runs to its end, also when dropped)
-        drop = Signal()  # cancelled: finish the pass, then idle
         done = Signal()  # x0.valid
-        key_ph = Signal()  # 0: run key (S = mix32(seed ^ RUN_SALT)), 1: x0 = mix32(k ^ S)
-        pass_a = Signal()  # load seed ^ RUN_SALT ^ k at its end
-        pass_b = Signal()  # load k at its end (cancels the k of pass_a)
-        pass_r = Signal()  # shift S in, load k at its end
         m.d.comb += [
             self.x0.valid.eq(done),
             self.x0.payload.eq(ring),
             self.busy.eq(act | done),
         ]
-        last = step[31]  # the pass's last bit
-        end = act & last
-        end_mix = end & kind[3] & rnd[5]
+        end = step[31]  # the last bit of a pass
         begin = self.k.valid & ~act & (~done | self.cancel)
         reseed = self.k.payload.reseed
         stop = self.cancel | drop
-        start_mix = end & (pass_b | pass_r)
-        load = end & (pass_a | pass_b | pass_r)
-        finish = end & (stop | (end_mix & key_ph))
-        m.d.comb += self.k.ready.eq(load & pass_r & ~stop)
+        m.d.comb += self.k.ready.eq(end & pas[P_R] & ~stop)
 
         # Control.
-        act_next = begin | (act & ~finish)
+        go_on = end & ~stop & ~pas[P_X]
         m.d.sync += [
-            act.eq(act_next),
-            step.eq(Cat((begin | last) & act_next, step[:31])),
+            act.eq(begin | (act & ~(end & ~go_on))),
+            step.eq(Cat(begin | go_on, step[:31])),
         ]
         with m.If(begin):
             m.d.sync += [
-                key_ph.eq(~reseed),
-                pass_a.eq(reseed),
-                pass_r.eq(~reseed),
-                pass_b.eq(0),
+                pas.eq(Cat(reseed, Const(0, P_Z - 1), ~reseed, Const(0, P_X - P_Z))),
                 kind.eq(0),
-                rnd.eq(0),
             ]
         with m.Elif(end):
-            m.d.sync += [pass_a.eq(0), pass_b.eq(pass_a), pass_r.eq(end_mix & ~key_ph)]
-            with m.If(end_mix):
-                m.d.sync += [kind.eq(0), key_ph.eq(1)]
-            with m.Elif(pass_b | pass_r):
-                m.d.sync += kind.eq(1)
-            with m.Else():
-                m.d.sync += kind.eq(kind.rotate_left(1))
-            with m.If(start_mix | kind[3]):
-                m.d.sync += rnd.eq(Cat(start_mix, rnd[:5]))
-        with m.If(begin | end):
+            m.d.sync += [
+                pas.eq(Cat(0, pas[:P_X])),
+                kind.eq(Cat(pas[P_B] | pas[P_R] | (kind[3] & ~pas[P_S]), kind[:3])),
+            ]
+        with m.If(end):
             m.d.sync += drop.eq(0)
-        with m.Elif(self.cancel & act):
-            m.d.sync += drop.eq(1)
+        with m.Elif(self.cancel):
+            m.d.sync += drop.eq(act)
         with m.If(self.cancel | (done & self.x0.ready)):
             m.d.sync += done.eq(0)
-        with m.Elif(end_mix & key_ph & ~stop):
+        with m.Elif(end & pas[P_X] & ~stop):
             m.d.sync += done.eq(1)
-        with m.If(end & kind[0] & ~stop):
-            m.d.sync += r17.eq(1)
-        with m.Elif(step[14]):
+        with m.If(step[14]):
             m.d.sync += r17.eq(0)
-        with m.If((begin & ~reseed) | (end & pass_a)):
+        with m.Elif(end):
+            m.d.sync += r17.eq(kind[0])
+        with m.If(end):
             m.d.sync += cap.eq(RUN_SALT)
-        with m.Elif(begin):
+        with m.Elif(begin & reseed):
             m.d.sync += cap.eq(self.seed)
 
         # Datapath: one bit of x per cycle, LSB first; ring[0] is x[i]. x[i - s] for the
@@ -263,24 +248,27 @@ class StreamKeyer(wiring.Component):
         o1 = (kind[0] & dly[12]) | (kind[2] & dly[4])
         o2 = (kind[3] & dly[10]) | (r17 & ring[17])
         new = ring[0] ^ carry ^ o1 ^ o2
-        with m.If(end):
-            m.d.sync += [carry.eq(0), dly.eq(0)]
-        with m.Elif(act):
-            m.d.sync += dly.eq(Cat(ring[0], dly[:12]))
-            with m.If(kind[3]):
-                m.d.sync += carry.eq((ring[0] & (o1 | o2)) | (carry & (ring[0] | o1 | o2)))
-        # The run key is saved as the last pass of its mixing produces it; bit 31 forced.
-        save = ~key_ph & kind[3] & rnd[5]
         with m.If(act):
-            m.d.sync += srk.eq(Cat(srk[1:], Mux(save, new | last, srk[0])))
+            with m.If(end):
+                m.d.sync += dly.eq(0)
+            with m.Else():
+                m.d.sync += dly.eq(Cat(ring[0], dly[:12]))
+        with m.If(end):
+            m.d.sync += carry.eq(0)
+        with m.Elif(kind[3]):
+            m.d.sync += carry.eq((ring[0] & (o1 | o2)) | (carry & (ring[0] | o1 | o2)))
+        # The run key is saved as the last pass of its mixing produces it; bit 31 forced.
+        with m.If(act):
+            m.d.sync += srk.eq(Cat(srk[1:], Mux(pas[P_S], new | end, srk[0])))
         # Loads happen at the end of a pass, when ring[j + 1] is bit j of x: the XOR of
-        # k, cap and RUN_SALT (zero but in pass_a, when cap is the seed). pass_r shifts S
-        # in from srk (into a cleared ring).
+        # k, cap and RUN_SALT (zero but in pass A, when cap is the seed). Pass R shifts S
+        # in from srk into the ring that pass Z cleared.
+        load = end & (pas[P_A] | pas[P_B] | pas[P_R])
         ld = Cat(self.k.payload.as_value()[:31] ^ cap[:31] ^ Const(RUN_SALT, 32)[:31], 0)
-        shifted = Cat(ring[1:], new ^ cap[31] ^ (pass_r & srk[0]))
-        clear = begin | (act & pass_a & ~last) | (end_mix & ~key_ph)
-        with m.If(clear):
-            m.d.sync += ring.eq(0)
-        with m.Elif(act):
-            m.d.sync += ring.eq(shifted ^ Mux(load, ld, 0))
+        shifted = Cat(ring[1:], new ^ cap[31] ^ (pas[P_R] & srk[0]))
+        with m.If(act):
+            with m.If((pas[P_A] | pas[P_Z]) & ~end):
+                m.d.sync += ring.eq(0)
+            with m.Else():
+                m.d.sync += ring.eq(shifted ^ Mux(load, ld, 0))
         return m
