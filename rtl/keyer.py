@@ -15,6 +15,25 @@ A round takes two cycles (``XS`` then ``ADD``) so that the 21-bit carry chain st
 the state flip-flops (one-cycle rounds measured 48 MHz on an iCE40UP5K, two-cycle rounds
 61 MHz). ``LOAD`` is a multiplexer inside the last level of the ``xs32`` logic. The run key
 (31 bits; bit 31 is always 1) is kept in a register between requests.
+
+``keyer="serial"`` selects the area-minimal form: the same interface, one bit per cycle.
+The state rotates through a 32-bit shift register, LSB first; each ``mix32`` half-step
+is a 32-cycle pass that rewrites one bit per cycle at ``ring[31]``:
+
+* ``x ^= x << s`` (s = 13, 5) and ``x += x << 11`` take ``x[i - s]`` from a 13-bit delay
+  line of the bits already shifted out (cleared at each pass end, so 0 below bit 0); the
+  addition keeps its carry in one flip-flop;
+* ``x ^= x >> 17`` takes ``x[i + 17]`` from ``ring[17]`` (not yet rewritten) for i < 15.
+
+Keys enter in parallel, as an XOR into the shift path at the end of a pass (one LUT4 per
+bit, the unavoidable cost of 63 input bits): ``seed`` is captured into a register at the
+start of a ``reseed`` request; pass A loads ``k ^ seed ^ RUN_SALT``, pass B loads ``k``
+again (cancelling it; the captured seed is back to ``RUN_SALT`` by then), 24 passes mix,
+the last of them also shifts ``S`` into a 32-bit run-key shift register that rotates with
+the state. A stream key then costs pass Z (clear), pass R (shift ``S`` back in, load
+``k``) and 24 mixing passes. All counters are one-hot shift registers (a 32-bit bit
+index, a 52-bit pass index, a 4-bit mixing-pass kind), so that they cost flip-flops and
+almost no LUT4.
 """
 
 from __future__ import annotations
@@ -87,11 +106,29 @@ class StreamKeyer(wiring.Component):
     busy : Out(1)
         High while a request is being worked on or its answer waits on ``x0``.
 
-    Latency and throughput: ``x0.valid`` rises 14 cycles after a request is first seen
-    valid by an idle keyer (one cycle to decide, the load, six two-cycle rounds), 28 with
-    ``reseed`` (the run key first: load, six rounds, store). The keyer works on one request
-    at a time and takes the next one the cycle after the answer is taken: one answer every
-    15 cycles (29 with ``reseed``) when ``x0.ready`` is high.
+    Parameters
+    ----------
+    keyer : str
+        ``"parallel"`` (default): one ``mix32`` half-round per cycle on a 32-bit state.
+        ``"serial"``: one bit per cycle on shift registers (module docstring), about a
+        third of the LUT4 and 60 times the latency.
+
+    Latency and throughput, ``keyer="parallel"``: ``x0.valid`` rises 14 cycles after a
+    request is first seen valid by an idle keyer (one cycle to decide, the load, six
+    two-cycle rounds), 28 with ``reseed`` (the run key first: load, six rounds, store).
+    The keyer works on one request at a time and takes the next one the cycle after the
+    answer is taken: one answer every 15 cycles (29 with ``reseed``) when ``x0.ready`` is
+    high.
+
+    Latency and throughput, ``keyer="serial"``: the keyer begins a request in the cycle it
+    is first seen valid by an idle keyer (reading ``seed`` in that cycle if ``reseed``),
+    then runs 32-cycle passes: 26 for a stream key (``k.ready`` in the last cycle of the
+    second, 64 cycles after the request is first seen), 52 with ``reseed`` (``k.ready``
+    after 896 cycles). ``x0.valid`` rises 833 cycles after the request is first seen, 1665
+    with ``reseed``: one answer every 834 cycles (1666 with ``reseed``) when ``x0.ready``
+    is high. ``cancel`` takes effect at the end of the current pass (at most 32 cycles;
+    ``busy`` stays high and no request is taken meanwhile), then the request valid by then
+    is begun.
     """
 
     def __init__(self, *, keyer: str = "parallel"):
@@ -257,15 +294,17 @@ class StreamKeyer(wiring.Component):
             m.d.sync += carry.eq(0)
         with m.Elif(kind[3]):
             m.d.sync += carry.eq((ring[0] & (o1 | o2)) | (carry & (ring[0] | o1 | o2)))
-        # The run key is saved as the last pass of its mixing produces it; bit 31 forced.
-        with m.If(act):
-            m.d.sync += srk.eq(Cat(srk[1:], Mux(pas[P_S], new | end, srk[0])))
         # Loads happen at the end of a pass, when ring[j + 1] is bit j of x: the XOR of
         # k, cap and RUN_SALT (zero but in pass A, when cap is the seed). Pass R shifts S
         # in from srk into the ring that pass Z cleared.
         load = end & (pas[P_A] | pas[P_B] | pas[P_R])
         ld = Cat(self.k.payload.as_value()[:31] ^ cap[:31] ^ Const(RUN_SALT, 32)[:31], 0)
-        shifted = Cat(ring[1:], new ^ cap[31] ^ (pas[P_R] & srk[0]))
+        top = Signal()  # the bit entering ring[31]: `new` in the mixing passes
+        m.d.comb += top.eq(new ^ cap[31] ^ (pas[P_R] & srk[0]))
+        shifted = Cat(ring[1:], top)
+        # The run key is saved as the last pass of its mixing produces it; bit 31 forced.
+        with m.If(act):
+            m.d.sync += srk.eq(Cat(srk[1:], Mux(pas[P_S], top | end, srk[0])))
         with m.If(act):
             with m.If((pas[P_A] | pas[P_Z]) & ~end):
                 m.d.sync += ring.eq(0)

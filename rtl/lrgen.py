@@ -435,6 +435,10 @@ class KeyedLowRankGenerator(wiring.Component):
     ----------
     rank, max_fan, max_out, digits, pquant
         As :class:`LowRankGenerator`.
+    keyer : str
+        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        ``"serial"`` (about 120 LUT4 fewer on the UP5K, stream starts of 834 and 1666
+        cycles: see the timing below).
 
     Interface attributes
     --------------------
@@ -458,6 +462,11 @@ class KeyedLowRankGenerator(wiring.Component):
     job at rank 4 without back-pressure keeps ``busy`` high ``29 + fan + 8 + out * fan``
     cycles when ``fan >= 13`` (the B state is taken 29 cycles after ``start``;
     ``tests/test_rtl_lrgen.py`` checks it at fans 13 and 30).
+
+    With ``keyer="serial"`` the B state is taken 1666 cycles after ``start`` and the A
+    state is ready 834 cycles after that: below a fan of about 800 the A state sets the
+    pace, and a quantized rank-4 job without back-pressure keeps ``busy`` high
+    ``2506 + out * fan`` cycles (checked at fans 5 and 30).
     """
 
     def __init__(

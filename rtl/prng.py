@@ -88,6 +88,9 @@ class PentaryStreamCore(wiring.Component):
         ``"binomial"`` (default, 8 digits per word) or ``"uniform"`` (4 digits per word).
     digits_per_beat : int
         Digits per transfer on ``o``: 1, 2, 4, 8, 16, 32 or 64 (default 4).
+    keyer : str
+        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        ``"serial"`` (far smaller, far slower: see the timing below).
 
     Interface attributes
     --------------------
@@ -209,6 +212,9 @@ class PentaryPRNG(wiring.Component):
         (4 digits per word).
     digits_per_beat : int
         Digits per transfer on ``o``: 1, 2, 4, 8, 16, 32 or 64 (default 4).
+    keyer : str
+        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        ``"serial"`` (far smaller, far slower: see the timing below).
 
     Interface attributes
     --------------------
@@ -235,7 +241,9 @@ class PentaryPRNG(wiring.Component):
     ``digits_per_beat / D - 1`` cycles when a beat spans several words (D = digits per
     word). Then one beat per cycle while ``o.ready`` is high if ``digits_per_beat <= D``,
     one beat every ``digits_per_beat / D`` cycles otherwise. Never valid after reset until
-    the first ``start``.
+    the first ``start``. With ``keyer="serial"`` the first beat comes 1666 cycles after
+    ``start`` with ``reseed``, 834 without (a ``start`` during the mixing adds up to 32
+    cycles: the keyer finishes its current pass first).
     """
 
     def __init__(
