@@ -231,7 +231,10 @@ class StreamKeyer(wiring.Component):
         P_A, P_B, P_S, P_Z, P_R, P_X = 0, 1, 25, 26, 27, 51
         kind = Signal(4, reset_less=True)  # one-hot mix pass: <<13, >>17, <<5, +(x<<11)
         r17 = Signal(reset_less=True)  # pass x ^= x >> 17 and i < 15
-        drop = Signal(reset_less=True)  # cancelled: finish the pass, then idle
+        # cancelled: finish the pass, then idle. No reset: a drop left over by a reset in
+        # the middle of a cancelled pass only makes the first request after the reset
+        # stop at the end of its first pass and begin again (at most 32 cycles later).
+        drop = Signal(reset_less=True)
         step = Signal(32)  # one-hot bit index i of the pass, all zero while idle
         act = Signal()  # working (every pass runs to its end, also when dropped)
         done = Signal()  # x0.valid
