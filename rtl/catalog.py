@@ -73,19 +73,20 @@ MODULES: dict[str, ModuleSpec] = {
             "prng",
             PentaryPRNG,
             "PentaryPRNG: keyed restartable digit stream (spec 2)",
-            {"digits": "str", "digits_per_beat": "int"},
+            {"digits": "str", "digits_per_beat": "int", "keyer": "str"},
         ),
         ModuleSpec(
             "keyer",
             StreamKeyer,
             "StreamKeyer: stream start states x0 = mix32(key ^ S), one per device (spec 2.2, 2.3)",
+            {"keyer": "str"},
         ),
         ModuleSpec(
             "lrgen",
             KeyedLowRankGenerator,
             "KeyedLowRankGenerator: StreamKeyer + LRGEN/LRMUL lane, A, B and "
             "E = PQUANT(A.B^T) (spec 2, 3, 4.2)",
-            LRGEN_PARAMS,
+            {**LRGEN_PARAMS, "keyer": "str"},
         ),
         ModuleSpec(
             "lrgen-lane",

@@ -21,7 +21,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from .bram import RegisteredRAM
-from .keyer import LAYER_BITS, PAIR_BITS, STEP_BITS, StreamKeyer
+from .keyer import KEYERS, LAYER_BITS, PAIR_BITS, STEP_BITS, StreamKeyer
 from .params import check_choice, check_int
 from .pquant import PentaryQuantizer, pquant_int
 from .prng import DIGIT_DISTS, PentaryStreamCore, digits_layout
@@ -435,6 +435,10 @@ class KeyedLowRankGenerator(wiring.Component):
     ----------
     rank, max_fan, max_out, digits, pquant
         As :class:`LowRankGenerator`.
+    keyer : str
+        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        ``"serial"`` (about 120 LUT4 fewer on the UP5K, stream starts of 834 and 1666
+        cycles: see the timing below).
 
     Interface attributes
     --------------------
@@ -458,6 +462,11 @@ class KeyedLowRankGenerator(wiring.Component):
     job at rank 4 without back-pressure keeps ``busy`` high ``29 + fan + 8 + out * fan``
     cycles when ``fan >= 13`` (the B state is taken 29 cycles after ``start``;
     ``tests/test_rtl_lrgen.py`` checks it at fans 13 and 30).
+
+    With ``keyer="serial"`` the B state is taken 1666 cycles after ``start`` and the A
+    state is ready 834 cycles after that: below a fan of about 800 the A state sets the
+    pace, and a quantized rank-4 job without back-pressure keeps ``busy`` high
+    ``2506 + out * fan`` cycles (checked at fans 5 and 30).
     """
 
     def __init__(
@@ -468,7 +477,9 @@ class KeyedLowRankGenerator(wiring.Component):
         max_out: int = 256,
         digits: str = "binomial",
         pquant: str = "auto",
+        keyer: str = "parallel",
     ):
+        self.keyer = check_choice("keyer", keyer, KEYERS)
         self.lane = LowRankGenerator(
             rank=rank, max_fan=max_fan, max_out=max_out, digits=digits, pquant=pquant
         )
@@ -502,7 +513,7 @@ class KeyedLowRankGenerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.keyer = keyer = StreamKeyer()
+        m.submodules.keyer = keyer = StreamKeyer(keyer=self.keyer)
         m.submodules.lane = lane = self.lane
         # requests left to post: 2 (B, with the run key), 1 (A), 0
         todo = Signal(2)

@@ -16,7 +16,7 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .keyer import LAYER_BITS, PAIR_BITS, RUN_SALT, STEP_BITS, StreamKeyer, xs32
+from .keyer import KEYERS, LAYER_BITS, PAIR_BITS, RUN_SALT, STEP_BITS, StreamKeyer, xs32
 from .params import check_choice
 
 __all__ = [
@@ -88,6 +88,9 @@ class PentaryStreamCore(wiring.Component):
         ``"binomial"`` (default, 8 digits per word) or ``"uniform"`` (4 digits per word).
     digits_per_beat : int
         Digits per transfer on ``o``: 1, 2, 4, 8, 16, 32 or 64 (default 4).
+    keyer : str
+        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        ``"serial"`` (far smaller, far slower: see the timing below).
 
     Interface attributes
     --------------------
@@ -106,7 +109,10 @@ class PentaryStreamCore(wiring.Component):
     the first ``x0`` beat.
     """
 
-    def __init__(self, *, digits: str = "binomial", digits_per_beat: int = 4):
+    def __init__(
+        self, *, digits: str = "binomial", digits_per_beat: int = 4, keyer: str = "parallel"
+    ):
+        self.keyer = check_choice("keyer", keyer, KEYERS)
         self.digits = check_choice("digits", digits, DIGIT_DISTS)
         self.digits_per_beat = check_choice("digits_per_beat", digits_per_beat, DIGITS_PER_BEAT)
         per_word = DIGITS_PER_WORD[digits]
@@ -206,6 +212,9 @@ class PentaryPRNG(wiring.Component):
         (4 digits per word).
     digits_per_beat : int
         Digits per transfer on ``o``: 1, 2, 4, 8, 16, 32 or 64 (default 4).
+    keyer : str
+        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        ``"serial"`` (far smaller, far slower: see the timing below).
 
     Interface attributes
     --------------------
@@ -232,10 +241,15 @@ class PentaryPRNG(wiring.Component):
     ``digits_per_beat / D - 1`` cycles when a beat spans several words (D = digits per
     word). Then one beat per cycle while ``o.ready`` is high if ``digits_per_beat <= D``,
     one beat every ``digits_per_beat / D`` cycles otherwise. Never valid after reset until
-    the first ``start``.
+    the first ``start``. With ``keyer="serial"`` the first beat comes 1666 cycles after
+    ``start`` with ``reseed``, 834 without (a ``start`` during the mixing adds up to 32
+    cycles: the keyer finishes its current pass first).
     """
 
-    def __init__(self, *, digits: str = "binomial", digits_per_beat: int = 4):
+    def __init__(
+        self, *, digits: str = "binomial", digits_per_beat: int = 4, keyer: str = "parallel"
+    ):
+        self.keyer = check_choice("keyer", keyer, KEYERS)
         self.digits = check_choice("digits", digits, DIGIT_DISTS)
         self.digits_per_beat = check_choice("digits_per_beat", digits_per_beat, DIGITS_PER_BEAT)
         super().__init__(
@@ -254,7 +268,7 @@ class PentaryPRNG(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.keyer = keyer = StreamKeyer()
+        m.submodules.keyer = keyer = StreamKeyer(keyer=self.keyer)
         m.submodules.core = core = PentaryStreamCore(
             digits=self.digits, digits_per_beat=self.digits_per_beat
         )

@@ -76,6 +76,8 @@ class Job:
         await RisingEdge(dut.clk)
         dut.start.value = 0
         limit = 200 + 200 * case["fan"] * (case["out"] + 1)
+        if self.p.get("keyer") == "serial":  # two stream starts of up to 1666 cycles
+            limit += 2 * 1700
         cycles = 0
         await RisingEdge(dut.clk)
         while dut.busy.value:

@@ -33,6 +33,11 @@ def _params():
     return json.loads(os.environ["PENTEGG_PARAMS"])
 
 
+def _slack() -> int:
+    """Extra cycles a stream start may take with the serial keyer (1666 with reseed)."""
+    return 1700 if _params().get("keyer") == "serial" else 0
+
+
 def random_key(rng: random.Random) -> dict[str, int]:
     return {f: rng.randrange(KEY_RANGES[f]) for f in KEY_FIELDS}
 
@@ -80,7 +85,7 @@ async def streams_equal_golden(dut):
         key = random_key(rng)
         key["seed"] = seed if j < n_keys - 1 else rng.randrange(1 << 32)  # one reseed
         await restart(dut, key, reseed=(j in (0, n_keys - 1)))
-        beats = await sink.take(beats_per_key, timeout_cycles=100 * beats_per_key + 200)
+        beats = await sink.take(beats_per_key, timeout_cycles=100 * beats_per_key + 200 + _slack())
         got = np.array([d for b in beats for d in decode_digits(b, per_beat)])
         board.check(
             f"digits (key {key_text(key)})", golden_digits(key, got.size, dist), got, "digits"
@@ -101,7 +106,7 @@ async def restart_replays(dut):
     board = Scoreboard(f"prng {dist} x{per_beat} replay", dut._log)
     key = random_key(rng)
     await restart(dut, key)
-    first = await sink.take(40, timeout_cycles=2000)
+    first = await sink.take(40, timeout_cycles=2000 + _slack())
     for trial in range(6):
         # restart after a random number of beats, or during the key mixing
         await restart(dut, key, reseed=trial % 2 == 0)
@@ -110,7 +115,7 @@ async def restart_replays(dut):
             await RisingEdge(dut.clk)
         if rng.random() < 0.5:
             await restart(dut, key, reseed=False)
-        again = await sink.take(40, timeout_cycles=2000)
+        again = await sink.take(40, timeout_cycles=2000 + _slack())
         board.check(f"replay {trial} (key {key_text(key)})", first, again, "beats")
     ref = golden_digits(key, 40 * per_beat, dist)
     got = [d for b in first for d in decode_digits(b, per_beat)]
@@ -119,10 +124,13 @@ async def restart_replays(dut):
     other = random_key(rng)
     other["seed"] = key["seed"]
     await restart(dut, other, reseed=False)
-    await sink.take(5, timeout_cycles=500)
+    await sink.take(5, timeout_cycles=500 + _slack())
     await restart(dut, key, reseed=False)
     board.check(
-        "replay after another key", first, await sink.take(40, timeout_cycles=2000), "beats"
+        "replay after another key",
+        first,
+        await sink.take(40, timeout_cycles=2000 + _slack()),
+        "beats",
     )
     board.report()
 
@@ -147,7 +155,7 @@ async def distinct_keys_distinct_streams(dut):
     streams = {}
     for k in keys:
         await restart(dut, k)
-        beats = await sink.take(n_beats, timeout_cycles=1000)
+        beats = await sink.take(n_beats, timeout_cycles=1000 + _slack())
         got = [d for b in beats for d in decode_digits(b, per_beat)]
         board.check(f"digits (key {key_text(k)})", golden_digits(k, len(got), dist), got, "digits")
         streams[key_text(k)] = tuple(got)

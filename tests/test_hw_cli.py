@@ -24,6 +24,9 @@ VERILOG_CASES = [
     ("lrgen", ["rank=1", "max_fan=65", "max_out=10"]),
     ("lrgen", ["rank=16", "pquant=logic"]),
     ("keyer", []),
+    ("keyer", ["keyer=serial"]),
+    ("prng", ["keyer=serial"]),
+    ("lrgen", ["keyer=serial"]),
     ("lrgen-lane", []),
     ("lrgen-lane", ["rank=16", "digits=uniform"]),
 ]

@@ -7,22 +7,24 @@ stream interfaces, with gaps and back-pressure, in the Amaranth simulator.
 """
 
 import numpy as np
+import pytest
 from amaranth.sim import Simulator
 
 from pentegg.golden import lrgen, lrmul, rank_shift, stream_state
-from pentegg.rtl.keyer import StreamKeyer
+from pentegg.rtl.keyer import KEYERS, StreamKeyer
 from pentegg.rtl.lrgen import LowRankGenerator
 from pentegg.sim import harness
 from pentegg.sim.scoreboard import Scoreboard
 
 
-def test_keyer_answers_equal_golden():
+@pytest.mark.parametrize("keyer", KEYERS)
+def test_keyer_answers_equal_golden(keyer):
     """Random requests, some with reseed (new seed), random gaps, random x0.ready."""
-    rng = np.random.default_rng(harness.pick_seed("keyer"))
-    dut = StreamKeyer()
+    rng = np.random.default_rng(harness.pick_seed(f"keyer {keyer}"))
+    dut = StreamKeyer(keyer=keyer)
     reqs = []
     seed = int(rng.integers(1 << 32))
-    for j in range(24):
+    for j in range(24 if keyer == "parallel" else 12):
         reseed = j == 0 or rng.random() < 0.25
         if reseed:
             seed = int(rng.integers(1 << 32))
@@ -57,7 +59,7 @@ def test_keyer_answers_equal_golden():
                 since = n
             await ctx.tick()
             n += 1
-            assert n < 100 * len(reqs)
+            assert n < (100 if keyer == "parallel" else 3000) * len(reqs)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -67,9 +69,11 @@ def test_keyer_answers_equal_golden():
     Scoreboard("keyer").check("x0", np.array(ref), np.array(got))
 
 
-def test_keyer_latency():
-    """x0 valid 28 cycles after a reseed request is first seen, 14 without."""
-    dut = StreamKeyer()
+@pytest.mark.parametrize("keyer, latency", [("parallel", [28, 14]), ("serial", [1665, 833])])
+def test_keyer_latency(keyer, latency):
+    """x0 valid 28 cycles after a reseed request is first seen, 14 without (parallel);
+    1665 and 833 (serial)."""
+    dut = StreamKeyer(keyer=keyer)
     seen = []
 
     async def bench(ctx):
@@ -91,7 +95,80 @@ def test_keyer_latency():
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen == [28, 14]
+    assert seen == latency
+
+
+@pytest.mark.parametrize("keyer", KEYERS)
+def test_keyer_cancel(keyer):
+    """Random cancels (during the run key, the stream key, or with an answer waiting), each
+    with a new request valid in the same cycle: the answers are those of the requests not
+    cancelled, in order; a request after a cancelled reseed reseeds too."""
+    rng = np.random.default_rng(harness.pick_seed(f"keyer cancel {keyer}"))
+    dut = StreamKeyer(keyer=keyer)
+    span = 30 if keyer == "parallel" else 1700  # cycles: cancel anywhere in a request
+    n_req = 16 if keyer == "parallel" else 10
+    state = {"seed": int(rng.integers(1 << 32)), "reseed": True}
+
+    def new_request():
+        if rng.random() < 0.3:
+            state["seed"] = int(rng.integers(1 << 32))
+            state["reseed"] = True
+        key = (int(rng.integers(1 << 16)), int(rng.integers(1 << 11)), int(rng.integers(8)))
+        req = (state["seed"], *key, int(rng.integers(2)), int(state["reseed"]))
+        state["reseed"] = False
+        return req
+
+    want, got = [], []
+
+    async def bench(ctx):
+        outstanding = []  # requests accepted, not yet answered
+        offer = None
+        issued = cancels = n = 0
+        cancel_at = -1  # the cycle of the next cancel (some requests get one)
+        while issued < n_req or offer or outstanding:
+            cancel = n == cancel_at and bool(offer or outstanding)
+            if cancel:
+                cancels += 1
+                if any(r[-1] for r in [*outstanding, *([offer] if offer else [])]):
+                    state["reseed"] = True
+                outstanding.clear()
+                offer = None
+            if offer is None and issued < n_req and (cancel or rng.random() < 0.05):
+                offer = new_request()
+                issued += 1
+                if issued in (2, 4) or rng.random() < 0.3:
+                    cancel_at = n + 1 + int(rng.integers(span))
+            ctx.set(dut.cancel, cancel)
+            ctx.set(dut.k.valid, offer is not None)
+            if offer is not None:
+                seed, step, pair, layer, ab, reseed = offer
+                ctx.set(dut.seed, seed)
+                ctx.set(
+                    dut.k.payload,
+                    {"ab": ab, "layer": layer, "pair": pair, "step": step, "reseed": reseed},
+                )
+            ready = not cancel and bool(rng.random() < 0.5)  # (a cancelled answer is gone)
+            ctx.set(dut.x0.ready, ready)
+            if offer is not None and ctx.get(dut.k.ready):
+                outstanding.append(offer)
+                offer = None
+            if ready and ctx.get(dut.x0.valid):
+                assert outstanding, "an answer without a request"
+                want.append(outstanding.pop(0))
+                got.append(ctx.get(dut.x0.payload))
+            await ctx.tick()
+            n += 1
+            assert n < 4 * span * n_req
+        ctx.set(dut.cancel, 0)
+        assert cancels >= 2, cancels
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(got) >= 2
+    ref = [int(stream_state(s, st, p, l, ab)) for s, st, p, l, ab, _ in want]
+    Scoreboard(f"keyer cancel {keyer}").check("x0", np.array(ref), np.array(got))
 
 
 def test_lane_from_start_states():

@@ -22,12 +22,13 @@ ICARUS_SETS = [
     ({"rank": 16, **SMALL}, 6),
     ({"rank": 4, "digits": "uniform", **SMALL}, 3),
     ({"rank": 4, "pquant": "logic", **SMALL}, 3),
+    ({"rank": 4, "keyer": "serial", **SMALL}, 4),
 ]
 
 
 def _id(item):
     p, _ = item
-    extra = "-".join(f"{k}" for k in ("digits", "pquant") if k in p)
+    extra = "-".join(f"{k}" for k in ("digits", "pquant", "keyer") if k in p)
     return f"rank{p['rank']}" + (f"-{extra}" if extra else "")
 
 
@@ -114,10 +115,18 @@ def test_spec_example_b_rows():
     assert got["b"] == [[1, 1, 1, -1], [-1, -1, 0, 0]]
 
 
-def e_timing(rank, out, fan):
+def test_spec_example_b_rows_serial_keyer():
+    """The same B rows with the serial keyer."""
+    dut = KeyedLowRankGenerator(rank=4, max_fan=4, max_out=4, keyer="serial")
+    case = {"seed": 0, "step": 3, "pair": 5, "layer": 1, "out": 2, "fan": 2, "sigma_shift": 1}
+    got = run_job_amaranth(dut, case, 1)
+    assert got["b"] == [[1, 1, 1, -1], [-1, -1, 0, 0]]
+
+
+def e_timing(rank, out, fan, keyer="parallel"):
     """(cycles busy after the start cycle, cycles from the first to the last element of E)
     of one quantized job without back-pressure."""
-    dut = KeyedLowRankGenerator(rank=rank, max_fan=32, max_out=8)
+    dut = KeyedLowRankGenerator(rank=rank, max_fan=32, max_out=8, keyer=keyer)
     case = {"seed": 5, "step": 1, "pair": 2, "layer": 3, "out": out, "fan": fan, "sigma_shift": 1}
     seen = {}
 
@@ -155,6 +164,15 @@ def test_one_element_per_cycle(rank):
         assert e_timing(rank, 7, 13) == (29 + 13 + 8 + 7 * 13, 7 * 13)
 
 
+def test_serial_keyer_timing():
+    """Serial keyer, rank 4, fan below about 800: the A state, not B's rows, sets the
+    pace; busy 2506 + out * fan cycles (the class docstring's figure)."""
+    for out, fan in ((7, 30), (3, 5)):
+        busy, span = e_timing(4, out, fan, keyer="serial")
+        assert span == out * fan
+        assert busy == 2506 + out * fan
+
+
 def test_short_rows_wait_for_wide_a_rows():
     """Rank 16 with fan 1: a row of A spans m = 2 words, so each row costs m + 1 = 3
     cycles (the lane's docstring)."""
@@ -175,3 +193,8 @@ def test_short_rows_wait_for_wide_a_rows():
 def test_parameter_errors(kwargs, message):
     with pytest.raises(ValueError, match=message):
         LowRankGenerator(**kwargs)
+
+
+def test_keyer_parameter_error():
+    with pytest.raises(ValueError, match="keyer='fast' is not one of parallel, serial"):
+        KeyedLowRankGenerator(keyer="fast")

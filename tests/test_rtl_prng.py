@@ -20,11 +20,12 @@ ICARUS_SETS = [
     {"digits": "binomial", "digits_per_beat": 16},
     {"digits": "uniform", "digits_per_beat": 4},
     {"digits": "uniform", "digits_per_beat": 2},
+    {"digits": "binomial", "digits_per_beat": 4, "keyer": "serial"},
 ]
 
 
 def _id(p):
-    return f"{p['digits']}-x{p['digits_per_beat']}"
+    return f"{p['digits']}-x{p['digits_per_beat']}" + ("-serial" if "keyer" in p else "")
 
 
 @pytest.mark.parametrize("params", ICARUS_SETS, ids=_id)
@@ -86,6 +87,23 @@ def test_amaranth_sim_every_width(dist, per_beat):
         Scoreboard(f"prng {dist} x{per_beat}").check(f"key {key}", ref, digits)
 
 
+@pytest.mark.parametrize("per_beat", [1, 16])
+def test_amaranth_sim_serial_keyer(per_beat):
+    """The serial keyer: a reseed, a key reusing the run key, a restart during mixing."""
+    seed = harness.pick_seed(f"prng serial x{per_beat}")
+    keys = [((seed, 3, 5, 1, 1), 1), ((seed, 9, 2047, 7, 0), 0)]
+    dut = PentaryPRNG(digits_per_beat=per_beat, keyer="serial")
+    got = amaranth_stream(dut, keys, 64, 0.7, seed)
+    for (key, _), digits in zip(keys, got, strict=True):
+        ref = stream_digits(stream_state(*key), 64, "binomial")
+        Scoreboard(f"prng serial x{per_beat}").check(f"key {key}", ref, digits)
+
+
+def test_serial_keyer_timing():
+    """Serial keyer: first beat 1666 cycles after start with reseed, 834 without."""
+    assert first_beat(PentaryPRNG(digits_per_beat=4, keyer="serial")) == {1: 1666, 0: 834}
+
+
 def test_spec_example_stream():
     """Spec 2.5: the B stream of (seed 0, step 3, pair 5, layer 1) starts 1 1 1 -1 -1 -1 0 0."""
     (got,) = amaranth_stream(PentaryPRNG(digits_per_beat=8), [((0, 3, 5, 1, 1), 1)], 8)
@@ -94,7 +112,11 @@ def test_spec_example_stream():
 
 def test_timing_as_documented():
     """First beat 29 cycles after start with reseed, 15 without; one beat per cycle."""
-    dut = PentaryPRNG(digits_per_beat=4)
+    assert first_beat(PentaryPRNG(digits_per_beat=4)) == {1: 29, 0: 15}
+
+
+def first_beat(dut):
+    """{reseed: cycles from start to the first beat}; then checks one beat per cycle."""
     seen = {}
 
     async def bench(ctx):
@@ -118,7 +140,7 @@ def test_timing_as_documented():
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
     sim.run()
-    assert seen == {1: 29, 0: 15}
+    return seen
 
 
 @pytest.mark.parametrize(
@@ -127,6 +149,7 @@ def test_timing_as_documented():
         ({"digits": "gauss"}, "digits='gauss' is not one of binomial, uniform"),
         ({"digits_per_beat": 3}, "digits_per_beat=3 is not one of 1, 2, 4, 8, 16, 32, 64"),
         ({"digits_per_beat": 0}, "digits_per_beat=0"),
+        ({"keyer": "fast"}, "keyer='fast' is not one of parallel, serial"),
     ],
 )
 def test_parameter_errors(kwargs, message):
