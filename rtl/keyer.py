@@ -12,9 +12,10 @@ One 32-bit state register does the mixing, one operation per cycle:
 * ``ADD``:  ``x <- x + (x << 11)`` (the other half).
 
 A round takes two cycles (``XS`` then ``ADD``) so that the 21-bit carry chain starts at
-the state flip-flops (one-cycle rounds measured 48 MHz on an iCE40UP5K, two-cycle rounds
-61 MHz). ``LOAD`` is a multiplexer inside the last level of the ``xs32`` logic. The run key
-(31 bits; bit 31 is always 1) is kept in a register between requests.
+the state flip-flops (a one-cycle-round prototype, not kept, measured 48 MHz on an
+iCE40UP5K with ``pentegg synth keyer``; this form 61.66 MHz, docs/resources.md).
+``LOAD`` is a multiplexer inside the last level of the ``xs32`` logic. The run key (31
+bits; bit 31 is always 1) is kept in a register between requests.
 
 ``keyer="serial"`` selects the area-minimal form: the same interface, one bit per cycle.
 The state rotates through a 32-bit shift register, LSB first; each ``mix32`` half-step

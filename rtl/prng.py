@@ -88,9 +88,6 @@ class PentaryStreamCore(wiring.Component):
         ``"binomial"`` (default, 8 digits per word) or ``"uniform"`` (4 digits per word).
     digits_per_beat : int
         Digits per transfer on ``o``: 1, 2, 4, 8, 16, 32 or 64 (default 4).
-    keyer : str
-        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
-        ``"serial"`` (far smaller, far slower: see the timing below).
 
     Interface attributes
     --------------------
@@ -109,10 +106,7 @@ class PentaryStreamCore(wiring.Component):
     the first ``x0`` beat.
     """
 
-    def __init__(
-        self, *, digits: str = "binomial", digits_per_beat: int = 4, keyer: str = "parallel"
-    ):
-        self.keyer = check_choice("keyer", keyer, KEYERS)
+    def __init__(self, *, digits: str = "binomial", digits_per_beat: int = 4):
         self.digits = check_choice("digits", digits, DIGIT_DISTS)
         self.digits_per_beat = check_choice("digits_per_beat", digits_per_beat, DIGITS_PER_BEAT)
         per_word = DIGITS_PER_WORD[digits]

@@ -63,14 +63,18 @@ class Job:
         self.p = p
         self.sinks = {n: StreamSink(dut, n, ready_probability=ready) for n in ("e", "a", "b")}
 
-    async def run(self, case, mode) -> dict[str, list[int]]:
-        dut = self.dut
+    def arm(self, case, mode) -> None:
+        """Drive the job's inputs and start the sinks (empty) before ``start``."""
         for k, v in case.items():
-            getattr(dut, k).value = v
-        dut.mode.value = mode
+            getattr(self.dut, k).value = v
+        self.dut.mode.value = mode
         for s in self.sinks.values():
             s.beats.clear()
             s.start()
+
+    async def run(self, case, mode) -> dict[str, list[int]]:
+        dut = self.dut
+        self.arm(case, mode)
         await FallingEdge(dut.clk)
         dut.start.value = 1
         await RisingEdge(dut.clk)
@@ -157,12 +161,7 @@ async def start_while_busy_is_ignored(dut):
     _, _, e, _ = lrgen_expected(case, p["rank"], p["digits"])
     await setup(dut)
     job = Job(dut, p, 1.0)
-    for k, v in case.items():
-        getattr(dut, k).value = v
-    dut.mode.value = QUANTIZED
-    for s in job.sinks.values():
-        s.beats.clear()
-        s.start()
+    job.arm(case, QUANTIZED)
     dut.start.value = 1
     await RisingEdge(dut.clk)
     for _ in range(40):  # keep start high well into the job

@@ -54,7 +54,23 @@ def decode_digits(value: int, count: int) -> list[int]:
     return out
 
 
-class StreamSink:
+class _StreamPort:
+    """The ``valid``/``ready``/``payload`` signals of stream ``name`` and its own RNG."""
+
+    def __init__(self, dut, name: str, rng: random.Random | None):
+        self.name = name
+        self.clk = dut.clk
+        self.valid = getattr(dut, f"{name}__valid")
+        self.ready = getattr(dut, f"{name}__ready")
+        self.payload = getattr(dut, f"{name}__payload")
+        self.rng = _rng(name, rng)
+
+    def _chance(self, probability: float) -> bool:
+        """True with ``probability`` (always for 1.0, without drawing a number)."""
+        return probability >= 1.0 or self.rng.random() < probability
+
+
+class StreamSink(_StreamPort):
     """Accepts the beats of a design's output stream ``name`` with random back-pressure.
 
     ``ready_probability`` is the chance that ``ready`` is high in a cycle (1.0: always).
@@ -62,13 +78,8 @@ class StreamSink:
     """
 
     def __init__(self, dut, name: str, *, ready_probability: float = 1.0, rng=None):
-        self.name = name
-        self.clk = dut.clk
-        self.valid = getattr(dut, f"{name}__valid")
-        self.ready = getattr(dut, f"{name}__ready")
-        self.payload = getattr(dut, f"{name}__payload")
+        super().__init__(dut, name, rng)
         self.ready_probability = ready_probability
-        self.rng = _rng(name, rng)
         self.beats: list[int] = []
         self.cycles = 0
         self._task = None
@@ -87,7 +98,7 @@ class StreamSink:
     async def _run(self) -> None:
         p = self.ready_probability
         while True:
-            ready = 1 if p >= 1.0 or self.rng.random() < p else 0
+            ready = int(self._chance(p))
             self.ready.value = ready
             await RisingEdge(self.clk)
             self.cycles += 1
@@ -107,7 +118,7 @@ class StreamSink:
         got: list[int] = []
         cycles = 0
         while len(got) < count:
-            ready = 1 if p >= 1.0 or self.rng.random() < p else 0
+            ready = int(self._chance(p))
             self.ready.value = ready
             await RisingEdge(self.clk)
             cycles += 1
@@ -131,7 +142,7 @@ class StreamSink:
         return out
 
 
-class StreamSource:
+class StreamSource(_StreamPort):
     """Drives a design's input stream ``name``, idling randomly between beats.
 
     ``valid_probability`` is the chance that a beat is offered in a given cycle; once
@@ -139,20 +150,15 @@ class StreamSource:
     """
 
     def __init__(self, dut, name: str, *, valid_probability: float = 1.0, rng=None):
-        self.name = name
-        self.clk = dut.clk
-        self.valid = getattr(dut, f"{name}__valid")
-        self.ready = getattr(dut, f"{name}__ready")
-        self.payload = getattr(dut, f"{name}__payload")
+        super().__init__(dut, name, rng)
         self.valid_probability = valid_probability
-        self.rng = _rng(name, rng)
         self.sent = 0
         self.valid.value = 0
 
     async def send(self, payloads) -> None:
         p = self.valid_probability
         for item in payloads:
-            while p < 1.0 and self.rng.random() >= p:
+            while not self._chance(p):
                 self.valid.value = 0
                 await RisingEdge(self.clk)
             self.valid.value = 1

@@ -1,11 +1,9 @@
 """The vectorised training CartPole follows gymnasium's CartPole-v1 exactly."""
 
+import gymnasium as gym
 import numpy as np
-import pytest
 
-gym = pytest.importorskip("gymnasium")
-
-from pentegg.cartpole import VecCartPole, quantize_obs, rollout_returns  # noqa: E402
+from pentegg.cartpole import VecCartPole, quantize_obs, rollout_returns
 
 
 def test_dynamics_match_gymnasium_step_for_step():

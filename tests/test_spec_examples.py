@@ -1,6 +1,7 @@
 """Every ``example`` block of docs/spec.md holds, evaluated against pentegg.golden."""
 
 import re
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ import pentegg.golden as g
 from pentegg.golden.config import Config
 from pentegg.tasks import task_defaults
 
-SPEC = pytest.importorskip("pathlib").Path(__file__).resolve().parents[1] / "docs" / "spec.md"
+SPEC = Path(__file__).resolve().parents[1] / "docs" / "spec.md"
 
 
 def _examples():
