@@ -103,6 +103,76 @@ def pquant_rom_image(rank: int) -> list[int]:
     return image
 
 
+def lrmul_depth(rank: int) -> int:
+    """Stages of :func:`lrmul_stages`: 3, or 4 from rank 16 on (sums of four registered)."""
+    return 3 + (rank >= 16)
+
+
+def lrmul_stages(m: Module, arow, brow, adv, r: int, sigma_shift, pquant: str, dw: int):
+    """LRMUL and PQUANT (spec 4.2) as pipeline stages advancing on ``adv``: from a row of A
+    and a row of B (``3 * r`` bits each, digit ``c`` in bits ``[3c+2:3c]``) to ``(e, dot)``
+    registered :func:`lrmul_depth` enabled cycles later, ``e`` the 3-bit code of
+    ``PQUANT(A[i] . B[k], log4(r) + sigma_shift)`` and ``dot`` the ``dw``-bit product.
+
+    Stages: digit products registered; from rank 16 on, sums of four registered next;
+    the dot product registered and the PQUANT ROM read (or PQUANT logic on the
+    registered dot); ``e`` and ``dot`` registered.
+    """
+    split_tree = r >= 16
+    # Digit products, zero (the flip-flops' synchronous reset) where A's digit is 0;
+    # all but the last without the +1 of their negation: A's sign bits are added as
+    # the adders' carry-ins (one adder per product but one).
+    terms = [Signal(signed(4), name=f"product{c}", reset_less=True) for c in range(r)]
+    signs = [Signal(name=f"sign{c}", reset_less=True) for c in range(r - 1)]
+    with m.If(adv):
+        for c in range(r):
+            a_c, b_c = arow[3 * c : 3 * c + 3], brow[3 * c : 3 * c + 3]
+            product = digit_product(a_c, b_c, ones=c < r - 1)
+            m.d.sync += terms[c].eq(Mux(a_c == 0, 0, product))
+            if c < r - 1:
+                m.d.sync += signs[c].eq(a_c[2])
+    carries = signs
+    if split_tree:
+        # groups of four: three carries each inside, the fourth kept for the top tree
+        group_sums = [Signal(signed(6), name=f"sum4_{g}", reset_less=True) for g in range(r // 4)]
+        kept = [Signal(name=f"carry4_{g}", reset_less=True) for g in range(r // 4 - 1)]
+        with m.If(adv):
+            for g, s in enumerate(group_sums):
+                inside = signs[4 * g : 4 * g + 3]
+                total = adder_tree(m, terms[4 * g : 4 * g + 4], f"sum4_{g}_", inside)
+                m.d.sync += s.eq(total)
+                if g < len(kept):
+                    m.d.sync += kept[g].eq(signs[4 * g + 3])
+        terms, carries = group_sums, kept
+    dot = Signal(signed(dw))
+    m.d.comb += dot.eq(adder_tree(m, terms, "dot", carries))
+
+    dot4 = Signal(signed(dw), reset_less=True)
+    dot5 = Signal(signed(dw), reset_less=True)
+    e5 = Signal(signed(3))
+    with m.If(adv):
+        m.d.sync += [dot4.eq(dot), dot5.eq(dot4)]
+    if pquant == "rom":
+        m.submodules.pqrom = pqrom = RegisteredRAM(
+            3, 1 << (dw + SIGMA_BITS), init=pquant_rom_image(r)
+        )
+        m.d.comb += [
+            pqrom.r_addr.eq(Cat(dot, sigma_shift)),
+            pqrom.r_en.eq(adv),
+            e5.eq(pqrom.r_data),
+        ]
+    else:
+        m.submodules.pquant = pq = PentaryQuantizer(
+            dw, shift_offset=rank_shift(r), max_shift=SIGMA_SHIFT_MAX
+        )
+        m.d.comb += [pq.x.eq(dot4), pq.shift.eq(sigma_shift)]
+        e5_q = Signal(signed(3), reset_less=True)
+        with m.If(adv):
+            m.d.sync += e5_q.eq(pq.q)
+        m.d.comb += e5.eq(e5_q)
+    return e5, dot5
+
+
 class LowRankGenerator(wiring.Component):
     """One LRGEN + LRMUL lane: from the start states of the B and A streams of one
     (step, pair, layer), the factors B and A and E = PQUANT(A.B^T, f).
@@ -266,8 +336,7 @@ class LowRankGenerator(wiring.Component):
         #   3: digit products registered; from rank 16 on, sums of four registered next
         #   4: dot registered, PQUANT ROM read (or PQUANT logic on the registered dot)
         #   5: e and dot registered: the `e` stream's payload
-        split_tree = r >= 16
-        depth = 5 + split_tree
+        depth = 2 + lrmul_depth(r)
         valid = [Signal(name=f"valid{j + 1}") for j in range(depth)]
         # Stage 1 holds the first element of a row, with the last stage empty (`first1_free`)
         # or full (`first1_full`): `take` is then one LUT of `e.ready` and flip-flops.
@@ -360,61 +429,9 @@ class LowRankGenerator(wiring.Component):
         arow = Signal(3 * r, reset_less=True)  # the current row of A
         with m.If(take):
             m.d.sync += arow.eq(row)
-        brow = bmem.r_data
-
-        # Digit products, zero (the flip-flops' synchronous reset) where A's digit is 0;
-        # all but the last without the +1 of their negation: A's sign bits are added as
-        # the adders' carry-ins (one adder per product but one).
-        terms = [Signal(signed(4), name=f"product{c}", reset_less=True) for c in range(r)]
-        signs = [Signal(name=f"sign{c}", reset_less=True) for c in range(r - 1)]
-        with m.If(adv):
-            for c in range(r):
-                a_c, b_c = arow[3 * c : 3 * c + 3], brow[3 * c : 3 * c + 3]
-                product = digit_product(a_c, b_c, ones=c < r - 1)
-                m.d.sync += terms[c].eq(Mux(a_c == 0, 0, product))
-                if c < r - 1:
-                    m.d.sync += signs[c].eq(a_c[2])
-        carries = signs
-        if split_tree:
-            # groups of four: three carries each inside, the fourth kept for the top tree
-            group_sums = [
-                Signal(signed(6), name=f"sum4_{g}", reset_less=True) for g in range(r // 4)
-            ]
-            kept = [Signal(name=f"carry4_{g}", reset_less=True) for g in range(r // 4 - 1)]
-            with m.If(adv):
-                for g, s in enumerate(group_sums):
-                    inside = signs[4 * g : 4 * g + 3]
-                    total = adder_tree(m, terms[4 * g : 4 * g + 4], f"sum4_{g}_", inside)
-                    m.d.sync += s.eq(total)
-                    if g < len(kept):
-                        m.d.sync += kept[g].eq(signs[4 * g + 3])
-            terms, carries = group_sums, kept
-        dot = Signal(signed(self.dot_width))
-        m.d.comb += dot.eq(adder_tree(m, terms, "dot", carries))
-
-        dot4 = Signal(signed(self.dot_width), reset_less=True)
-        dot5 = Signal(signed(self.dot_width), reset_less=True)
-        e5 = Signal(signed(3))
-        with m.If(adv):
-            m.d.sync += [dot4.eq(dot), dot5.eq(dot4)]
-        if self.pquant == "rom":
-            m.submodules.pqrom = pqrom = RegisteredRAM(
-                3, 1 << (self.dot_width + SIGMA_BITS), init=pquant_rom_image(r)
-            )
-            m.d.comb += [
-                pqrom.r_addr.eq(Cat(dot, self.sigma_shift)),
-                pqrom.r_en.eq(adv),
-                e5.eq(pqrom.r_data),
-            ]
-        else:
-            m.submodules.pquant = pq = PentaryQuantizer(
-                self.dot_width, shift_offset=rank_shift(r), max_shift=SIGMA_SHIFT_MAX
-            )
-            m.d.comb += [pq.x.eq(dot4), pq.shift.eq(self.sigma_shift)]
-            e5_q = Signal(signed(3), reset_less=True)
-            with m.If(adv):
-                m.d.sync += e5_q.eq(pq.q)
-            m.d.comb += e5.eq(e5_q)
+        e5, dot5 = lrmul_stages(
+            m, arow, bmem.r_data, adv, r, self.sigma_shift, self.pquant, self.dot_width
+        )
         m.d.comb += [
             self.e.valid.eq(valid[-1]),
             self.e.payload.eq(Cat(e5, dot5)),
