@@ -5,6 +5,8 @@
   :class:`PentaryStreamCore` and :class:`PentaryPRNG` (spec 2),
   :class:`LowRankGenerator` (one LRGEN + LRMUL lane, spec 3, 4.2) and
   :class:`KeyedLowRankGenerator` (a keyer and a lane);
+* :class:`SerialNoiseEngine` (key mixing and stream words, one bit per cycle) and
+  :class:`CompactLowRankGenerator` (LRGEN + LRMUL keyed, built on it: the smallest);
 * :mod:`.catalog` names them for the CLI and the tests, :mod:`.synth` measures them.
 
 The classes are imported on first use, so that ``import pentegg.rtl`` (and the CLI) work
@@ -16,7 +18,7 @@ from __future__ import annotations
 import importlib
 
 #: Modules of ``pentegg verilog`` / ``pentegg synth`` (rtl/catalog.py defines them).
-MODULE_NAMES = ("pquant", "prng", "keyer", "lrgen", "lrgen-lane")
+MODULE_NAMES = ("pquant", "prng", "keyer", "lrgen", "lrgen-compact", "lrgen-lane")
 
 _EXPORTS = {
     "PentaryQuantizer": ".pquant",
@@ -25,6 +27,8 @@ _EXPORTS = {
     "PentaryPRNG": ".prng",
     "LowRankGenerator": ".lrgen",
     "KeyedLowRankGenerator": ".lrgen",
+    "SerialNoiseEngine": ".noise_engine",
+    "CompactLowRankGenerator": ".lrgen_compact",
 }
 
 __all__ = ["MODULE_NAMES", *_EXPORTS]

@@ -18,6 +18,7 @@ from amaranth.lib import wiring
 
 from .keyer import StreamKeyer
 from .lrgen import KeyedLowRankGenerator, LowRankGenerator
+from .lrgen_compact import CompactLowRankGenerator
 from .pquant import PentaryQuantizer
 from .prng import PentaryPRNG
 
@@ -87,6 +88,13 @@ MODULES: dict[str, ModuleSpec] = {
             "KeyedLowRankGenerator: StreamKeyer + LRGEN/LRMUL lane, A, B and "
             "E = PQUANT(A.B^T) (spec 2, 3, 4.2)",
             {**LRGEN_PARAMS, "keyer": "str"},
+        ),
+        ModuleSpec(
+            "lrgen-compact",
+            CompactLowRankGenerator,
+            "CompactLowRankGenerator: LRGEN/LRMUL keyed by (seed, step, pair, layer) with "
+            "one bit-serial noise engine, A, B and E = PQUANT(A.B^T) (spec 2, 3, 4.2)",
+            LRGEN_PARAMS,
         ),
         ModuleSpec(
             "lrgen-lane",
