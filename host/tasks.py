@@ -11,6 +11,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,8 +34,8 @@ def step_rng(seed: int, step: int, stream: int = 0) -> np.random.Generator:
 
 
 @dataclass
-class Task:
-    """Base class. Subclasses set the fields and implement the methods."""
+class Task(ABC):
+    """Base class. Subclasses set the fields and implement the abstract methods."""
 
     name: str
     n_inputs: int
@@ -45,12 +46,13 @@ class Task:
     def layers(self, hidden: tuple[int, ...]) -> tuple[int, ...]:
         return (self.n_inputs, *hidden, self.n_outputs)
 
+    @abstractmethod
     def scorer(self, cfg, step: int, batch: int) -> Callable:
         """``evaluate(forward) -> scores`` for ES step ``step``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def metric(self, state) -> float:
-        raise NotImplementedError
+        """The task's metric (accuracy, mean return) of ``state``, for reporting."""
 
     def solved(self, value: float) -> bool:
         return False

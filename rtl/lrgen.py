@@ -27,12 +27,17 @@ from .pquant import PentaryQuantizer, pquant_int
 from .prng import DIGIT_DISTS, PentaryStreamCore, digits_layout
 
 __all__ = [
+    "KEY_PORTS",
     "MAX_FAN",
     "MAX_OUT",
     "RANKS",
     "KeyedLowRankGenerator",
     "LowRankGenerator",
+    "configure",
     "dot_width",
+    "job_ports",
+    "lrmul_depth",
+    "lrmul_stages",
 ]
 
 RANKS = (1, 4, 16, 64)
@@ -173,6 +178,45 @@ def lrmul_stages(m: Module, arow, brow, adv, r: int, sigma_shift, pquant: str, d
     return e5, dot5
 
 
+def configure(block, *, rank, max_fan, max_out, digits, pquant) -> None:
+    """Check the parameters every LowRankGenerator block shares (rank, max_fan, max_out,
+    digits, pquant: ranges in :class:`LowRankGenerator`) and set them on ``block``, with
+    ``pquant`` resolved and ``dot_width`` and ``e_layout`` derived."""
+    block.rank = check_choice("rank", rank, RANKS)
+    block.max_fan = check_int("max_fan", max_fan, 1, MAX_FAN)
+    block.max_out = check_int("max_out", max_out, 1, MAX_OUT)
+    block.digits = check_choice("digits", digits, DIGIT_DISTS)
+    check_choice("pquant", pquant, ("auto", *PQUANT_IMPLS))
+    block.pquant = ("rom" if rank <= 4 else "logic") if pquant == "auto" else pquant
+    block.dot_width = dot_width(rank)
+    block.e_layout = data.StructLayout({"e": signed(3), "dot": signed(block.dot_width)})
+
+
+#: The key inputs of a keyed block (spec 2.3).
+KEY_PORTS = {
+    "seed": In(32),
+    "step": In(STEP_BITS),
+    "pair": In(PAIR_BITS),
+    "layer": In(LAYER_BITS),
+}
+
+
+def job_ports(block, *, first: dict, busy: dict) -> dict:
+    """Signature members of a configured block: ``first``, then the job's shape and mode
+    inputs, then ``busy``, then the ``e``, ``a`` and ``b`` streams."""
+    return {
+        **first,
+        "out": In(range(block.max_out + 1)),
+        "fan": In(range(block.max_fan + 1)),
+        "sigma_shift": In(SIGMA_BITS),
+        "mode": In(1),
+        **busy,
+        "e": Out(stream.Signature(block.e_layout)),
+        "a": Out(stream.Signature(digits_layout(block.rank))),
+        "b": Out(stream.Signature(digits_layout(block.rank))),
+    }
+
+
 class LowRankGenerator(wiring.Component):
     """One LRGEN + LRMUL lane: from the start states of the B and A streams of one
     (step, pair, layer), the factors B and A and E = PQUANT(A.B^T, f).
@@ -255,26 +299,9 @@ class LowRankGenerator(wiring.Component):
         digits: str = "binomial",
         pquant: str = "auto",
     ):
-        self.rank = check_choice("rank", rank, RANKS)
-        self.max_fan = check_int("max_fan", max_fan, 1, MAX_FAN)
-        self.max_out = check_int("max_out", max_out, 1, MAX_OUT)
-        self.digits = check_choice("digits", digits, DIGIT_DISTS)
-        check_choice("pquant", pquant, ("auto", *PQUANT_IMPLS))
-        self.pquant = ("rom" if rank <= 4 else "logic") if pquant == "auto" else pquant
-        self.dot_width = dot_width(rank)
-        self.e_layout = data.StructLayout({"e": signed(3), "dot": signed(self.dot_width)})
+        configure(self, rank=rank, max_fan=max_fan, max_out=max_out, digits=digits, pquant=pquant)
         super().__init__(
-            {
-                "x0": In(stream.Signature(32)),
-                "out": In(range(self.max_out + 1)),
-                "fan": In(range(self.max_fan + 1)),
-                "sigma_shift": In(SIGMA_BITS),
-                "mode": In(1),
-                "busy": Out(1),
-                "e": Out(stream.Signature(self.e_layout)),
-                "a": Out(stream.Signature(digits_layout(rank))),
-                "b": Out(stream.Signature(digits_layout(rank))),
-            }
+            job_ports(self, first={"x0": In(stream.Signature(32))}, busy={"busy": Out(1)})
         )
 
     def elaborate(self, platform):
@@ -497,36 +524,13 @@ class KeyedLowRankGenerator(wiring.Component):
         keyer: str = "parallel",
     ):
         self.keyer = check_choice("keyer", keyer, KEYERS)
+        configure(self, rank=rank, max_fan=max_fan, max_out=max_out, digits=digits, pquant=pquant)
         self.lane = LowRankGenerator(
             rank=rank, max_fan=max_fan, max_out=max_out, digits=digits, pquant=pquant
         )
         # elaborated as a submodule of this block: no warning if this block never is
         self.lane._MustUse__silence = True
-        self.rank = self.lane.rank
-        self.max_fan = self.lane.max_fan
-        self.max_out = self.lane.max_out
-        self.digits = self.lane.digits
-        self.pquant = self.lane.pquant
-        self.dot_width = self.lane.dot_width
-        self.e_layout = self.lane.e_layout
-        lane_sig = self.lane.signature.members
-        super().__init__(
-            {
-                "seed": In(32),
-                "step": In(STEP_BITS),
-                "pair": In(PAIR_BITS),
-                "layer": In(LAYER_BITS),
-                "out": lane_sig["out"],
-                "fan": lane_sig["fan"],
-                "sigma_shift": lane_sig["sigma_shift"],
-                "mode": lane_sig["mode"],
-                "start": In(1),
-                "busy": Out(1),
-                "e": lane_sig["e"],
-                "a": lane_sig["a"],
-                "b": lane_sig["b"],
-            }
-        )
+        super().__init__(job_ports(self, first=KEY_PORTS, busy={"start": In(1), "busy": Out(1)}))
 
     def elaborate(self, platform):
         m = Module()

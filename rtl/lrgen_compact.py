@@ -13,26 +13,15 @@ two blocks.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
-from amaranth.lib import data, stream, wiring
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from .bram import RegisteredRAM
-from .keyer import LAYER_BITS, PAIR_BITS, STEP_BITS
-from .lrgen import (
-    MAX_FAN,
-    MAX_OUT,
-    PQUANT_IMPLS,
-    RANKS,
-    SIGMA_BITS,
-    dot_width,
-    lrmul_depth,
-    lrmul_stages,
-)
+from .lrgen import KEY_PORTS, configure, job_ports, lrmul_depth, lrmul_stages
 from .noise_engine import SerialNoiseEngine, chunk_digits
-from .params import check_choice, check_int
-from .prng import DIGIT_DISTS, DIGITS_PER_WORD, digits_layout
+from .prng import DIGITS_PER_WORD
 
 __all__ = ["CompactLowRankGenerator", "compact_job_cycles"]
 
@@ -118,31 +107,8 @@ class CompactLowRankGenerator(wiring.Component):
         digits: str = "binomial",
         pquant: str = "auto",
     ):
-        self.rank = check_choice("rank", rank, RANKS)
-        self.max_fan = check_int("max_fan", max_fan, 1, MAX_FAN)
-        self.max_out = check_int("max_out", max_out, 1, MAX_OUT)
-        self.digits = check_choice("digits", digits, DIGIT_DISTS)
-        check_choice("pquant", pquant, ("auto", *PQUANT_IMPLS))
-        self.pquant = ("rom" if rank <= 4 else "logic") if pquant == "auto" else pquant
-        self.dot_width = dot_width(rank)
-        self.e_layout = data.StructLayout({"e": signed(3), "dot": signed(self.dot_width)})
-        super().__init__(
-            {
-                "seed": In(32),
-                "step": In(STEP_BITS),
-                "pair": In(PAIR_BITS),
-                "layer": In(LAYER_BITS),
-                "out": In(range(self.max_out + 1)),
-                "fan": In(range(self.max_fan + 1)),
-                "sigma_shift": In(SIGMA_BITS),
-                "mode": In(1),
-                "start": In(1),
-                "busy": Out(1),
-                "e": Out(stream.Signature(self.e_layout)),
-                "a": Out(stream.Signature(digits_layout(rank))),
-                "b": Out(stream.Signature(digits_layout(rank))),
-            }
-        )
+        configure(self, rank=rank, max_fan=max_fan, max_out=max_out, digits=digits, pquant=pquant)
+        super().__init__(job_ports(self, first=KEY_PORTS, busy={"start": In(1), "busy": Out(1)}))
 
     def elaborate(self, platform):
         m = Module()

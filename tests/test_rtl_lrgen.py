@@ -13,6 +13,7 @@ from amaranth.sim import Simulator
 
 from pentegg.rtl.lrgen import KeyedLowRankGenerator, LowRankGenerator
 from pentegg.sim import harness
+from pentegg.sim.amaranth_jobs import quantized_job_timing
 from pentegg.sim.scoreboard import Scoreboard, lrgen_expected
 
 SMALL = {"max_fan": 21, "max_out": 9}  # odd sizes: shapes cross word and beat boundaries
@@ -128,29 +129,7 @@ def e_timing(rank, out, fan, keyer="parallel"):
     of one quantized job without back-pressure."""
     dut = KeyedLowRankGenerator(rank=rank, max_fan=32, max_out=8, keyer=keyer)
     case = {"seed": 5, "step": 1, "pair": 2, "layer": 3, "out": out, "fan": fan, "sigma_shift": 1}
-    seen = {}
-
-    async def bench(ctx):
-        for k, v in case.items():
-            ctx.set(getattr(dut, k), v)
-        ctx.set(dut.e.ready, 1)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        n, first, last = 0, None, None
-        while ctx.get(dut.busy):
-            if ctx.get(dut.e.valid):
-                first = n if first is None else first
-                last = n
-            await ctx.tick()
-            n += 1
-        seen.update(busy=n, span=last - first + 1)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return seen["busy"], seen["span"]
+    return quantized_job_timing(dut, case)
 
 
 @pytest.mark.parametrize("rank", [1, 4, 16, 64])

@@ -19,6 +19,7 @@ from pentegg.golden.prng import stream_digits, stream_key, stream_state
 from pentegg.rtl.lrgen_compact import CompactLowRankGenerator, compact_job_cycles
 from pentegg.rtl.noise_engine import SerialNoiseEngine
 from pentegg.sim import harness
+from pentegg.sim.amaranth_jobs import quantized_job_timing
 from pentegg.sim.scoreboard import Scoreboard
 
 SMALL = {"max_fan": 21, "max_out": 9}
@@ -62,9 +63,10 @@ def test_cocotb_verilator_large():
     )
 
 
-def engine_digits(dut, jobs, ready=1.0, seed=0):
+def engine_digits(dut, jobs, ready=1.0, seed=0, stop=True):
     """Run ``(seed, key fields, reseed, n_digits)`` jobs on a SerialNoiseEngine, one
-    after the other; returns each job's digits and the cycles to its first beat."""
+    after the other; returns each job's digits and the cycles to its first beat. With
+    ``stop`` False the next job starts while the engine is still streaming."""
     rng = random.Random(seed)
     out = []
 
@@ -84,9 +86,12 @@ def engine_digits(dut, jobs, ready=1.0, seed=0):
                     got.extend(ctx.get(dut.o.payload)[j] for j in range(dut.chunk))
                 await ctx.tick()
                 cycles += 1
-            ctx.set(dut.stop, 1)
-            await ctx.tick()
-            ctx.set(dut.stop, 0)
+            if stop:
+                ctx.set(dut.stop, 1)
+                await ctx.tick()
+                ctx.set(dut.stop, 0)
+            else:
+                assert ctx.get(dut.busy)
             out.append((got[:n], first))
 
     sim = Simulator(dut)
@@ -135,8 +140,10 @@ def test_engine_restart_replays():
     in the middle of a stream abandons it."""
     dut = SerialNoiseEngine()
     jobs = [(9, (1, 2, 3, 1), True, 40), (9, (1, 2, 3, 1), False, 8), (9, (1, 2, 3, 1), False, 64)]
-    (first, _), (_, _), (again, _) = engine_digits(dut, jobs)
+    (first, _), (_, _), (again, _) = engine_digits(dut, jobs, stop=False)
     assert first == again[:40]
+    want = stream_digits(stream_state(9, 1, 2, 3, 1), 40, "binomial")
+    Scoreboard("engine restart").check("replayed digits", want, again[:40])
 
 
 def quantized_busy(rank, out, fan, digits="binomial"):
@@ -144,29 +151,7 @@ def quantized_busy(rank, out, fan, digits="binomial"):
     of E, for one quantized job without back-pressure."""
     dut = CompactLowRankGenerator(rank=rank, max_fan=32, max_out=8, digits=digits)
     case = {"seed": 5, "step": 1, "pair": 2, "layer": 3, "out": out, "fan": fan, "sigma_shift": 1}
-    seen = {}
-
-    async def bench(ctx):
-        for k, v in case.items():
-            ctx.set(getattr(dut, k), v)
-        ctx.set(dut.e.ready, 1)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        n, first, last = 0, None, None
-        while ctx.get(dut.busy):
-            if ctx.get(dut.e.valid):
-                first = n if first is None else first
-                last = n
-            await ctx.tick()
-            n += 1
-        seen.update(busy=n, span=last - first + 1)
-
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.run()
-    return seen["busy"], seen["span"]
+    return quantized_job_timing(dut, case)
 
 
 @pytest.mark.parametrize(
