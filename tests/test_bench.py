@@ -7,7 +7,11 @@ import pytest
 
 
 def run(cmd, *args):
-    r = subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, timeout=600)
+    # no timeout: the runs are finite and stdin is /dev/null, so they cannot hang; a
+    # timeout would only fail on a loaded machine
+    r = subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
