@@ -26,6 +26,7 @@ Every ``pentegg bench`` JSON record carries ``machine_record`` under ``"machine"
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import platform
@@ -37,6 +38,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "Interleaved",
+    "blas_limit",
     "blas_threads",
     "describe_machine",
     "format_summary",
@@ -250,6 +252,24 @@ def blas_threads(environ: Mapping[str, str] | None = None, use_threadpoolctl: bo
             "installed, OPENBLAS_NUM_THREADS/OMP_NUM_THREADS not set)"
         )
     return rec
+
+
+@contextlib.contextmanager
+def blas_limit(threads: int | None):
+    """Inside the block numpy's BLAS runs at most ``threads`` threads (threadpoolctl);
+    ``None`` leaves it as it is. Raises ``RuntimeError`` when threadpoolctl is missing."""
+    if threads is None:
+        yield
+        return
+    try:
+        import numpy  # noqa: F401  (loads numpy's BLAS, so threadpoolctl can limit it)
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        raise RuntimeError(
+            "limiting BLAS threads needs threadpoolctl (pip install threadpoolctl)"
+        ) from None
+    with threadpool_limits(limits=threads, user_api="blas"):
+        yield
 
 
 def machine_record(load_at_start: list[float] | None) -> dict:

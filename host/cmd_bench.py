@@ -14,6 +14,7 @@ the load average at start and end, and the BLAS thread count with its source.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import statistics
 import sys
@@ -42,6 +43,13 @@ def register(sub) -> None:
         help=f"interleaved rounds, {MIN_ROUNDS}..{MAX_ROUNDS} (default {DEFAULT_ROUNDS}): "
         "every round times each side of a comparison once; ratios are the median of the "
         "per-round ratios, printed with their spread",
+    )
+    g.add_argument(
+        "--blas-threads",
+        type=int,
+        metavar="N",
+        help="limit numpy's BLAS to N threads while measuring (1..256; needs threadpoolctl); "
+        "default: as configured (the JSON record's machine.blas says how many)",
     )
     # replaced by --rounds: refused with a one-line error saying so
     g.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
@@ -224,12 +232,19 @@ def run_golden(args) -> int:
             f"--rounds {args.rounds} out of range {MIN_ROUNDS}..{MAX_ROUNDS} "
             "(the median and spread need at least 3 rounds)"
         )
+    if args.blas_threads is not None and not 1 <= args.blas_threads <= 256:
+        raise UsageError(f"--blas-threads {args.blas_threads} out of range 1..256")
     from .benchmarks import golden_bench, timing
 
-    load = timing.load_average()
-    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
-    res = golden_bench.run(batch=args.batch, rounds=args.rounds, log=log)
-    res["machine"] = timing.machine_record(load)
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(timing.blas_limit(args.blas_threads))
+        except RuntimeError as e:
+            raise UsageError(f"--blas-threads: {e}") from None
+        load = timing.load_average()
+        log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+        res = golden_bench.run(batch=args.batch, rounds=args.rounds, log=log)
+        res["machine"] = timing.machine_record(load)  # inside the limit: the threads in use
     log(timing.describe_machine(res["machine"]))
     if args.json:
         print(json.dumps(res))

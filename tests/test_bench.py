@@ -63,6 +63,24 @@ def test_bench_golden_ratios_are_medians_of_interleaved_per_round_ratios(pentegg
     assert j["naive_speedup"] == j["ratios"]["naive_speedup"]["median"]
 
 
+def test_bench_golden_records_a_blas_thread_limit(pentegg_cmd):
+    pytest.importorskip("threadpoolctl")
+    j = run(
+        pentegg_cmd,
+        "bench",
+        "golden",
+        "--batch",
+        "16",
+        "--rounds",
+        "3",
+        "--blas-threads",
+        1,
+        "--json",
+    )
+    assert j["machine"]["blas"]["threads"] == 1
+    assert j["machine"]["blas"]["source"] == "threadpoolctl"
+
+
 @pytest.mark.parametrize(
     "args, msg",
     [
@@ -71,6 +89,7 @@ def test_bench_golden_ratios_are_medians_of_interleaved_per_round_ratios(pentegg
         (["--rounds", "x"], "invalid int value: 'x'"),
         (["--repeat", "3"], "--repeat (best of N, one side after the other) was replaced by"),
         (["--batch", "0"], "--batch 0 out of range 1..4096"),
+        (["--blas-threads", "0"], "--blas-threads 0 out of range 1..256"),
     ],
 )
 def test_bench_golden_bad_options_one_line_exit_2(pentegg_cmd, args, msg):

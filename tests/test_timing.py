@@ -125,3 +125,23 @@ def test_machine_record_carries_load_at_start_and_end_and_blas():
         assert rec[key] is not None
     assert {"library", "version", "threads", "source"} <= set(rec["blas"])
     assert timing.describe_machine(rec).startswith(f"machine: {rec['cpus']} CPUs, load average")
+
+
+def test_blas_limit_sets_and_restores_the_thread_count():
+    pytest.importorskip("threadpoolctl")
+    before = timing.blas_threads()["threads"]
+    with timing.blas_limit(1):
+        assert timing.blas_threads()["threads"] == 1
+    assert timing.blas_threads()["threads"] == before
+    with timing.blas_limit(None):
+        assert timing.blas_threads()["threads"] == before
+
+
+def test_blas_limit_without_threadpoolctl_says_what_is_missing(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "threadpoolctl", None)  # import fails
+    with pytest.raises(RuntimeError, match="needs threadpoolctl"), timing.blas_limit(1):
+        pass
+    with timing.blas_limit(None):  # no limit asked: nothing needed
+        pass
