@@ -299,7 +299,8 @@ def describe_machine(rec: Mapping) -> str:
 
     b = rec["blas"]
     lib = " ".join(str(x) for x in (b["library"], b["version"]) if x) or "BLAS"
-    threads = "? threads" if b["threads"] is None else f"{b['threads']} threads"
+    n = b["threads"]
+    threads = "? threads" if n is None else f"{n} thread{'s' if n != 1 else ''}"
     return (
         f"machine: {rec['cpus']} CPUs, load average {one(rec['load_avg_start'])} at start, "
         f"{one(rec['load_avg_end'])} at end; {lib} with {threads} ({b['source']})"
