@@ -40,6 +40,7 @@ __all__ = [
     "Interleaved",
     "blas_limit",
     "blas_threads",
+    "contention_note",
     "describe_machine",
     "format_summary",
     "interleave",
@@ -304,4 +305,21 @@ def describe_machine(rec: Mapping) -> str:
     return (
         f"machine: {rec['cpus']} CPUs, load average {one(rec['load_avg_start'])} at start, "
         f"{one(rec['load_avg_end'])} at end; {lib} with {threads} ({b['source']})"
+    )
+
+
+def contention_note(rec: Mapping) -> str | None:
+    """A warning when a :func:`machine_record` shows more runnable work than CPUs: the
+    1-minute load at start plus the BLAS threads exceeds the available CPUs. Then a BLAS
+    thread waits for a CPU now and then, which slows code making many small multi-threaded
+    BLAS calls far more than code making few large ones, so a ratio between such sides
+    depends on the load itself (interleaving cannot remove that); None otherwise."""
+    load, threads = rec.get("load_avg_start"), rec["blas"].get("threads")
+    cpus = rec.get("cpus_available") or rec.get("cpus")
+    if not load or not threads or not cpus or threads < 2 or load[0] + threads <= cpus:
+        return None
+    return (
+        f"note: load average {load[0]:.2f} at start plus {threads} BLAS threads exceeds "
+        f"{cpus} CPUs: ratios between BLAS-heavy sides depend on the load; "
+        "--blas-threads 1 measures in a configuration load affects less"
     )

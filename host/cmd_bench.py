@@ -246,6 +246,9 @@ def run_golden(args) -> int:
         res = golden_bench.run(batch=args.batch, rounds=args.rounds, log=log)
         res["machine"] = timing.machine_record(load)  # inside the limit: the threads in use
     log(timing.describe_machine(res["machine"]))
+    note = timing.contention_note(res["machine"])
+    if note:
+        log(note)
     if args.json:
         print(json.dumps(res))
     return 0

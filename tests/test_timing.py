@@ -145,3 +145,13 @@ def test_blas_limit_without_threadpoolctl_says_what_is_missing(monkeypatch):
         pass
     with timing.blas_limit(None):  # no limit asked: nothing needed
         pass
+
+
+def test_contention_note_only_when_load_and_blas_threads_exceed_the_cpus():
+    def rec(load, threads, cpus=2):
+        return {"load_avg_start": load, "cpus_available": cpus, "blas": {"threads": threads}}
+
+    assert "--blas-threads 1" in timing.contention_note(rec([1.0, 0, 0], 2))
+    assert timing.contention_note(rec([0.0, 0, 0], 2)) is None  # idle: fits
+    assert timing.contention_note(rec([3.0, 0, 0], 1)) is None  # one thread: no BLAS waits
+    assert timing.contention_note(rec(None, 2)) is None  # no load average: no claim
