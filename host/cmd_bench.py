@@ -52,7 +52,7 @@ def register(sub) -> None:
         "default: as configured (the JSON record's machine.blas says how many)",
     )
     # replaced by --rounds: refused with a one-line error saying so
-    g.add_argument("--repeat", type=int, help=argparse.SUPPRESS)
+    g.add_argument("--repeat", help=argparse.SUPPRESS)
     g.add_argument(
         "--json",
         action="store_true",
@@ -187,10 +187,10 @@ def run_seeds(args) -> int:
 def run_reference(args) -> int:
     from .benchmarks import reference
     from .benchmarks.timing import load_average
-
-    load = load_average()
     from .cmd_train import _int_list
     from .tasks import ClassificationTask, get_task
+
+    load = load_average()
 
     task = get_task(args.task)
     if not isinstance(task, ClassificationTask):

@@ -88,6 +88,7 @@ def test_bench_golden_records_a_blas_thread_limit(pentegg_cmd):
         (["--rounds", "1001"], "--rounds 1001 out of range 3..1000"),
         (["--rounds", "x"], "invalid int value: 'x'"),
         (["--repeat", "3"], "--repeat (best of N, one side after the other) was replaced by"),
+        (["--repeat", "x"], "was replaced by --rounds N"),
         (["--batch", "0"], "--batch 0 out of range 1..4096"),
         (["--blas-threads", "0"], "--blas-threads 0 out of range 1..256"),
     ],
