@@ -1,20 +1,27 @@
 """``pentegg bench``: measurements that print figures and ratios (never pass/fail).
 
-* ``bench golden``: the golden model's speed (benchmarks/golden_bench.py).
+* ``bench golden``: the golden model's speed (benchmarks/golden_bench.py); every ratio is
+  the median of per-round ratios from interleaved rounds (benchmarks/timing.py), printed
+  with its spread.
 * ``bench seeds SEEDS TRAIN_OPTIONS...``: ``pentegg train`` once per seed; mean, spread,
   steps and wall time of the result (the rows of docs/results.md).
 * ``bench reference``: the reference rows (sklearn MLP, float Gaussian EGGROLL).
+
+Every JSON record carries ``"machine"`` (timing.machine_record): CPUs, versions, platform,
+the load average at start and end, and the BLAS thread count with its source.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
-import os
-import platform
 import statistics
 import sys
 
 from .cli import ArgParser, UsageError
+
+DEFAULT_ROUNDS, MIN_ROUNDS, MAX_ROUNDS = 15, 3, 1000
 
 
 def register(sub) -> None:
@@ -29,7 +36,23 @@ def register(sub) -> None:
 
     g = suites.add_parser("golden", help="population throughput, naive ES, step breakdown")
     g.add_argument("--batch", type=int, default=256, help="samples per member (default 256)")
-    g.add_argument("--repeat", type=int, default=3, help="best of N timings (default 3)")
+    g.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help=f"interleaved rounds, {MIN_ROUNDS}..{MAX_ROUNDS} (default {DEFAULT_ROUNDS}): "
+        "every round times each side of a comparison once; ratios are the median of the "
+        "per-round ratios, printed with their spread",
+    )
+    g.add_argument(
+        "--blas-threads",
+        type=int,
+        metavar="N",
+        help="limit numpy's BLAS to N threads while measuring (1..256; needs threadpoolctl); "
+        "default: as configured (the JSON record's machine.blas says how many)",
+    )
+    # replaced by --rounds: refused with a one-line error saying so
+    g.add_argument("--repeat", help=argparse.SUPPRESS)
     g.add_argument(
         "--json",
         action="store_true",
@@ -74,8 +97,6 @@ def register(sub) -> None:
 
 
 def _seed_list(text: str) -> list[int]:
-    import argparse
-
     try:
         if "-" in text:
             a, b = (int(v) for v in text.split("-", 1))
@@ -98,7 +119,13 @@ def _summary(values: list[float]) -> dict:
     }
 
 
-def _report(title: str, runs: list[dict], as_json: bool, extra: dict) -> int:
+def _report(
+    title: str, runs: list[dict], as_json: bool, extra: dict, load_at_start: list[float] | None
+) -> int:
+    """Print the summary of ``runs`` (and with ``as_json`` the JSON record, which carries
+    the machine record with the load average at ``load_at_start`` and now)."""
+    from .benchmarks import timing
+
     out = {
         **extra,
         "runs": runs,
@@ -116,14 +143,18 @@ def _report(title: str, runs: list[dict], as_json: bool, extra: dict) -> int:
     log(f"  wall   {w['mean']:.1f} s (min {w['min']:.1f}, max {w['max']:.1f})")
     if "solved" in out:
         log(f"  solved {out['solved']}/{len(runs)}")
+    out["machine"] = timing.machine_record(load_at_start)
+    log(timing.describe_machine(out["machine"]))
     if as_json:
         print(json.dumps(out))
     return 0
 
 
 def run_seeds(args) -> int:
+    from .benchmarks.timing import load_average
     from .cmd_train import add_train_parser, train_record
 
+    load = load_average()
     opts = [o for o in args.train_options if o != "--"]
     if "--json" in opts:  # the remainder swallows bench's own --json
         opts = [o for o in opts if o != "--json"]
@@ -149,13 +180,17 @@ def run_seeds(args) -> int:
         runs,
         args.json,
         {"command": "pentegg train " + " ".join(opts), "seeds": args.seeds},
+        load,
     )
 
 
 def run_reference(args) -> int:
     from .benchmarks import reference
+    from .benchmarks.timing import load_average
     from .cmd_train import _int_list
     from .tasks import ClassificationTask, get_task
+
+    load = load_average()
 
     task = get_task(args.task)
     if not isinstance(task, ClassificationTask):
@@ -180,24 +215,40 @@ def run_reference(args) -> int:
         runs,
         args.json,
         {"method": args.method, "task": task.name, "hidden": list(hidden)},
+        load,
     )
 
 
 def run_golden(args) -> int:
+    if args.repeat is not None:
+        raise UsageError(
+            "--repeat (best of N, one side after the other) was replaced by --rounds N "
+            f"(interleaved rounds, median and spread; {MIN_ROUNDS}..{MAX_ROUNDS})"
+        )
     if not 1 <= args.batch <= 4096:
         raise UsageError(f"--batch {args.batch} out of range 1..4096")
-    if not 1 <= args.repeat <= 100:
-        raise UsageError(f"--repeat {args.repeat} out of range 1..100")
-    from .benchmarks import golden_bench
+    if not MIN_ROUNDS <= args.rounds <= MAX_ROUNDS:
+        raise UsageError(
+            f"--rounds {args.rounds} out of range {MIN_ROUNDS}..{MAX_ROUNDS} "
+            "(the median and spread need at least 3 rounds)"
+        )
+    if args.blas_threads is not None and not 1 <= args.blas_threads <= 256:
+        raise UsageError(f"--blas-threads {args.blas_threads} out of range 1..256")
+    from .benchmarks import golden_bench, timing
 
-    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
-    res = golden_bench.run(batch=args.batch, repeat=args.repeat, log=log)
-    res["machine"] = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": __import__("numpy").__version__,
-        "platform": platform.platform(),
-    }
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(timing.blas_limit(args.blas_threads))
+        except RuntimeError as e:
+            raise UsageError(f"--blas-threads: {e}") from None
+        load = timing.load_average()
+        log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+        res = golden_bench.run(batch=args.batch, rounds=args.rounds, log=log)
+        res["machine"] = timing.machine_record(load)  # inside the limit: the threads in use
+    log(timing.describe_machine(res["machine"]))
+    note = timing.contention_note(res["machine"])
+    if note:
+        log(note)
     if args.json:
         print(json.dumps(res))
     return 0
