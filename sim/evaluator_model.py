@@ -50,82 +50,92 @@ BIAS = 127
 # ----------------------------------------------------------------------------- layout
 @dataclass(frozen=True)
 class Layout:
-    """Where the noise of one pair lives in the two-digit slots of the noise banks.
+    """Where the noise of one pair lives in the two noise banks (low-rank mode). Every
+    slot holds two digits.
 
-    ``u_rows`` passes read slot ``U(q, k)`` = ``(B0[k, 2q], B0[k, 2q+1])``; the finalizer
-    reads rows ``F(row, c)`` = ``(A digit, B digit)`` for ``c = 0..r-1``. Row ``-1`` (index
-    0 of ``f_rows``) holds the bias row of ``B_0``; layer ``l`` has ``out_l`` rows of
-    ``(A_l[o, c], B_{l+1}[o, c])`` and, unless it is the last layer, one more row
-    ``(0, B_{l+1}[out_l, c])`` (the bias row of ``B_{l+1}``).
+    * ``U(q, k)``, bank ``q % 2``, address ``(q // 2) * n0 + k``: ``(B0[k, 2q], B0[k, 2q+1])``,
+      read by the lanes in u-row pass ``q``;
+    * ``Ub(q)``, bank ``q % 2``, address ``ub_base + q // 2``: ``(B0[n0, 2q], B0[n0, 2q+1])``,
+      the bias row of ``B_0``, read by the finalizer with pass ``q``'s results;
+    * ``F(l, t, c)``, address ``f_base + (pair_base[l] + t) * r + c`` in both banks: bank 0
+      ``(A_l[2t, c], A_l[2t+1, c])``, bank 1 ``(B_{l+1}[2t, c], B_{l+1}[2t+1, c])`` (rows of
+      ``B_{l+1}`` up to its bias row ``out_l``; zero in the last layer), read by the
+      finalizer for the pass of rows ``2t, 2t+1``.
     """
 
     rank: int
-    banks: int  # 1 (rank 1) or 2
     u_passes: int  # ceil(rank / 2)
     n0: int  # inputs of layer 0 (fan - 1)
-    f_row_base: tuple[int, ...]  # F row index of each layer's first row (row -1 is 0)
-    f_rows: int  # F rows in all
+    ub_base: int
+    f_base: int
+    pair_base: tuple[int, ...]  # first row pair of each layer
+    row_pairs: tuple[int, ...]  # row pairs of each layer
     depth: int  # slots per bank
 
     def u_slot(self, q: int, k: int) -> tuple[int, int]:
         """(bank, address) of slot U(q, k)."""
-        return q % self.banks, (q // self.banks) * self.n0 + k
+        return q % 2, (q // 2) * self.n0 + k
 
-    def f_slot(self, row: int, c: int) -> tuple[int, int]:
-        """(bank, address) of slot F(row, c), ``row`` counted from row -1 = 0."""
-        per_bank = self.rank // self.banks
-        u_depth = -(-self.u_passes // self.banks) * self.n0
-        return c % self.banks, u_depth + row * per_bank + c // self.banks
+    def ub_slot(self, q: int) -> tuple[int, int]:
+        return q % 2, self.ub_base + q // 2
+
+    def f_addr(self, l: int, t: int, c: int) -> int:
+        """Address of slot F(l, t, c) (the same in both banks)."""
+        return self.f_base + (self.pair_base[l] + t) * self.rank + c
 
 
 def layout(layers: tuple[int, ...], rank: int) -> Layout:
     """The noise layout of a network (low-rank mode)."""
-    banks = 2 if rank >= 2 else 1
     u_passes = -(-rank // 2)
     n0 = layers[0]
     n_layers = len(layers) - 1
-    bases = []
-    row = 1  # row 0 is B_0's bias row
+    ub_base = -(-u_passes // 2) * n0
+    f_base = ub_base + -(-u_passes // 2)
+    bases, pairs, total = [], [], 0
     for l in range(n_layers):
-        bases.append(row)
-        row += layers[l + 1] + (1 if l < n_layers - 1 else 0)
-    u_depth = -(-u_passes // banks) * n0
-    depth = u_depth + row * (rank // banks)
-    return Layout(rank, banks, u_passes, n0, tuple(bases), row, depth)
+        rows = layers[l + 1] + (1 if l < n_layers - 1 else 0)
+        bases.append(total)
+        pairs.append(-(-rows // 2))
+        total += pairs[-1]
+    return Layout(
+        rank, u_passes, n0, ub_base, f_base, tuple(bases), tuple(pairs), f_base + total * rank
+    )
 
 
 def noise_image(cfg: Config, step: int, pair: int) -> np.ndarray:
-    """Slots of one pair: array (banks, depth, 2) of digits, as the noise fill writes
-    them (unused slots are 0)."""
+    """Slots of one pair: array (2 banks, depth, 2 digits), as the noise fill writes them
+    (unused slots and digits are 0)."""
     lay = layout(cfg.layers, cfg.rank)
-    img = np.zeros((lay.banks, lay.depth, 2), dtype=np.int8)
+    img = np.zeros((2, lay.depth, 2), dtype=np.int8)
     ab = [
-        lrgen(cfg.seed, step, 1, l, *cfg.shape(l), cfg.rank, cfg.digits, first_pair=pair)
+        tuple(
+            t[0]
+            for t in lrgen(
+                cfg.seed, step, 1, l, *cfg.shape(l), cfg.rank, cfg.digits, first_pair=pair
+            )
+        )
         for l in range(cfg.n_layers)
     ]
     r = cfg.rank
-    b0 = ab[0][1][0]  # (fan0, r)
+    b0 = ab[0][1]  # (fan0, r)
     for q in range(lay.u_passes):
+        cols = [c for c in (2 * q, 2 * q + 1) if c < r]
         for k in range(lay.n0):
             bank, addr = lay.u_slot(q, k)
-            img[bank, addr, 0] = b0[k, 2 * q]
-            if 2 * q + 1 < r:
-                img[bank, addr, 1] = b0[k, 2 * q + 1]
-    for c in range(r):
-        bank, addr = lay.f_slot(0, c)
-        img[bank, addr, 1] = b0[lay.n0, c]
+            img[bank, addr, : len(cols)] = b0[k, cols]
+        bank, addr = lay.ub_slot(q)
+        img[bank, addr, : len(cols)] = b0[lay.n0, cols]
     for l in range(cfg.n_layers):
-        a = ab[l][0][0]  # (out, r)
-        b_next = ab[l + 1][1][0] if l + 1 < cfg.n_layers else None  # (out + 1, r)
-        out = cfg.layers[l + 1]
-        rows = out + (1 if b_next is not None else 0)
-        for o in range(rows):
+        a = ab[l][0]  # (out, r)
+        b_next = ab[l + 1][1] if l + 1 < cfg.n_layers else np.zeros((0, r), np.int8)
+        for t in range(lay.row_pairs[l]):
             for c in range(r):
-                bank, addr = lay.f_slot(lay.f_row_base[l] + o, c)
-                if o < out:
-                    img[bank, addr, 0] = a[o, c]
-                if b_next is not None:
-                    img[bank, addr, 1] = b_next[o, c]
+                addr = lay.f_addr(l, t, c)
+                for i, o in enumerate((2 * t, 2 * t + 1)):
+                    if o < len(a):
+                        img[0, addr, i] = a[o, c]
+                    if o < len(b_next):
+                        img[1, addr, i] = b_next[o, c]
     return img
 
 
@@ -154,9 +164,9 @@ def schedule_cycles(cfg: Config, batch: int, lanes: int, shared: bool) -> dict:
             per_sample += cfg.layers[0]
         else:
             per_sample += -(-cfg.layers[x + 1] // 2) * cfg.layers[x]
-    fill_pair = 0
-    fill_pair += cfg.layers[0] * -(-lay.u_passes // lay.banks)  # B0 rows into U slots
-    fill_pair += lay.f_rows * (cfg.rank // lay.banks)  # F rows
+    # the fill writes one slot per bank and cycle: a row of B0 gives u_passes slots, a
+    # row pair of A_l and B_{l+1} gives r slots in each bank
+    fill_pair = (cfg.layers[0] + 1) * -(-lay.u_passes // 2) + sum(lay.row_pairs) * cfg.rank
     return {
         "rounds": rounds,
         "lane_cycles_per_sample": per_sample,

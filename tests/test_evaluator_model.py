@@ -45,8 +45,8 @@ def test_decomposition_equals_population_forward_and_scores(case):
 
 
 def test_noise_image_holds_every_digit_of_the_pair_once():
-    """The slots hold B_0's rows (u-row slots and its bias row) and, per layer, A_l with
-    B_{l+1} beside it, including B_{l+1}'s bias row."""
+    """The slots hold B_0's rows (u-row slots and its bias row) and, per row pair of
+    each layer, A_l in bank 0 with B_{l+1} in bank 1, including B_{l+1}'s bias row."""
     cfg = Config(layers=(5, 3, 2), rank=4, population=4, seed=9).validate()
     img = noise_image(cfg, 7, 1)
     lay = layout(cfg.layers, 4)
@@ -54,14 +54,15 @@ def test_noise_image_holds_every_digit_of_the_pair_once():
     a1, b1 = (t[0] for t in lrgen(9, 7, 1, 1, 2, 4, 4, "binomial", first_pair=1))
     bank, addr = lay.u_slot(1, 4)
     assert list(img[bank, addr]) == [b0[4, 2], b0[4, 3]]
-    bank, addr = lay.f_slot(0, 3)
-    assert img[bank, addr, 1] == b0[5, 3]
-    bank, addr = lay.f_slot(lay.f_row_base[0] + 2, 1)
-    assert list(img[bank, addr]) == [a0[2, 1], b1[2, 1]]
-    bank, addr = lay.f_slot(lay.f_row_base[0] + 3, 2)  # B_1's bias row
-    assert list(img[bank, addr]) == [0, b1[3, 2]]
-    bank, addr = lay.f_slot(lay.f_row_base[1] + 1, 0)  # last layer: A only
-    assert list(img[bank, addr]) == [a1[1, 0], 0]
+    bank, addr = lay.ub_slot(1)
+    assert list(img[bank, addr]) == [b0[5, 2], b0[5, 3]]
+    addr = lay.f_addr(0, 1, 3)  # rows 2 and 3 of layer 0: A_0 row 2, B_1 rows 2 and 3
+    assert list(img[0, addr]) == [a0[2, 3], 0]
+    assert list(img[1, addr]) == [b1[2, 3], b1[3, 3]]  # row 3 is B_1's bias row
+    addr = lay.f_addr(1, 0, 2)  # last layer: A only
+    assert list(img[0, addr]) == [a1[0, 2], a1[1, 2]]
+    assert list(img[1, addr]) == [0, 0]
+    assert lay.depth == 5 + 1 + (2 + 1) * 4  # U slots per bank, Ub, 3 row pairs
 
 
 def test_every_layer_block_comes_two_blocks_after_the_one_it_needs():

@@ -1,0 +1,360 @@
+"""PopulationEvaluator: every member's perturbed forward pass of one ES step (spec 5, 6),
+scored (spec 7.1) or as logits, on ``lanes`` antithetic pair-lanes.
+
+docs/rtl.md has the block diagram, the schedule and the memory map; in one paragraph:
+round after round of ``lanes`` pairs, the noise of the round is generated once
+(:class:`NoiseFill`) into two noise banks; for every sample the lanes (:class:`PairLane`,
+two multiplier-free MACs each) run *passes* over the layer inputs in their activation
+memory (:class:`PassEngine`, fed by the :class:`Sequencer`), with the weights of two rows
+broadcast to all lanes (:class:`WeightStreamer`, reading the weight memory in the spec
+1.4 format) or, in a u-row pass, each lane's own noise digits; the
+:class:`Finalizer` turns each pass's sums into activations (added perturbation
+``sign * rshr((x.B).A^T, k)``, shift, saturation), u vectors, logits and score terms; the
+:class:`ScoreAccumulator` sums the scores into the score memory; the
+:class:`InputLoader` fills the input regions.
+
+The weight, sample, label, batch-index and score memories are outside (the accelerator
+owns them: block RAM or SPRAM); the evaluator reads them through ports with
+``mem_latency`` cycles of read latency.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from .finalizer import Finalizer, logits_layout, record_layout
+from .lane import PairLane
+from .loader import InputLoader
+from .noise_fill import NoiseFill
+from .params import EvaluatorParams, rank_shift
+from .pass_engine import PassEngine
+from .scores import ScoreAccumulator
+from .sequencer import ERROR_FLAGS, Sequencer
+from .weights import WeightStreamer, pass_layout
+
+__all__ = ["PopulationEvaluator"]
+
+
+def out_logits_layout(p: EvaluatorParams) -> data.StructLayout:
+    """A beat of the ``logits`` output: row ``row`` of member sign ``s``, sample index
+    ``sample`` (mod 4) of the round starting at ``first_pair``: group ``g``'s logit
+    ``y[g]`` belongs to member ``2 * (first_pair + g * group + i) + s`` if ``mask[g]``."""
+    inner = logits_layout(p)
+    return data.StructLayout(
+        {
+            "first_pair": 11,
+            "i": inner["i"].shape,
+            "s": 1,
+            "row": p.width_bits,
+            "y": data.ArrayLayout(8, p.finalizers),
+            "mask": p.finalizers,
+        }
+    )
+
+
+class PopulationEvaluator(wiring.Component):
+    """Evaluates every member of a population (module docstring).
+
+    Parameters
+    ----------
+    lanes, max_layers, max_width, rank, mode, digits, group, noise_depth, max_batch,
+    mem_latency
+        Elaboration parameters: :class:`~pentegg.rtl.evaluator.params.EvaluatorParams`
+        (ranges there; a bad value raises ``ValueError`` naming it).
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe: evaluate the population of ES step ``step`` on ``batch`` samples. Every
+        run-time input must stay stable until ``busy`` falls.
+    n_layers : In(4), widths : In(ArrayLayout(width_bits + 1, max_layers + 1))
+        The network: ``n_layers`` weight layers, ``widths[0..n_layers]`` = ``n_0..n_L``.
+    act_shifts : In(ArrayLayout(5, max_layers)), sigma_shift : In(4), margin : In(8)
+    population : In(13), batch : In(16), seed : In(32), step : In(16)
+    shared : In(1)
+        1: every member sees the samples ``batch_index[0..batch-1]`` of the sample memory
+        and is scored; 0: per-member inputs on ``inp``, logits on ``logits``.
+    busy : Out(1)
+    error : Out(9)
+        Flags of ``ERROR_FLAGS`` (sequencer.py); set at ``start`` instead of running, or
+        (``label``) during the run.
+    w_addr, w_en, w_data
+        Weight memory (16-bit words, spec 1.4).
+    b_addr, b_en, b_data / s_addr, s_en, s_data / l_addr, l_en, l_data
+        Batch-index memory, sample memory (bytes), label memory.
+    sc_raddr, sc_ren, sc_rdata, sc_waddr, sc_wdata, sc_wen
+        Score memory (one word per member; written by every evaluation in shared mode).
+    inp : In(stream.Signature(8 * lanes))
+        Per-member inputs (InputLoader).
+    logits : Out(stream.Signature(out_logits_layout))
+    """
+
+    def __init__(
+        self,
+        *,
+        lanes: int = 4,
+        max_layers: int = 2,
+        max_width: int = 64,
+        rank: int = 4,
+        mode: str = "lowrank",
+        digits: str = "binomial",
+        group: int | None = None,
+        noise_depth: int | None = None,
+        max_batch: int = 1024,
+        mem_latency: int = 2,
+    ):
+        self.params = p = EvaluatorParams(
+            lanes=lanes,
+            max_layers=max_layers,
+            max_width=max_width,
+            rank=rank,
+            mode=mode,
+            digits=digits,
+            group=group,
+            noise_depth=noise_depth,
+            max_batch=max_batch,
+            mem_latency=mem_latency,
+        ).check()
+        if mode != "lowrank":
+            raise ValueError(f"mode={mode!r}: only 'lowrank' is implemented in this build")
+        self.noise_bits = ceil_log2(p.noise_bank_depth)
+        # worst case of the weight memory: every layer max_width x (max_width + 1)
+        words = max_layers * -(-max_width * (max_width + 1) // 5)
+        self.waddr_bits = max(1, ceil_log2(words))
+        ml, wb = max_layers, p.width_bits
+        super().__init__(
+            {
+                "start": In(1),
+                "n_layers": In(4),
+                "widths": In(data.ArrayLayout(wb + 1, ml + 1)),
+                "act_shifts": In(data.ArrayLayout(5, ml)),
+                "sigma_shift": In(4),
+                "margin": In(8),
+                "population": In(13),
+                "batch": In(16),
+                "seed": In(32),
+                "step": In(16),
+                "shared": In(1),
+                "busy": Out(1),
+                "error": Out(len(ERROR_FLAGS)),
+                "w_addr": Out(self.waddr_bits),
+                "w_en": Out(1),
+                "w_data": In(16),
+                "b_addr": Out(16),
+                "b_en": Out(1),
+                "b_data": In(16),
+                "s_addr": Out(32),
+                "s_en": Out(1),
+                "s_data": In(8),
+                "l_addr": Out(16),
+                "l_en": Out(1),
+                "l_data": In(16),
+                "sc_raddr": Out(12),
+                "sc_ren": Out(1),
+                "sc_rdata": In(p.score_bits),
+                "sc_waddr": Out(12),
+                "sc_wdata": Out(p.score_bits),
+                "sc_wen": Out(1),
+                "inp": In(stream.Signature(8 * lanes)),
+                "logits": Out(stream.Signature(out_logits_layout(p))),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        L = p.lanes
+        nbits = self.noise_bits
+
+        rec_layout = record_layout(p, nbits)
+        m.submodules.fin = fin = Finalizer(p, nbits)
+        m.submodules.engine = eng = PassEngine(p, rec_layout, nbits)
+        m.submodules.weights = ws = WeightStreamer(
+            addr_bits=self.waddr_bits, n_bits=p.width_bits, mem_latency=p.mem_latency
+        )
+        m.submodules.seq = seq = Sequencer(
+            p, eng.cmd_layout, pass_layout(self.waddr_bits, p.width_bits), nbits, self.waddr_bits
+        )
+        m.submodules.fill = fill = NoiseFill(
+            lanes=L,
+            rank=p.rank,
+            digits=p.digits,
+            max_layers=p.max_layers,
+            width_bits=p.width_bits + 1,
+            addr_bits=nbits,
+        )
+        m.submodules.loader = ld = InputLoader(p)
+        m.submodules.scores = sc = ScoreAccumulator(p)
+        lanes = []
+        self.dbg = {"fin": fin, "eng": eng, "lanes": lanes, "seq": seq, "fill": fill, "ld": ld}
+        for j in range(L):
+            lane = PairLane(p.acc_bits)
+            m.submodules[f"lane{j}"] = lane
+            lanes.append(lane)
+
+        # ---- run-time inputs
+        for name in (
+            "start",
+            "n_layers",
+            "widths",
+            "population",
+            "batch",
+            "shared",
+            "sigma_shift",
+            "act_shifts",
+            "margin",
+            "step",
+        ):
+            m.d.comb += getattr(seq, name).eq(getattr(self, name))
+        m.d.comb += [self.busy.eq(seq.busy), self.error.eq(seq.error)]
+
+        # ---- memories: activations (a byte per lane), noise (two digits per lane, x2)
+        act = memory.Memory(shape=8 * L, depth=p.act_depth, init=[])
+        m.submodules.act = act
+        a_rd = act.read_port()
+        a_wr = act.write_port(granularity=8)
+        m.d.comb += [a_rd.addr.eq(eng.act_addr), a_rd.en.eq(1)]
+        x_reg = Signal(8 * L)  # the output register: data two cycles after the address
+        m.d.sync += x_reg.eq(a_rd.data)
+        fin_w = fin.aw_en.any()
+        m.d.comb += [
+            a_wr.addr.eq(Mux(fin_w, fin.aw_addr, ld.aw_addr)),
+            a_wr.data.eq(Mux(fin_w, fin.aw_data, ld.aw_data)),
+            a_wr.en.eq(Mux(fin_w, fin.aw_en, Mux(ld.aw_en, (1 << L) - 1, 0))),
+            ld.busy_w.eq(fin_w),
+        ]
+        slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
+        n_data = []
+        for b in range(2):
+            mem = memory.Memory(shape=6 * L, depth=1 << nbits, init=[])
+            m.submodules[f"noise{b}"] = mem
+            rp = mem.read_port()
+            wp = mem.write_port(granularity=6)
+            lanes_use = eng.nz_en & (eng.nz_bank == b)
+            m.d.comb += [
+                rp.addr.eq(Mux(lanes_use, eng.nz_addr, fin.n_addr)),
+                rp.en.eq(1),
+                wp.addr.eq(fill.w_addr),
+                wp.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
+                wp.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
+            ]
+            reg = Signal(slot, name=f"noise_rd{b}")
+            m.d.sync += reg.eq(rp.data)
+            n_data.append(reg)
+        m.d.comb += [fin.n_data[b].eq(n_data[b]) for b in range(2)]
+
+        # ---- lanes
+        bank_d = [Signal(name=f"ubank_d{j}") for j in range(2)]
+        m.d.sync += [bank_d[0].eq(eng.nz_bank), bank_d[1].eq(bank_d[0])]
+        for j, lane in enumerate(lanes):
+            m.d.comb += [
+                lane.x.eq(x_reg[8 * j : 8 * j + 8].as_signed()),
+                lane.nd.eq(Mux(bank_d[1], n_data[1][j].as_value(), n_data[0][j].as_value())),
+                lane.w.eq(eng.ctrl.w),
+                lane.src.eq(eng.ctrl.src),
+                lane.en.eq(eng.ctrl.en),
+                lane.flush.eq(eng.ctrl.flush),
+                fin.caps[j].eq(lane.cap),
+            ]
+
+        # ---- weights
+        wiring.connect(m, seq.wcmd, ws.cmd)
+        wiring.connect(m, ws.o, eng.wbeat)
+        m.d.comb += [
+            self.w_addr.eq(ws.mem_addr),
+            self.w_en.eq(ws.mem_en),
+            ws.mem_data.eq(self.w_data),
+        ]
+
+        # ---- sequencer, engine, finalizer
+        wiring.connect(m, seq.cmd, eng.cmd)
+        wiring.connect(m, eng.rec, fin.rec)
+        m.d.comb += [
+            eng.consumed.eq(fin.consumed),
+            eng.blocks_done.eq(fin.blocks_done),
+            eng.fin_idle.eq(fin.idle),
+            eng.loaded.eq(ld.loaded),
+            ld.release.eq(eng.release),
+            seq.drained.eq(
+                ~eng.busy
+                & ~eng.cmd.valid
+                & fin.idle
+                & ~sc.busy
+                & ~fin.terms.valid
+                & ~fin.logits.valid
+            ),
+            seq.fill_busy.eq(fill.busy),
+            seq.bad_label.eq(ld.bad_label),
+        ]
+        for l in range(p.max_layers):
+            m.d.comb += fin.shifts[l].eq(self.act_shifts[l])
+        m.d.comb += [
+            fin.pert_shift.eq(rank_shift(p.rank) + self.sigma_shift),
+            fin.margin.eq(self.margin),
+            fin.labels.eq(ld.labels),
+            fin.emit_logits.eq(~self.shared),
+        ]
+
+        # ---- noise fill
+        m.d.comb += [
+            fill.start.eq(seq.fill_start),
+            fill.seed.eq(self.seed),
+            fill.step.eq(self.step),
+            fill.first_pair.eq(seq.first_pair),
+            fill.lanes_active.eq(seq.lanes_active),
+            fill.n_layers.eq(self.n_layers),
+        ]
+        for i in range(p.max_layers + 1):
+            m.d.comb += fill.widths[i].eq(self.widths[i])
+
+        # ---- loader
+        m.d.comb += [
+            ld.start.eq(seq.load_start),
+            ld.shared.eq(self.shared),
+            ld.n0.eq(self.widths[0]),
+            ld.batch.eq(self.batch),
+            ld.rounds.eq(seq.rounds),
+            ld.label_max.eq(self.widths[self.n_layers]),
+            self.b_addr.eq(ld.b_addr),
+            self.b_en.eq(ld.b_en),
+            ld.b_data.eq(self.b_data),
+            self.s_addr.eq(ld.s_addr),
+            self.s_en.eq(ld.s_en),
+            ld.s_data.eq(self.s_data),
+            self.l_addr.eq(ld.l_addr),
+            self.l_en.eq(ld.l_en),
+            ld.l_data.eq(self.l_data),
+        ]
+        wiring.connect(m, wiring.flipped(self.inp), ld.inp)
+
+        # ---- scores and logits
+        wiring.connect(m, fin.terms, sc.terms)
+        m.d.comb += [
+            sc.first_pair.eq(seq.first_pair),
+            sc.lanes_active.eq(seq.lanes_active),
+            self.sc_raddr.eq(sc.r_addr),
+            self.sc_ren.eq(sc.r_en),
+            sc.r_data.eq(self.sc_rdata),
+            self.sc_waddr.eq(sc.w_addr),
+            self.sc_wdata.eq(sc.w_data),
+            self.sc_wen.eq(sc.w_en),
+        ]
+        lb = fin.logits.payload
+        ob = self.logits.payload
+        m.d.comb += [
+            self.logits.valid.eq(fin.logits.valid),
+            fin.logits.ready.eq(self.logits.ready),
+            ob.first_pair.eq(seq.first_pair),
+            ob.i.eq(lb.i),
+            ob.s.eq(lb.s),
+            ob.row.eq(lb.row),
+        ]
+        for g in range(p.finalizers):
+            m.d.comb += [
+                ob.y[g].eq(lb.y[g]),
+                ob.mask[g].eq((lb.i + g * p.group_lanes) < seq.lanes_active),
+            ]
+        return m

@@ -1,0 +1,709 @@
+"""Finalizer: from the lanes' pass sums to activations, u vectors, logits and scores.
+
+A pass of a lane leaves two sums in its capture registers: rows ``o = 2t`` and ``2t + 1``
+of a layer (``v_i = sum_{k<n} x[k] W[o+i, k]``), or two u values of a u-row pass. The
+finalizer turns them into what the spec defines (sim/evaluator_model.py states the same
+decomposition in Python, pinned to golden)::
+
+    p_i  = sum_c A_l[o+i, c] * u_l[c]                     (u_l: this member's u vector)
+    a_i  = v_i + 127 * W[o+i, n] + sign * rshr(p_i, k)    (k = log4(r) + sigma_shift)
+    h_i  = sat(rshr(a_i, s_l), 0, 127)   (hidden)   y_i = sat(rshr(a_i, s_l), -127, 127)
+    u_{l+1}[c] += h_0 * B_{l+1}[o, c] + h_1 * B_{l+1}[o+1, c]
+
+The rows of ``B_{l+1}`` include its bias row ``n_{l+1}``: it enters as an output of value
+127, in the last pass of a layer with an odd number of outputs (row ``2t + 1``) or in a
+BIAS op after a layer with an even number. A u-row pass stores
+``u_0[c] = v + 127 * B_0[n_0, c]``. In the last layer the logits either leave on
+``logits`` (per-member inputs) or update the member's margin state (its label's logit and
+the largest other logit) and, with the last row, emit its spec 7.1 score term on ``terms``.
+
+One Finalizer serves all lanes in ``finalizers`` groups of ``group`` lanes: a shared
+control issues one *op* (one lane's pass) every ``T = max(rank, 4)`` cycles to every
+group at once (lane ``i`` of each group); each group has its own datapath and two u banks
+(block RAM; bank ``l % 2`` holds the u vectors of layer ``l``'s inputs, ``u_0`` in bank 0,
+and the margin states in bank ``L % 2``). An op goes through four windows of ``T`` cycles:
+
+* **P**: ``r`` noise slots ``F(l, t, c)`` (or the slot ``Ub(q)``) and ``r`` u entries are
+  read, one per cycle, data two cycles later; ``p_0``, ``p_1`` accumulate; the lane's
+  two sums are taken from its captures in the first cycle.
+* **P2**: ``vc_i = v_i + 127 * (bias digit) + rounding`` is prepared; ``p`` is kept.
+* **S**: one adder and one barrel shifter, four uses: ``rshr(p_0, k)``, ``rshr(p_1, k)``,
+  ``vc_i +- t_i`` shifted by ``s_l``; the last shift and the saturation spill two cycles
+  into the next window.
+* **U**: ``h_0``, ``h_1`` go to the activation memory or out; ``u_{l+1}`` is read,
+  updated and written back, ``r`` entries, writes two cycles behind the reads (spilling
+  into the next window), or the margin state is updated.
+
+An op enters P only if the u bank it reads is written by no op ahead of it (a few bubbles
+at layer transitions), and, if it emits logits or a score term, only if the output FIFO
+has room reserved for it: the pipeline never stalls.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, fifo, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from .params import BIAS, EvaluatorParams
+
+__all__ = [
+    "KIND_ACT",
+    "KIND_STORE",
+    "Finalizer",
+    "logits_layout",
+    "record_layout",
+    "terms_layout",
+]
+
+KIND_STORE, KIND_ACT, KIND_BIAS = 0, 1, 2
+NO_OTHER = -128  # margin state: no other logit seen yet (logits lie in [-127, 127])
+
+
+def record_layout(p: EvaluatorParams, addr_bits: int) -> data.StructLayout:
+    """A pass record, from the pass engine to the finalizer (one per pass of the lanes)."""
+    return data.StructLayout(
+        {
+            "kind": 2,  # KIND_STORE (u-row pass) or KIND_ACT (layer pass)
+            "s": 1,  # member sign: 0 for member 2j, 1 for 2j+1
+            "us": 1,  # the member whose u vectors are read (0 for both in shared mode L0)
+            "layer": 3,
+            "t": p.width_bits,  # row pair: rows 2t and 2t+1
+            "two": 1,  # row 2t+1 is an output row
+            "q": 5,  # u-row pass index
+            "wb": data.ArrayLayout(3, 2),  # bias column digits W[o, n], W[o+1, n]
+            "naddr": addr_bits,  # noise address: F(l, t, 0), or Ub(q)
+            "sample": 2,  # sample index mod 4 (labels)
+            "first_sample": 1,  # first sample of the round: a score starts
+            "block_end": 1,  # the last pass of a block
+            "bias_after": 1,  # BIAS ops follow: the bias row of B_{l+1} is pair t + 1
+            "bias_row1": 1,  # row 2t+1 is the bias row of B_{l+1}
+            "last_row": 1,  # the pass holds the network's last output row
+            "last_layer": 1,
+            "hidden_region": 3,  # activation region the outputs of a hidden layer go to
+        }
+    )
+
+
+def logits_layout(p: EvaluatorParams) -> data.StructLayout:
+    """Logits of row ``row`` of member sign ``s`` of lane ``i`` of every group: group
+    ``g``'s logit is that of lane ``g * group + i``."""
+    return data.StructLayout(
+        {
+            "i": max(1, ceil_log2(p.group_lanes)),
+            "s": 1,
+            "row": p.width_bits,
+            "y": data.ArrayLayout(signed(8), p.finalizers),
+        }
+    )
+
+
+def terms_layout(p: EvaluatorParams) -> data.StructLayout:
+    """Score terms (spec 7.1, one sample) of member sign ``s`` of lane ``i`` of every
+    group; ``first``: the first sample of the round (the score starts from it)."""
+    return data.StructLayout(
+        {
+            "i": max(1, ceil_log2(p.group_lanes)),
+            "s": 1,
+            "first": 1,
+            "term": data.ArrayLayout(signed(10), p.finalizers),
+        }
+    )
+
+
+class Finalizer(wiring.Component):
+    """The finalizer of all lanes (module docstring).
+
+    Parameters
+    ----------
+    p : EvaluatorParams
+    addr_bits : int
+        Width of a noise-bank address.
+    fifo_depth : int
+        Depth of the logits and terms FIFOs (at least 4).
+
+    Interface attributes
+    --------------------
+    rec : In(stream.Signature(record_layout(p, addr_bits)))
+        Pass records in pass order; a record may come as soon as its pass is flushed.
+    caps : In(ArrayLayout(ArrayLayout(signed(acc_bits), 2), lanes))
+        The lanes' captures: valid from the flush of the oldest record's pass until
+        ``consumed``.
+    consumed : Out(1)
+        The captures of the oldest unfinished record have all been taken (a strobe).
+    n_addr : Out(addr_bits), n_en : Out(1)
+    n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
+        The noise banks' read port (both banks, same address), data two cycles after.
+    aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(lanes)
+        Writes of hidden activations (one row of lane ``i`` of every group).
+    shifts : In(ArrayLayout(4, max_layers)), pert_shift : In(4), margin : In(8)
+    labels : In(ArrayLayout(width_bits, 4))
+        Run-time values: activation shifts, ``k``, the margin ``M``, the labels of the
+        samples in flight (by sample index mod 4).
+    logits : Out(stream.Signature(logits_layout(p)))
+    terms : Out(stream.Signature(terms_layout(p)))
+    emit_logits : In(1)
+        1: last-layer outputs leave on ``logits`` (per-member inputs); 0: they update
+        margin states and emit score terms.
+    blocks_done : Out(16)
+        Blocks whose every op has finished (wraps).
+    idle : Out(1)
+        No record waiting, no op in flight.
+
+    Throughput: one op (one lane, both rows) per ``T`` cycles; a pass of ``G`` lanes
+    takes ``G * T`` cycles plus BIAS ops and bubbles at layer transitions.
+    """
+
+    def __init__(self, p: EvaluatorParams, addr_bits: int, fifo_depth: int = 8):
+        self.p = p
+        self.addr_bits = addr_bits
+        self.fifo_depth = fifo_depth
+        self.T = p.period
+        self.G = p.group_lanes
+        self.F = p.finalizers
+        self.u_width = max(p.u_bits, 16)
+        # u bank: u vectors (i, s, c), then margin states (i, s)
+        self.u_entries = 2 * self.G * p.rank + 2 * self.G
+        self.u_depth = 1 << ceil_log2(self.u_entries)
+        self.rec_layout = record_layout(p, addr_bits)
+        L = p.lanes
+        super().__init__(
+            {
+                "rec": In(stream.Signature(self.rec_layout)),
+                "caps": In(data.ArrayLayout(data.ArrayLayout(signed(p.acc_bits), 2), L)),
+                "consumed": Out(1),
+                "n_addr": Out(addr_bits),
+                "n_en": Out(1),
+                "n_data": In(data.ArrayLayout(data.ArrayLayout(data.ArrayLayout(3, 2), L), 2)),
+                "aw_addr": Out(range(p.act_depth)),
+                "aw_data": Out(8 * L),
+                "aw_en": Out(L),
+                "shifts": In(data.ArrayLayout(4, p.max_layers)),
+                "pert_shift": In(4),
+                "margin": In(8),
+                "labels": In(data.ArrayLayout(p.width_bits, 4)),
+                "emit_logits": In(1),
+                "logits": Out(stream.Signature(logits_layout(p))),
+                "terms": Out(stream.Signature(terms_layout(p))),
+                "blocks_done": Out(16),
+                "idle": Out(1),
+            }
+        )
+
+    # ----------------------------------------------------------------------- control
+    def elaborate(self, platform):
+        m = Module()
+        self.dbg = {}
+        p, T, G, F, r = self.p, self.T, self.G, self.F, self.p.rank
+        op_layout = data.StructLayout(
+            {"valid": 1, "i": max(1, ceil_log2(G)), "kind": 2, "rec": self.rec_layout}
+        )
+        wc = Signal(range(T))  # cycle within the window
+        last_wc = wc == T - 1
+        m.d.sync += wc.eq(Mux(last_wc, 0, wc + 1))
+        stage = {name: Signal(op_layout, name=f"op_{name}") for name in ("P", "P2", "S", "U")}
+        opP, opP2, opS, opU = stage["P"], stage["P2"], stage["S"], stage["U"]
+
+        # ---- the issuer: records -> ops
+        q = fifo.SyncFIFOBuffered(width=self.rec_layout.size, depth=2)
+        m.submodules.records = q
+        wiring.connect(m, wiring.flipped(self.rec), q.w_stream)
+        head = Signal(self.rec_layout)
+        m.d.comb += head.eq(q.r_data)
+        iss_i = Signal(range(G + 1))
+        iss_bias = Signal()  # issuing the BIAS ops of the head record
+        new = Signal(op_layout)
+        m.d.comb += [
+            new.valid.eq(q.r_rdy),
+            new.i.eq(iss_i),
+            new.kind.eq(Mux(iss_bias, KIND_BIAS, head.kind)),
+            new.rec.eq(head),
+        ]
+        with m.If(iss_bias):
+            # the bias row pair follows the layer's last pair
+            m.d.comb += new.rec.naddr.eq(head.naddr + r)
+
+        def reads_u(op):  # the bank it reads in P, or None
+            return op.kind == KIND_ACT
+
+        def pbank(op):
+            return op.rec.layer[0]
+
+        def writes_u(op):
+            return op.valid
+
+        def ubank(op):
+            return Mux(op.kind == KIND_STORE, 0, ~op.rec.layer[0])
+
+        hazard = Const(0)
+        for op in (opP, opP2, opS, opU):
+            hazard = hazard | (writes_u(op) & (ubank(op) == pbank(new)))
+        hazard = reads_u(new) & hazard
+
+        # outputs reserved ahead: logits (2 beats per last-layer op) and terms (1)
+        makes_logits = self.emit_logits & head.last_layer & (new.kind == KIND_ACT)
+        makes_term = ~self.emit_logits & head.last_layer & head.last_row & (new.kind == KIND_ACT)
+        lq = fifo.SyncFIFOBuffered(width=logits_layout(p).size, depth=self.fifo_depth)
+        tq = fifo.SyncFIFOBuffered(width=terms_layout(p).size, depth=self.fifo_depth)
+        m.submodules.logit_fifo, m.submodules.term_fifo = lq, tq
+        wiring.connect(m, lq.r_stream, wiring.flipped(self.logits))
+        wiring.connect(m, tq.r_stream, wiring.flipped(self.terms))
+        l_res = Signal(range(self.fifo_depth + 1))  # beats reserved, not yet written
+        t_res = Signal(range(self.fifo_depth + 1))
+        l_room = (lq.level + l_res + 2) <= self.fifo_depth
+        t_room = (tq.level + t_res + 1) <= self.fifo_depth
+        go = last_wc & new.valid & ~hazard & (~makes_logits | l_room) & (~makes_term | t_room)
+
+        last_op = iss_i == G - 1
+        rec_done = go & last_op & (iss_bias | ~head.bias_after)
+        m.d.comb += q.r_en.eq(rec_done)
+        with m.If(go):
+            with m.If(last_op):
+                m.d.sync += iss_i.eq(0)
+                with m.If(~iss_bias & head.bias_after):
+                    m.d.sync += iss_bias.eq(1)
+                with m.Else():
+                    m.d.sync += iss_bias.eq(0)
+            with m.Else():
+                m.d.sync += iss_i.eq(iss_i + 1)
+        # the last op of a record that reads captures has taken them at its P window start
+        m.d.comb += self.consumed.eq(go & last_op & ~iss_bias)
+
+        with m.If(last_wc):
+            m.d.sync += [
+                opU.eq(opS),
+                opS.eq(opP2),
+                opP2.eq(opP),
+                opP.eq(Mux(go, new, 0)),
+            ]
+        # end-of-op bookkeeping: a block ends with the last op of its last record
+        blk_end = Signal(op_layout)
+        with m.If(last_wc):
+            m.d.sync += blk_end.eq(opU)
+        ends_block = (
+            blk_end.valid
+            & blk_end.rec.block_end
+            & (blk_end.i == G - 1)
+            & ((blk_end.kind == KIND_BIAS) | ~blk_end.rec.bias_after)
+        )
+        with m.If((wc == 2) & ends_block):  # after the spilled writes
+            m.d.sync += self.blocks_done.eq(self.blocks_done + 1)
+        in_flight = Cat(opP.valid, opP2.valid, opS.valid, opU.valid, blk_end.valid).any()
+        m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)
+
+        # reservations
+        l_take = makes_logits & go
+        t_take = makes_term & go
+        l_put = Signal(2)
+        t_put = Signal()
+        m.d.sync += l_res.eq(l_res + Mux(l_take, 2, 0) - l_put[0] - l_put[1])
+        m.d.sync += t_res.eq(t_res + t_take - t_put)
+
+        # ---- P: reads
+        c_rd = wc  # column read this cycle (reads at wc < r)
+        p_reads = opP.valid & (wc < r)
+        is_store_P = opP.kind == KIND_STORE
+        m.d.comb += [
+            self.n_en.eq(p_reads & (~is_store_P | (wc == 0))),
+            self.n_addr.eq(opP.rec.naddr + Mux(is_store_P, 0, c_rd)),
+        ]
+        ua_bits = ceil_log2(self.u_depth)
+
+        def u_addr(i, s, c):
+            return Cat(c[: ceil_log2(r)] if r > 1 else Const(0, 0), s, i)[:ua_bits]
+
+        def state_addr(i, s):
+            return (2 * G * r + Cat(s, i))[:ua_bits]
+
+        # reads arrive two cycles later
+        arr = [Signal(name=f"arr{j}") for j in range(2)]  # an ACT/BIAS read in flight
+        arr_first = [Signal(name=f"arrf{j}") for j in range(2)]
+        arr_store = [Signal(name=f"arrs{j}") for j in range(2)]
+        m.d.sync += [
+            arr[0].eq(p_reads & ~is_store_P),
+            arr_first[0].eq(p_reads & (wc == 0)),
+            arr_store[0].eq(p_reads & is_store_P & (wc == 0)),
+            arr[1].eq(arr[0]),
+            arr_first[1].eq(arr_first[0]),
+            arr_store[1].eq(arr_store[0]),
+        ]
+        # which member's u, read in P
+        ur_addr_P = u_addr(opP.i, opP.rec.us, c_rd)
+        ur_en_P = p_reads & (opP.kind == KIND_ACT)
+        bankP = pbank(opP)
+
+        # ---- U: reads and writes
+        u_kind = opU.kind
+        u_act = opU.valid & (u_kind == KIND_ACT)
+        u_last = opU.rec.last_layer
+        u_rmw = opU.valid & (((u_kind == KIND_ACT) & ~u_last) | (u_kind == KIND_BIAS))
+        u_state = u_act & u_last & ~self.emit_logits
+        ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
+        ur_addr_U = Mux(u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc))
+        bankU = ubank(opU)
+        # writes two cycles after the reads (delay line), plus STORE writes at wc 2, 3
+        wr = [Signal(name=f"wr{j}") for j in range(2)]
+        wr_addr = [Signal(ua_bits, name=f"wra{j}") for j in range(2)]
+        wr_bank = [Signal(name=f"wrb{j}") for j in range(2)]
+        wr_state = [Signal(name=f"wrs{j}") for j in range(2)]
+        wr_first = [Signal(name=f"wrf{j}") for j in range(2)]
+        m.d.sync += [
+            wr[0].eq(ur_en_U),
+            wr_addr[0].eq(ur_addr_U),
+            wr_bank[0].eq(bankU),
+            wr_state[0].eq(u_state),
+            wr_first[0].eq((opU.rec.t == 0) & (u_kind == KIND_ACT)),
+            wr[1].eq(wr[0]),
+            wr_addr[1].eq(wr_addr[0]),
+            wr_bank[1].eq(wr_bank[0]),
+            wr_state[1].eq(wr_state[0]),
+            wr_first[1].eq(wr_first[0]),
+        ]
+        store_w = opU.valid & (u_kind == KIND_STORE) & ((wc == 2) | (wc == 3))
+        store_col = Cat(wc == 3, opU.rec.q)  # c = 2q + (wc == 3)
+        store_ok = store_col < r
+        store_addr = u_addr(opU.i, opU.rec.s, store_col)
+
+        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U
+        hid = u_act & ~u_last
+        aw = hid & ((wc == 1) | ((wc == 2) & opU.rec.two))
+        row = Cat(wc == 2, opU.rec.t)
+        m.d.comb += self.aw_addr.eq(
+            Cat(row[: p.region_bits], opU.rec.hidden_region)
+            if p.region_bits
+            else opU.rec.hidden_region
+        )
+
+        # shift amounts and rounding constants
+        sl = self.shifts[opS.rec.layer]  # S uses it in wc 3 and the spill (wc 0 of U)
+        sl_U = self.shifts[opU.rec.layer]
+        kk = self.pert_shift
+        rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
+        sl_P2 = self.shifts[opP2.rec.layer]
+        rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
+
+        # ---- the datapaths
+        w = max(p.p_bits, p.sum_bits) + 2
+        uw = self.u_width
+        logit_beat = Signal(logits_layout(p))
+        term_beat = Signal(terms_layout(p))
+        aw_data = Signal(8 * p.lanes)
+        aw_en = Signal(p.lanes)
+        for g in range(F):
+            self._group(
+                m,
+                g,
+                opP,
+                opP2,
+                opS,
+                opU,
+                wc,
+                arr,
+                arr_first,
+                arr_store,
+                ur_addr_P,
+                ur_en_P,
+                bankP,
+                ur_addr_U,
+                ur_en_U,
+                bankU,
+                wr,
+                wr_addr,
+                wr_bank,
+                wr_state,
+                wr_first,
+                store_w & store_ok,
+                store_addr,
+                kk,
+                rk,
+                rs_P2,
+                sl,
+                sl_U,
+                w,
+                uw,
+                logit_beat,
+                term_beat,
+                aw_data,
+                aw_en,
+                aw,
+            )
+        m.d.comb += [self.aw_data.eq(aw_data), self.aw_en.eq(aw_en)]
+        self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
+
+        # logits: rows 2t (wc 1) and 2t+1 (wc 2) of last-layer ops
+        lg = u_act & u_last & self.emit_logits & ((wc == 1) | ((wc == 2) & opU.rec.two))
+        m.d.comb += [
+            logit_beat.i.eq(opU.i),
+            logit_beat.s.eq(opU.rec.s),
+            logit_beat.row.eq(row),
+            lq.w_data.eq(logit_beat.as_value()),
+            lq.w_en.eq(lg),
+            l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 2) & ~opU.rec.two)),
+        ]
+        tg = u_state & opU.rec.last_row & (wc == 2)
+        m.d.comb += [
+            term_beat.i.eq(opU.i),
+            term_beat.s.eq(opU.rec.s),
+            term_beat.first.eq(opU.rec.first_sample),
+            tq.w_data.eq(term_beat.as_value()),
+            tq.w_en.eq(tg),
+            t_put.eq(tg),
+        ]
+        return m
+
+    # --------------------------------------------------------------------- datapath
+    def _group(
+        self,
+        m,
+        g,
+        opP,
+        opP2,
+        opS,
+        opU,
+        wc,
+        arr,
+        arr_first,
+        arr_store,
+        ur_addr_P,
+        ur_en_P,
+        bankP,
+        ur_addr_U,
+        ur_en_U,
+        bankU,
+        wr,
+        wr_addr,
+        wr_bank,
+        wr_state,
+        wr_first,
+        store_w,
+        store_addr,
+        kk,
+        rk,
+        rs_P2,
+        sl,
+        sl_U,
+        w,
+        uw,
+        logit_beat,
+        term_beat,
+        aw_data,
+        aw_en,
+        aw,
+    ):
+        p, G, r, T = self.p, self.G, self.p.rank, self.T
+        lanes = [g * G + i for i in range(G) if g * G + i < p.lanes]
+        sfx = f"_g{g}"
+
+        def sig(shape, name, **kw):
+            return Signal(shape, name=name + sfx, **kw)
+
+        def lane_mux(vals, idx, shape, name):
+            out = sig(shape, name)
+            with m.Switch(idx):
+                for j, v in enumerate(vals):
+                    with m.Case(j):
+                        m.d.comb += out.eq(v)
+            return out
+
+        # u banks: one read port each, addressed by P (bank pb) or U (bank ub)
+        rdata = []
+        wports = []
+        for b in range(2):
+            mem = memory.Memory(shape=uw, depth=self.u_depth, init=[])
+            m.submodules[f"ubank{b}{sfx}"] = mem
+            rp = mem.read_port()
+            wp = mem.write_port()
+            use_u = ur_en_U & (bankU == b)
+            m.d.comb += [
+                rp.addr.eq(Mux(use_u, ur_addr_U, ur_addr_P)),
+                rp.en.eq(use_u | (ur_en_P & (bankP == b))),
+            ]
+            out = sig(uw, f"urd{b}")
+            m.d.sync += out.eq(rp.data)  # second read register
+            rdata.append(out)
+            wports.append(wp)
+        self.dbg.setdefault("uw", []).append((g, b, wp))
+        # the data of a read issued 2 cycles ago: from the bank P or U read then
+        pb_d = [sig(1, f"pbd{j}") for j in range(2)]
+        ub_d = [sig(1, f"ubd{j}") for j in range(2)]
+        m.d.sync += [pb_d[0].eq(bankP), pb_d[1].eq(pb_d[0]), ub_d[0].eq(bankU), ub_d[1].eq(ub_d[0])]
+        u_P = Mux(pb_d[1], rdata[1], rdata[0]).as_signed()
+        u_U = Mux(ub_d[1], rdata[1], rdata[0]).as_signed()
+
+        # the noise digits of this group's lane of the op in P (two cycles ago)
+        i_d = [sig(len(opP.i), f"id{j}") for j in range(2)]
+        m.d.sync += [i_d[0].eq(opP.i), i_d[1].eq(i_d[0])]
+        nd = [
+            lane_mux([self.n_data[b][j] for j in lanes], i_d[1], data.ArrayLayout(3, 2), f"nd{b}")
+            for b in range(2)
+        ]
+        q_d = [sig(1, f"qd{j}") for j in range(2)]
+        m.d.sync += [q_d[0].eq(opP.rec.q[0]), q_d[1].eq(q_d[0])]
+
+        # ---- P: accumulate p_i = sum_c A_i,c * u_c; keep the B digits and v
+        pw = p.p_bits + 1
+        pacc = [sig(signed(pw), f"pacc{i}") for i in range(2)]
+        for i in range(2):
+            code = nd[0][i]
+            mag = Mux(code[1] & ~code[0], u_P << 1, u_P)
+            prod = Mux(code[0] | code[1], Mux(code[2], -mag, mag), 0)
+            with m.If(arr[1]):
+                m.d.sync += pacc[i].eq(Mux(arr_first[1], 0, pacc[i]) + prod)
+        bsrP = [sig(3 * r, f"bsrP{i}") for i in range(2)]
+        with m.If(arr[1]):
+            for i in range(2):
+                m.d.sync += bsrP[i].eq(Cat(bsrP[i][3:], nd[1][i]))
+        bbP = [sig(3, f"bbP{i}") for i in range(2)]
+        with m.If(arr_store[1]):  # Ub(q): bank q % 2 holds B_0[n0, 2q], B_0[n0, 2q+1]
+            for i in range(2):
+                m.d.sync += bbP[i].eq(Mux(q_d[1], nd[1][i], nd[0][i]))
+        vP = [sig(signed(p.acc_bits), f"vP{i}") for i in range(2)]
+        caps = [self.caps[j] for j in lanes]
+        vsel = lane_mux([c.as_value() for c in caps], opP.i, 2 * p.acc_bits, "vsel")
+        with m.If(opP.valid & (wc == 0) & (opP.kind != KIND_BIAS)):
+            m.d.sync += [
+                vP[0].eq(vsel[: p.acc_bits].as_signed()),
+                vP[1].eq(vsel[p.acc_bits :].as_signed()),
+            ]
+        # to P2 at the window's end (p is still accumulating: taken at P2 wc 2)
+        vP2 = [sig(signed(p.acc_bits), f"vP2_{i}") for i in range(2)]
+        bbP2 = [sig(3, f"bbP2_{i}") for i in range(2)]
+        with m.If(wc == T - 1):
+            m.d.sync += [vP2[i].eq(vP[i]) for i in range(2)]
+            m.d.sync += [bbP2[i].eq(bbP[i]) for i in range(2)]
+
+        # ---- P2: p and the B digits (wc 2, when the last product has landed), vc
+        ps = [sig(signed(pw), f"ps{i}") for i in range(2)]
+        bsrS = [sig(3 * r, f"bsrS{i}") for i in range(2)]
+        bsrU = [sig(3 * r, f"bsrU{i}") for i in range(2)]
+        with m.If(wc == 2):
+            # every register of this cycle's copies is read before it is written: the op
+            # in U reads bsrU (its own digits) now, the op in S gets them into bsrU now,
+            # the op in P2 moves its digits into bsrS
+            m.d.sync += [ps[i].eq(pacc[i]) for i in range(2)]
+            m.d.sync += [bsrS[i].eq(bsrP[i]) for i in range(2)]
+            m.d.sync += [bsrU[i].eq(bsrS[i]) for i in range(2)]
+        vc = [sig(signed(w), f"vc{i}") for i in range(2)]
+        store2 = opP2.kind == KIND_STORE
+        with m.If(wc == 0):
+            for i in range(2):
+                digit = Mux(store2, bbP2[i], opP2.rec.wb[i]).as_signed()
+                m.d.sync += vc[i].eq(vP2[i] + digit * BIAS + Mux(store2, 0, rs_P2))
+        vcS = [sig(signed(w), f"vcS{i}") for i in range(2)]
+        psS = [sig(signed(pw), f"psS{i}") for i in range(2)]
+        with m.If(wc == T - 1):
+            m.d.sync += [vcS[i].eq(vc[i]) for i in range(2)]
+            m.d.sync += [psS[i].eq(ps[i]) for i in range(2)]
+
+        # ---- S: add (wc 0..3), shift (wc 1..3 and the next window's wc 0), saturate
+        storeS = opS.kind == KIND_STORE
+        add = sig(signed(w), "add")
+        t = [sig(signed(w), f"t{i}") for i in range(2)]
+        y = [sig(signed(w), f"y{i}") for i in range(2)]
+        neg = opS.rec.s
+        with m.If(opS.valid):
+            with m.Switch(wc):
+                with m.Case(0):
+                    m.d.sync += add.eq(Mux(storeS, 0, psS[0] + rk))
+                with m.Case(1):
+                    m.d.sync += [
+                        t[0].eq(add >> kk),
+                        add.eq(Mux(storeS, 0, psS[1] + rk)),
+                    ]
+                with m.Case(2):
+                    m.d.sync += [
+                        t[1].eq(add >> kk),
+                        add.eq(Mux(storeS, vcS[0], Mux(neg, vcS[0] - t[0], vcS[0] + t[0]))),
+                    ]
+                with m.Case(3):
+                    m.d.sync += [
+                        y[0].eq(add >> Mux(storeS, 0, sl)),
+                        add.eq(Mux(storeS, vcS[1], Mux(neg, vcS[1] - t[1], vcS[1] + t[1]))),
+                    ]
+        # the spill: the op is now in U
+        storeU = opU.kind == KIND_STORE
+        lastU = opU.rec.last_layer
+        h = [sig(signed(uw), f"h{i}") for i in range(2)]
+
+        def saturate(v):
+            lo = Mux(lastU, -127, 0)
+            return Mux(v > 127, 127, Mux(v < lo, lo, v))
+
+        with m.If(opU.valid & (wc == 0)):
+            m.d.sync += [
+                y[1].eq(add >> Mux(storeU, 0, sl_U)),
+                h[0].eq(Mux(storeU, y[0], saturate(y[0]))),
+            ]
+        with m.If(opU.valid & (wc == 1)):
+            m.d.sync += h[1].eq(Mux(storeU, y[1], saturate(y[1])))
+
+        # ---- U: outputs, u_{l+1} update, margin state
+        # h as the U stage uses it (copied at wc 2; BIAS and the bias row forced)
+        hU = [sig(signed(9), f"hU{i}") for i in range(2)]
+        bias_op = opU.kind == KIND_BIAS
+        with m.If(wc == 2):
+            m.d.sync += [
+                hU[0].eq(Mux(bias_op, BIAS, h[0])),
+                hU[1].eq(Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, h[1]))),
+            ]
+        # the B digits' column for the write happening now: bsr shifts one column/write
+        bsrW = [sig(3 * r, f"bsrW{i}") for i in range(2)]
+        with m.If((wc == 2) & opU.valid):  # column 0 is written now, from bsrU
+            m.d.sync += [bsrW[i].eq(bsrU[i] >> 3) for i in range(2)]
+        with m.Elif(wr[1]):
+            m.d.sync += [bsrW[i].eq(bsrW[i] >> 3) for i in range(2)]
+        # hU and bsrW are taken at wc 2: the first write (wc 2) must see them already
+        hW = [Mux(wc == 2, Mux(bias_op, BIAS, h[0]), hU[0]), None]
+        hW[1] = Mux(wc == 2, Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, h[1])), hU[1])
+        bcol = [Mux(wc == 2, bsrU[i][:3], bsrW[i][:3]) for i in range(2)]
+
+        def times(hv, code):
+            mag = Mux(code[1] & ~code[0], hv << 1, hv)
+            return Mux(code[0] | code[1], Mux(code[2], -mag, mag), 0)
+
+        old = Mux(wr_first[1], 0, u_U)
+        upd = sig(signed(uw + 2), "upd")
+        m.d.comb += upd.eq(old + times(hW[0], bcol[0]) + times(hW[1], bcol[1]))
+
+        # margin state: low byte the label's logit, high byte the largest other logit
+        label = self.labels[opU.rec.sample]
+        st = u_U
+        first_t = opU.rec.t == 0
+        ylab = Mux(first_t, 0, st[:8].as_signed())
+        ymax = Mux(first_t, NO_OTHER, st[8:16].as_signed())
+        row0 = Cat(Const(0, 1), opU.rec.t)
+        nl, nm = ylab, ymax
+        for i in range(2):
+            ri = row0 + i
+            hv = h[i][:8].as_signed()
+            valid = Const(1) if i == 0 else opU.rec.two
+            nl = Mux(valid & (ri == label), hv, nl)
+            nm = Mux(valid & (ri != label) & (hv > nm), hv, nm)
+        new_state = Cat(nl[:8], nm[:8])
+        diff = sig(signed(10), "diff")
+        m.d.comb += diff.eq(nl - nm)
+        term = Mux(nm == NO_OTHER, self.margin, Mux(diff > self.margin, self.margin, diff))
+        m.d.comb += term_beat.term[g].eq(term)
+
+        for b in range(2):
+            wp = wports[b]
+            with m.If(store_w):
+                m.d.comb += [
+                    wp.addr.eq(store_addr),
+                    wp.data.eq(Mux(wc == 3, h[1], h[0])),
+                    wp.en.eq(b == 0),
+                ]
+            with m.Elif(wr[1]):
+                m.d.comb += [
+                    wp.addr.eq(wr_addr[1]),
+                    wp.data.eq(Mux(wr_state[1], new_state, upd)),
+                    wp.en.eq(wr_bank[1] == b),
+                ]
+
+        # hidden activations: this group's lane i of the op in U
+        hv8 = Mux(wc == 1, h[0][:8], h[1][:8])
+        for j, lane in enumerate(lanes):
+            m.d.comb += aw_data[8 * lane : 8 * lane + 8].eq(hv8)
+            m.d.comb += aw_en[lane].eq(aw & (opU.i == j))
+        m.d.comb += logit_beat.y[g].eq(hv8.as_signed())

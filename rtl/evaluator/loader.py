@@ -1,0 +1,217 @@
+"""InputLoader: the network inputs of each sample, into the lanes' input regions.
+
+Two input regions (slots 0 and 1) per lane hold layer-0 inputs, one activation-memory
+word per input index (a byte per lane). The loader fills a slot when the pass engine has
+released it and marks it loaded:
+
+* **per-member inputs** (``shared = 0``): words from the ``inp`` stream, in the order
+  (round, sample, member sign, input index); word ``k`` of sign ``s`` holds, in lane
+  ``j``'s byte, input ``k`` of member ``2 (first_pair + j) + s``. Sign ``s`` goes to slot
+  ``s``.
+* **shared inputs** (``shared = 1``): every member sees sample ``idx = batch[b]`` of the
+  sample memory (``n_0`` bytes at ``idx * n_0``), replicated into every lane's byte; its
+  label goes to ``labels[b % 4]``. Sample ``b`` goes to slot ``b % 2``.
+
+It writes through the activation memory's write port whenever the finalizer does not
+(``busy_w``).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .params import EvaluatorParams
+
+__all__ = ["InputLoader"]
+
+
+class InputLoader(wiring.Component):
+    """Fills input regions (module docstring).
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe: a new evaluation (``rounds * batch`` samples); clears the slots' state.
+    shared : In(1), n0 : In(width_bits), batch : In(16), rounds : In(12)
+    inp : In(stream.Signature(8 * lanes))
+        Per-member input words.
+    b_addr : Out(16), b_en : Out(1), b_data : In(16)
+        The batch-index memory (``batch[b]``), ``mem_latency`` cycles.
+    s_addr : Out(32), s_en : Out(1), s_data : In(8)
+        The sample memory (bytes).
+    l_addr : Out(16), l_en : Out(1), l_data : In(16)
+        The label memory (``label[idx]``).
+    labels : Out(ArrayLayout(width_bits, 4))
+    label_max : In(width_bits)
+        Labels must be below it (the number of classes); a larger one sets ``bad_label``.
+    bad_label : Out(1)
+    aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(1)
+    busy_w : In(1)
+        The finalizer writes the activation memory this cycle: wait.
+    loaded : Out(2)
+    release : In(2)
+        Strobes from the pass engine: a slot is free again.
+    """
+
+    def __init__(self, p: EvaluatorParams):
+        self.p = p
+        L = p.lanes
+        super().__init__(
+            {
+                "start": In(1),
+                "shared": In(1),
+                "n0": In(p.width_bits),
+                "batch": In(16),
+                "rounds": In(12),
+                "inp": In(stream.Signature(8 * L)),
+                "b_addr": Out(16),
+                "b_en": Out(1),
+                "b_data": In(16),
+                "s_addr": Out(32),
+                "s_en": Out(1),
+                "s_data": In(8),
+                "l_addr": Out(16),
+                "l_en": Out(1),
+                "l_data": In(16),
+                "labels": Out(data.ArrayLayout(p.width_bits, 4)),
+                "label_max": In(p.width_bits),
+                "bad_label": Out(1),
+                "aw_addr": Out(range(p.act_depth)),
+                "aw_data": Out(8 * L),
+                "aw_en": Out(1),
+                "busy_w": In(1),
+                "loaded": Out(2),
+                "release": In(2),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        lat = p.mem_latency
+        loaded = Signal(2)
+        done_slot = Signal(2)  # a slot finishes loading this cycle
+        m.d.comb += self.loaded.eq(loaded)
+        m.d.sync += loaded.eq((loaded & ~self.release) | done_slot)
+
+        active = Signal()
+        b = Signal(16)  # sample within the round
+        rnd = Signal(12)
+        sgn = Signal()  # per-member: the sign being loaded
+        slot = Mux(self.shared, b[0], sgn)
+        k = Signal(p.width_bits + 1)
+        phase = Signal(3)  # 0: wait slot, 1: index, 2: base address, 3: bytes / words
+        idx = Signal(16)
+        base = Signal(32)
+        mul_n = Signal(p.width_bits)  # multiplier bits left (shift-add idx * n0)
+        mul_a = Signal(32)
+
+        with m.If(self.start):
+            m.d.sync += [
+                active.eq(1),
+                b.eq(0),
+                rnd.eq(0),
+                sgn.eq(0),
+                phase.eq(0),
+                loaded.eq(0),
+                self.bad_label.eq(0),
+            ]
+
+        def region(s):
+            return Cat(Const(0, p.region_bits), s, Const(0, 2)) if p.region_bits else s
+
+        write_ok = ~self.busy_w
+        # a read request and its data lat cycles later
+        req = Signal()
+        pend = [Signal(name=f"pend{j}") for j in range(lat)]
+        m.d.sync += pend[0].eq(req)
+        for j in range(1, lat):
+            m.d.sync += pend[j].eq(pend[j - 1])
+        arrived = pend[-1]
+
+        def next_unit(mm):
+            # after a (sample, sign): the next one, or the end
+            with mm.If(~self.shared & ~sgn):
+                mm.d.sync += [sgn.eq(1), phase.eq(0)]
+            with mm.Else():
+                mm.d.sync += [sgn.eq(0), phase.eq(0)]
+                with mm.If(b + 1 == self.batch):
+                    mm.d.sync += b.eq(0)
+                    with mm.If(rnd + 1 == self.rounds):
+                        mm.d.sync += active.eq(0)
+                    with mm.Else():
+                        mm.d.sync += rnd.eq(rnd + 1)
+                with mm.Else():
+                    mm.d.sync += b.eq(b + 1)
+
+        with m.If(active & ~self.start):
+            with m.Switch(phase):
+                with m.Case(0):  # wait for the slot
+                    with m.If(~loaded.bit_select(slot, 1)):
+                        m.d.sync += [k.eq(0), phase.eq(Mux(self.shared, 1, 3))]
+                with m.Case(1):  # shared: batch index, then the label and base address
+                    m.d.comb += [self.b_addr.eq(b), self.b_en.eq(1), req.eq(1)]
+                    m.d.sync += phase.eq(5)
+                with m.Case(5):
+                    with m.If(arrived):
+                        m.d.sync += [
+                            idx.eq(self.b_data),
+                            mul_n.eq(self.n0),
+                            mul_a.eq(self.b_data),
+                            base.eq(0),
+                            phase.eq(2),
+                        ]
+                with m.Case(2):  # label read, and base = idx * n0 by shift-add
+                    with m.If(mul_n == 0):
+                        m.d.comb += [self.l_addr.eq(idx), self.l_en.eq(1), req.eq(1)]
+                        m.d.sync += phase.eq(6)
+                    with m.Else():
+                        with m.If(mul_n[0]):
+                            m.d.sync += base.eq(base + mul_a)
+                        m.d.sync += [mul_n.eq(mul_n >> 1), mul_a.eq(mul_a << 1)]
+                with m.Case(6):
+                    with m.If(arrived):
+                        lab = self.l_data[: p.width_bits]
+                        m.d.sync += [self.labels[b[:2]].eq(lab), phase.eq(3)]
+                        with m.If(self.l_data >= self.label_max):
+                            m.d.sync += self.bad_label.eq(1)
+                with m.Case(3):  # bytes (shared) or words (per-member), one write each
+                    with m.If(self.shared):
+                        # one byte in flight at a time: read, then write it lat cycles on
+                        with m.If(~Cat(*pend).any()):
+                            m.d.comb += [
+                                self.s_addr.eq(base + k),
+                                self.s_en.eq(1),
+                                req.eq(1),
+                            ]
+                            m.d.sync += phase.eq(4)
+                    with m.Else():
+                        m.d.comb += self.inp.ready.eq(write_ok)
+                        with m.If(self.inp.valid & write_ok):
+                            m.d.comb += [
+                                self.aw_en.eq(1),
+                                self.aw_addr.eq(region(slot) | k),
+                                self.aw_data.eq(self.inp.payload),
+                            ]
+                            m.d.sync += k.eq(k + 1)
+                            with m.If(k + 1 == self.n0):
+                                m.d.comb += done_slot.eq(Mux(slot, 2, 1))
+                                next_unit(m)
+                with m.Case(4):  # shared: the byte arrives; write it replicated
+                    got = Signal(8)
+                    have = Signal()
+                    with m.If(arrived):
+                        m.d.sync += [got.eq(self.s_data), have.eq(1)]
+                    with m.If(have & write_ok):
+                        m.d.comb += [
+                            self.aw_en.eq(1),
+                            self.aw_addr.eq(region(slot) | k),
+                            self.aw_data.eq(Cat(*([got] * p.lanes))),
+                        ]
+                        m.d.sync += [have.eq(0), k.eq(k + 1), phase.eq(3)]
+                        with m.If(k + 1 == self.n0):
+                            m.d.comb += done_slot.eq(Mux(slot, 2, 1))
+                            next_unit(m)
+        return m

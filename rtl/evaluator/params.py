@@ -1,0 +1,207 @@
+"""Elaboration parameters of the PopulationEvaluator and every width derived from them.
+
+:class:`EvaluatorParams` validates the parameters (a ``ValueError`` naming the parameter
+and its range) and derives the widths from their worst cases (spec 9.2), so that every
+block of the evaluator sizes its registers from one place. docs/rtl.md lists them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from amaranth.utils import ceil_log2
+
+from ..noise.prng import DIGIT_DISTS
+from ..params import check_choice, check_int
+
+__all__ = ["MODES", "RANKS", "EvaluatorParams", "bits_for"]
+
+RANKS = (1, 4, 16, 64)
+MODES = ("lowrank", "quantized")
+ACT_MAX = 127
+BIAS = 127
+SIGMA_SHIFT_MAX = 8
+ACT_SHIFT_MAX = 15
+MAX_POPULATION = 4096
+MAX_STEP = 65534
+MARGIN_MAX = 254
+
+
+def bits_for(bound: int) -> int:
+    """Width of a two's-complement register holding every integer in [-bound, bound]."""
+    return max(1, bound).bit_length() + 1
+
+
+def rank_shift(rank: int) -> int:
+    """log4(rank): 0, 1, 2, 3 for rank 1, 4, 16, 64."""
+    return (rank.bit_length() - 1) // 2
+
+
+@dataclass(frozen=True)
+class EvaluatorParams:
+    """The PopulationEvaluator's elaboration parameters (ranges in :meth:`check`).
+
+    Parameters
+    ----------
+    lanes : int
+        Pair-lanes, 1..256. Lane ``j`` of round ``t`` evaluates pair ``t * lanes + j``.
+    max_layers : int
+        Most weight layers, 1..8 (spec 9.1).
+    max_width : int
+        Widest layer (inputs, hidden, outputs), 1..1024.
+    rank : int
+        1, 4, 16 or 64 (spec 3).
+    mode : str
+        ``"lowrank"`` (default) or ``"quantized"`` (spec 6).
+    digits : str
+        ``"binomial"`` (default) or ``"uniform"`` (spec 2.5).
+    group : int or None
+        Lanes per finalizer, 1..lanes; ``None``: 8 at ranks 1 and 4, 2 at rank 16, 1 at
+        rank 64 (a finalizer takes ``max(rank, 4)`` cycles per lane and pass).
+    noise_depth : int or None
+        Slots per noise bank, 16..65536; ``None``: enough for ``max_layers`` layers of
+        ``max_width`` (low-rank mode). Smaller values save block RAM; a network whose
+        noise does not fit sets the ``noise`` error flag.
+    max_batch : int
+        Largest batch, 1..65535 (sizes the score).
+    mem_latency : int
+        Read latency in cycles of the external memories (weights, samples, labels, batch
+        indices, scores), 1..4.
+    """
+
+    lanes: int = 4
+    max_layers: int = 2
+    max_width: int = 64
+    rank: int = 4
+    mode: str = "lowrank"
+    digits: str = "binomial"
+    group: int | None = None
+    noise_depth: int | None = None
+    max_batch: int = 1024
+    mem_latency: int = 2
+    _derived: dict = field(default_factory=dict, compare=False, repr=False)
+
+    def check(self) -> EvaluatorParams:
+        check_int("lanes", self.lanes, 1, 256)
+        check_int("max_layers", self.max_layers, 1, 8)
+        check_int("max_width", self.max_width, 1, 1024)
+        check_choice("rank", self.rank, RANKS)
+        check_choice("mode", self.mode, MODES)
+        check_choice("digits", self.digits, DIGIT_DISTS)
+        if self.group is not None:
+            check_int("group", self.group, 1, self.lanes)
+        if self.noise_depth is not None:
+            check_int("noise_depth", self.noise_depth, 16, 65536)
+        check_int("max_batch", self.max_batch, 1, 65535)
+        check_int("mem_latency", self.mem_latency, 1, 4)
+        return self
+
+    # -------------------------------------------------------------------- structure
+    @property
+    def period(self) -> int:
+        """Cycles a finalizer spends on one lane's pass (both rows): ``max(rank, 4)``."""
+        return max(self.rank, 4)
+
+    @property
+    def group_lanes(self) -> int:
+        if self.group is not None:
+            return self.group
+        return min(self.lanes, max(1, 32 // self.period))
+
+    @property
+    def finalizers(self) -> int:
+        return -(-self.lanes // self.group_lanes)
+
+    @property
+    def u_passes(self) -> int:
+        """u-row passes per member at layer 0 (two u values per pass)."""
+        return -(-self.rank // 2)
+
+    @property
+    def region_bits(self) -> int:
+        """log2 of an activation region's size (at least ``max_width`` entries)."""
+        return ceil_log2(self.max_width)
+
+    @property
+    def regions(self) -> int:
+        """Activation regions per lane: the two members' inputs and hidden layers (one
+        hidden region each up to two layers, two from three on)."""
+        return 4 if self.max_layers <= 2 else 6
+
+    @property
+    def act_depth(self) -> int:
+        return self.regions << self.region_bits
+
+    def noise_slots(self, widths: tuple[int, ...]) -> int:
+        """Slots per noise bank a network needs (low-rank mode, docs/rtl.md)."""
+        n_layers = len(widths) - 1
+        u = -(-self.u_passes // 2) * widths[0] + -(-self.u_passes // 2)
+        pairs = 0
+        for l in range(n_layers):
+            rows = widths[l + 1] + (1 if l < n_layers - 1 else 0)
+            pairs += -(-rows // 2)
+        return u + pairs * self.rank
+
+    @property
+    def noise_bank_depth(self) -> int:
+        if self.noise_depth is not None:
+            return self.noise_depth
+        return self.noise_slots((self.max_width,) * (self.max_layers + 1))
+
+    # ----------------------------------------------------------------------- widths
+    @property
+    def width_bits(self) -> int:
+        """Width of a layer-width port (values 1..max_width)."""
+        return ceil_log2(self.max_width + 1)
+
+    @property
+    def acc_bits(self) -> int:
+        """A lane MAC: ``|sum_{k<n} x[k] W[o,k]| <= 127 * 2 * max_width``."""
+        return bits_for(ACT_MAX * 2 * self.max_width)
+
+    @property
+    def u_bits(self) -> int:
+        """``|u[c]| <= 127 * 2 * (max_width + 1)`` (inputs and the bias)."""
+        return bits_for(ACT_MAX * 2 * (self.max_width + 1))
+
+    @property
+    def p_bits(self) -> int:
+        """``|p| = |sum_c A[o,c] u[c]| <= 2 * rank * 127 * 2 * (max_width + 1)``."""
+        return bits_for(2 * self.rank * ACT_MAX * 2 * (self.max_width + 1))
+
+    @property
+    def pert_shift_max(self) -> int:
+        return rank_shift(self.rank) + SIGMA_SHIFT_MAX
+
+    @property
+    def sum_bits(self) -> int:
+        """The finalizer's accumulator before the activation shift, with its rounding
+        constant: ``|v + 127 wb + s rshr(p, k)| + 2**14``."""
+        base = ACT_MAX * 2 * (self.max_width + 1)
+        pert = 2 * self.rank * ACT_MAX * 2 * (self.max_width + 1)
+        if self.mode == "quantized":
+            pert = base
+        return bits_for(base + pert + (1 << (ACT_SHIFT_MAX - 1)) + 1)
+
+    @property
+    def score_bits(self) -> int:
+        """``|score| <= 254 * max_batch`` (spec 7.1)."""
+        return bits_for(2 * ACT_MAX * self.max_batch)
+
+    @property
+    def member_bits(self) -> int:
+        return ceil_log2(MAX_POPULATION)
+
+    def as_dict(self) -> dict:
+        return {
+            "lanes": self.lanes,
+            "max_layers": self.max_layers,
+            "max_width": self.max_width,
+            "rank": self.rank,
+            "mode": self.mode,
+            "digits": self.digits,
+            "group": self.group_lanes,
+            "noise_depth": self.noise_bank_depth,
+            "max_batch": self.max_batch,
+            "mem_latency": self.mem_latency,
+        }

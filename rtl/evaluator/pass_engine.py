@@ -1,0 +1,198 @@
+"""PassEngine: runs the lanes through passes, one input per cycle, passes back to back.
+
+A *pass* reads ``n`` activations of every lane (one activation-memory word per cycle:
+all lanes' bytes at input index ``k``) and multiplies them with two digits per lane: the
+broadcast weights of two rows (a layer pass, from the :class:`WeightStreamer`) or the
+lane's own noise digits of a u-row pass (noise bank ``q % 2``). Then a *flush* beat moves
+the lanes' sums into their capture registers; in a layer pass it coincides with the
+weight streamer's bias beat, whose digits go into the pass record. The record goes to the
+finalizer when the captures hold the new sums.
+
+Before a pass starts the engine waits for what it depends on, as the sequencer marked
+it: the finalizer's completed blocks (a layer block reads the previous layer's outputs of
+the same member), an input region loaded by the loader, the finalizer idle (a u-row
+pass reads the noise banks the finalizer also reads). A flush waits until the finalizer
+has taken the previous pass's captures. Everything the lanes receive is delayed by the
+memory latency (two cycles: block RAM register and output register) so that control,
+digits and activations meet.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .lane import DIGIT_CTRL, digit_ctrl
+from .params import EvaluatorParams
+
+__all__ = ["LATENCY", "PassEngine", "command_layout", "lane_ctrl_layout"]
+
+#: Cycles from an activation/noise read to its data at the lanes.
+LATENCY = 2
+
+
+def command_layout(p: EvaluatorParams, rec_layout, noise_bits: int) -> data.StructLayout:
+    """A pass command: how to run the pass, and the record it leaves for the finalizer."""
+    return data.StructLayout(
+        {
+            "u": 1,  # a u-row pass (else a layer pass)
+            "n": p.width_bits,  # inputs
+            "in_region": 3,  # activation region read
+            "u_bank": 1,  # u-row pass: noise bank q % 2 ...
+            "u_addr": noise_bits,  # ... and address of U(q, 0)
+            "wait_block": 1,  # wait until blocks_done reaches need
+            "need": 16,
+            "wait_input": 1,  # wait until the input region is loaded
+            "release": 1,  # the input region is free after this pass
+            "in_slot": 1,  # the input region's slot (0 or 1)
+            "wait_idle": 1,  # wait until the finalizer is idle
+            "rec": rec_layout,
+        }
+    )
+
+
+def lane_ctrl_layout() -> data.StructLayout:
+    """What every lane receives each cycle (besides its activation and noise digits)."""
+    return data.StructLayout({"en": 1, "flush": 1, "src": 1, "w": data.ArrayLayout(DIGIT_CTRL, 2)})
+
+
+class PassEngine(wiring.Component):
+    """Runs pass commands (module docstring).
+
+    Interface attributes
+    --------------------
+    cmd : In(stream.Signature(command_layout(...)))
+        Passes, in order.
+    wbeat : In(stream.Signature(...))
+        The weight streamer's digit pairs (layer passes only).
+    act_addr : Out(range(act_depth)), act_en : Out(1)
+        Activation memory reads.
+    nz_addr : Out(noise_bits), nz_bank : Out(1), nz_en : Out(1)
+        Noise bank reads of u-row passes.
+    ctrl : Out(lane_ctrl_layout())
+        To every lane, aligned with the read data (``LATENCY`` cycles after the reads).
+    rec : Out(stream.Signature(rec_layout))
+        Pass records, one per pass, when the captures hold its sums.
+    consumed : In(1)
+        The finalizer took the oldest captures.
+    blocks_done : In(16), fin_idle : In(1)
+    loaded : In(2)
+        Input region slots loaded by the loader.
+    release : Out(2)
+        Strobes: the input region slot is free (its last pass has read it).
+    busy : Out(1)
+        A pass is running or a record waits.
+
+    Throughput: ``n + 1`` cycles per pass when nothing waits.
+    """
+
+    def __init__(self, p: EvaluatorParams, rec_layout, noise_bits: int):
+        self.p = p
+        self.rec_layout = rec_layout
+        self.noise_bits = noise_bits
+        self.cmd_layout = command_layout(p, rec_layout, noise_bits)
+        wl = data.StructLayout({"d": data.ArrayLayout(3, 2), "bias": 1})
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(self.cmd_layout)),
+                "wbeat": In(stream.Signature(wl)),
+                "act_addr": Out(range(p.act_depth)),
+                "act_en": Out(1),
+                "nz_addr": Out(noise_bits),
+                "nz_bank": Out(1),
+                "nz_en": Out(1),
+                "ctrl": Out(lane_ctrl_layout()),
+                "rec": Out(stream.Signature(rec_layout)),
+                "consumed": In(1),
+                "blocks_done": In(16),
+                "fin_idle": In(1),
+                "loaded": In(2),
+                "release": Out(2),
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        cur = Signal(self.cmd_layout)
+        running = Signal()
+        k = Signal(p.width_bits + 1)
+        caps_busy = Signal()  # the captures hold sums the finalizer has not taken
+        with m.If(self.consumed):
+            m.d.sync += caps_busy.eq(0)
+
+        # records wait here until the captures hold their sums (and the finalizer takes them)
+        recq = fifo.SyncFIFOBuffered(width=self.rec_layout.size, depth=2)
+        m.submodules.records = recq
+        wiring.connect(m, recq.r_stream, wiring.flipped(self.rec))
+
+        # ---- start a pass
+        c = self.cmd.payload
+        dep_ok = (
+            (~c.wait_block | ((self.blocks_done - c.need)[15] == 0))
+            & (~c.wait_input | self.loaded.bit_select(c.in_slot, 1))
+            & (~c.wait_idle | (self.fin_idle & ~caps_busy & ~recq.r_rdy))
+        )
+        take = self.cmd.valid & dep_ok & ~running
+        m.d.comb += self.cmd.ready.eq(take)
+        with m.If(take):
+            m.d.sync += [cur.eq(c), running.eq(1), k.eq(0)]
+
+        # ---- beats
+        at_flush = k == cur.n
+        beat_w = ~cur.u  # a layer pass consumes weight beats (the last one is the bias)
+        w_ok = ~beat_w | self.wbeat.valid
+        # a flush needs free captures and room for the record (one in the FIFO at most:
+        # the finalizer takes a record's captures before the next flush anyway)
+        flush_ok = ~caps_busy & recq.w_rdy
+        mac = running & ~at_flush & w_ok
+        flush = running & at_flush & w_ok & flush_ok
+        m.d.comb += self.wbeat.ready.eq(beat_w & (mac | flush))
+        with m.If(mac):
+            m.d.sync += k.eq(k + 1)
+        with m.If(flush):
+            m.d.sync += [running.eq(0), caps_busy.eq(1)]
+        m.d.comb += [
+            self.act_addr.eq(
+                Cat(k[: p.region_bits], cur.in_region) if p.region_bits else cur.in_region
+            ),
+            self.act_en.eq(mac),
+            self.nz_addr.eq(cur.u_addr + k),
+            self.nz_bank.eq(cur.u_bank),
+            self.nz_en.eq(mac & cur.u),
+            self.busy.eq(running | recq.r_rdy | caps_busy),
+        ]
+        m.d.comb += self.release.eq(Mux(flush & cur.release, 1 << cur.in_slot, 0))
+
+        # ---- lane control, delayed to meet the read data
+        now = Signal(lane_ctrl_layout())
+        m.d.comb += [now.en.eq(mac), now.flush.eq(flush), now.src.eq(cur.u)]
+        for i in range(2):
+            code = self.wbeat.payload.d[i]
+            ctrl = digit_ctrl(code)
+            m.d.comb += [
+                now.w[i].is2.eq(ctrl["is2"] & beat_w),
+                now.w[i].neg.eq(ctrl["neg"] & beat_w),
+                now.w[i].nz.eq(ctrl["nz"] & beat_w),
+            ]
+        pipe = [Signal(lane_ctrl_layout(), name=f"ctrl{j}") for j in range(LATENCY)]
+        m.d.sync += pipe[0].eq(now)
+        for j in range(1, LATENCY):
+            m.d.sync += pipe[j].eq(pipe[j - 1])
+        m.d.comb += self.ctrl.eq(pipe[-1])
+
+        # ---- the record: its captures are written LATENCY cycles after the flush beat;
+        # it is pushed one cycle later
+        rec = Signal(self.rec_layout)
+        m.d.comb += rec.eq(cur.rec)
+        with m.If(beat_w):
+            m.d.comb += [rec.wb[i].eq(self.wbeat.payload.d[i]) for i in range(2)]
+        dly = [Signal(self.rec_layout, name=f"recd{j}") for j in range(LATENCY + 1)]
+        dv = [Signal(name=f"recv{j}") for j in range(LATENCY + 1)]
+        m.d.sync += [dly[0].eq(rec), dv[0].eq(flush)]
+        for j in range(1, LATENCY + 1):
+            m.d.sync += [dly[j].eq(dly[j - 1]), dv[j].eq(dv[j - 1])]
+        m.d.comb += [recq.w_data.eq(dly[-1].as_value()), recq.w_en.eq(dv[-1])]
+        return m

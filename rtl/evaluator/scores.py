@@ -1,0 +1,106 @@
+"""ScoreAccumulator: members' scores (spec 7.1), summed over the batch in the score memory.
+
+The finalizer emits, per member and sample, the hinge term ``min(y[label] -
+max_{c != label} y[c], M)``, for lane ``i`` of every group at once. For each valid group
+the accumulator reads the member's score from the score memory, adds the term and writes
+it back (the first sample of a round writes the term alone), one member per cycle,
+pipelined over the memory's read latency.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal
+from amaranth.lib import stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .finalizer import terms_layout
+from .params import EvaluatorParams
+
+__all__ = ["ScoreAccumulator"]
+
+
+class ScoreAccumulator(wiring.Component):
+    """Interface attributes
+    --------------------
+    terms : In(stream.Signature(terms_layout(p)))
+    first_pair : In(11), lanes_active : In(range(lanes + 1))
+        The round: group ``g``'s term belongs to member
+        ``2 * (first_pair + g * group + i) + s`` if that lane is active.
+    r_addr : Out(12), r_en : Out(1), r_data : In(score_bits)
+    w_addr : Out(12), w_data : Out(score_bits), w_en : Out(1)
+        The score memory (``mem_latency`` cycles of read latency), one word per member.
+    busy : Out(1)
+    """
+
+    def __init__(self, p: EvaluatorParams):
+        self.p = p
+        sb = p.score_bits
+        super().__init__(
+            {
+                "terms": In(stream.Signature(terms_layout(p))),
+                "first_pair": In(11),
+                "lanes_active": In(range(p.lanes + 1)),
+                "r_addr": Out(12),
+                "r_en": Out(1),
+                "r_data": In(sb),
+                "w_addr": Out(12),
+                "w_data": Out(sb),
+                "w_en": Out(1),
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        F, G, lat, sb = p.finalizers, p.group_lanes, p.mem_latency, p.score_bits
+        beat = self.terms.payload
+        g = Signal(range(F + 1))
+        lane = beat.i + g * G
+        member = ((self.first_pair + lane) << 1) | beat.s
+        valid = lane < self.lanes_active
+        last_g = g == F - 1
+        m.d.comb += self.terms.ready.eq(last_g)
+        with m.If(self.terms.valid):
+            m.d.sync += g.eq(Mux(last_g, 0, g + 1))
+        issue = self.terms.valid & valid
+        m.d.comb += [
+            self.r_addr.eq(member),
+            self.r_en.eq(issue & ~beat.first),
+        ]
+        # the read's data arrives lat cycles later: carry the write with it
+        term = beat.term[g]
+        pipe = [
+            {
+                "v": Signal(name=f"v{j}"),
+                "a": Signal(12, name=f"a{j}"),
+                "t": Signal(sb, name=f"t{j}"),
+                "f": Signal(name=f"f{j}"),
+            }
+            for j in range(lat)
+        ]
+        m.d.sync += [
+            pipe[0]["v"].eq(issue),
+            pipe[0]["a"].eq(member),
+            pipe[0]["t"].eq(term),
+            pipe[0]["f"].eq(beat.first),
+        ]
+        for j in range(1, lat):
+            m.d.sync += [pipe[j][k].eq(pipe[j - 1][k]) for k in pipe[j]]
+        out = pipe[-1]
+        m.d.comb += [
+            self.w_en.eq(out["v"]),
+            self.w_addr.eq(out["a"]),
+            self.w_data.eq(
+                Mux(out["f"], out["t"].as_signed(), self.r_data.as_signed() + out["t"].as_signed())
+            ),
+            self.busy.eq(self.terms.valid | _any([q["v"] for q in pipe])),
+        ]
+        return m
+
+
+def _any(sigs):
+    v = sigs[0]
+    for s in sigs[1:]:
+        v = v | s
+    return v

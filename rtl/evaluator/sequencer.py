@@ -1,0 +1,429 @@
+"""Sequencer: the schedule of one population evaluation, as pass commands.
+
+For each round of pairs (``first_pair = round * lanes``), after the noise fill, for each
+sample of the batch, the blocks of ``sim/evaluator_model.schedule``: the u-row passes of
+member ``2j`` (and of ``2j+1`` with per-member inputs), then for every layer ``l`` the
+layer block of ``2j`` and of ``2j+1``, each a pass per pair of output rows. A layer block
+waits for the block two before it (the same member's previous layer) to be finished by
+the finalizer.
+
+Before the first round a configuration phase derives, per layer, where its matrix starts
+in the weight memory (spec 1.4: row-major, five digits a word, each matrix on a word
+boundary) and ``fan`` divided by 5 (by subtraction: no divider), and where its noise
+slots start. It also checks the run-time parameters against the elaboration maxima.
+"""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from .finalizer import KIND_ACT, KIND_STORE
+from .params import MARGIN_MAX, MAX_POPULATION, MAX_STEP, SIGMA_SHIFT_MAX, EvaluatorParams
+
+__all__ = ["ERROR_FLAGS", "Sequencer"]
+
+#: Error flags (bit: meaning), set instead of running (docs/rtl.md).
+ERROR_FLAGS = {
+    0: "layers: n_layers outside 1..max_layers",
+    1: "widths: a width outside 1..max_width",
+    2: "population: odd or outside 2..4096",
+    3: "batch: outside 1..max_batch",
+    4: "sigma_shift: above 8, or an activation shift above 15",
+    5: "margin: outside 1..254",
+    6: "step: above 65534",
+    7: "noise: the network's noise does not fit noise_depth",
+    8: "label: a label at or above the number of classes",
+}
+
+
+class Sequencer(wiring.Component):
+    """Pass commands of one evaluation (module docstring).
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe: evaluate with the run-time inputs below (stable until ``busy`` falls).
+    n_layers, widths, population, batch, shared, sigma_shift, act_shifts, margin, step
+        Run-time parameters (spec 9.1).
+    busy : Out(1), error : Out(9)
+        ``error`` is set (and nothing runs) when a run-time parameter is out of range.
+    cmd : Out(stream.Signature(command_layout))
+        Pass commands for the PassEngine.
+    wcmd : Out(stream.Signature(weight pass layout))
+        Two-row passes for the WeightStreamer, in the order of the layer passes.
+    fill_start : Out(1), fill_busy : In(1), first_pair : Out(11), lanes_active : Out(...)
+        The noise fill of each round.
+    load_start : Out(1), rounds : Out(12)
+        The loader's start.
+    drained : In(1)
+        Pass engine, finalizer and score unit are idle.
+    noise_needed : Out(...)
+        Slots per bank the network needs.
+    """
+
+    def __init__(
+        self, p: EvaluatorParams, cmd_layout, wpass_layout, noise_bits: int, waddr_bits: int
+    ):
+        self.p = p
+        self.cmd_layout = cmd_layout
+        self.wpass_layout = wpass_layout
+        self.noise_bits = noise_bits
+        self.waddr_bits = waddr_bits
+        ml = p.max_layers
+        super().__init__(
+            {
+                "start": In(1),
+                "n_layers": In(4),
+                "widths": In(data.ArrayLayout(p.width_bits + 1, ml + 1)),
+                "population": In(13),
+                "batch": In(16),
+                "shared": In(1),
+                "sigma_shift": In(4),
+                "act_shifts": In(data.ArrayLayout(5, ml)),
+                "margin": In(8),
+                "step": In(16),
+                "busy": Out(1),
+                "error": Out(len(ERROR_FLAGS)),
+                "cmd": Out(stream.Signature(cmd_layout)),
+                "wcmd": Out(stream.Signature(wpass_layout)),
+                "fill_start": Out(1),
+                "fill_busy": In(1),
+                "first_pair": Out(11),
+                "lanes_active": Out(range(p.lanes + 1)),
+                "load_start": Out(1),
+                "rounds": Out(12),
+                "drained": In(1),
+                "noise_needed": Out(noise_bits + 2),
+                "bad_label": In(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        ml = p.max_layers
+        L = p.lanes
+        r = p.rank
+        wb = p.width_bits
+        u_passes = p.u_passes
+        u_cols = -(-u_passes // 2)
+        nb = self.noise_bits
+
+        busy = Signal()
+        m.d.comb += self.busy.eq(busy)
+        nl = self.n_layers
+        widths = self.widths
+        pairs = self.population >> 1
+
+        # ---- checks (combinational on the inputs, taken at start)
+        err = Signal(len(ERROR_FLAGS))
+        w_bad = Const(0)
+        for i in range(ml + 1):
+            wi = widths[i]
+            used = i <= nl
+            w_bad = w_bad | (used & ((wi == 0) | (wi > p.max_width)))
+        sh_bad = self.sigma_shift > SIGMA_SHIFT_MAX
+        for i in range(ml):
+            sh_bad = sh_bad | ((i < nl) & (self.act_shifts[i] > 15))
+        m.d.comb += [
+            err[0].eq((nl == 0) | (nl > ml)),
+            err[1].eq(w_bad),
+            err[2].eq(
+                self.population[0] | (self.population < 2) | (self.population > MAX_POPULATION)
+            ),
+            err[3].eq((self.batch == 0) | (self.batch > p.max_batch)),
+            err[4].eq(sh_bad),
+            err[5].eq((self.margin == 0) | (self.margin > MARGIN_MAX)),
+            err[6].eq(self.step > MAX_STEP),
+        ]
+
+        # ---- per-layer constants
+        wbase = Array(Signal(self.waddr_bits, name=f"wbase{l}") for l in range(ml))
+        q1 = Array(Signal(wb, name=f"q1_{l}") for l in range(ml))  # fan // 5
+        r1 = Array(Signal(3, name=f"r1_{l}") for l in range(ml))  # fan % 5
+        fstart = Array(Signal(nb + 2, name=f"fstart{l}") for l in range(ml))
+        n0 = widths[0]
+        ub_base = Signal(nb + 2)
+        m.d.comb += ub_base.eq(n0 * u_cols)
+
+        # ---- state
+        phase = Signal(4)
+        (
+            PH_IDLE,
+            PH_CFG_DIV,
+            PH_CFG_ROWS,
+            PH_CFG_NEXT,
+            PH_ROUND,
+            PH_FILL,
+            PH_EMIT,
+            PH_END,
+            PH_NEXT,
+        ) = range(9)
+        cl = Signal(4)  # layer in the configuration phase
+        c_rem = Signal(wb + 2)
+        c_q = Signal(wb)
+        c_word = Signal(self.waddr_bits)
+        c_off = Signal(3)
+        c_rows = Signal(wb + 1)
+        c_fa = Signal(nb + 2)
+
+        rnd = Signal(12)
+        first_pair = Signal(12)
+        b = Signal(16)
+        blk = Signal(16)  # block id within the evaluation
+        # the block being emitted: kind (0 U, 1 L), member sign, layer, pass index
+        bk_l = Signal(3)
+        bk_s = Signal()
+        bk_u = Signal()
+        ps = Signal(wb + 1)  # pass index: q (U) or t (L)
+        pos_word = Signal(self.waddr_bits)
+        pos_off = Signal(3)
+        naddr = Signal(nb + 2)
+        u_addr = Signal(nb + 2)
+
+        # rounds = ceil(pairs / lanes), counted during the configuration phase
+        rounds = Signal(12)
+        c_left = Signal(13)
+        with m.If(c_left != 0):
+            m.d.sync += [c_left.eq(Mux(c_left > L, c_left - L, 0)), rounds.eq(rounds + 1)]
+        m.d.comb += [self.rounds.eq(rounds), self.first_pair.eq(first_pair)]
+        left = pairs - first_pair
+        m.d.comb += self.lanes_active.eq(Mux(left > L, L, left))
+
+        with m.If(self.bad_label):
+            m.d.sync += self.error[8].eq(1)
+
+        with m.Switch(phase):
+            with m.Case(PH_IDLE):
+                with m.If(self.start):
+                    m.d.sync += self.error.eq(err)
+                    with m.If(err == 0):
+                        m.d.sync += [
+                            busy.eq(1),
+                            phase.eq(PH_CFG_DIV),
+                            cl.eq(0),
+                            c_rem.eq(widths[0] + 1),
+                            c_q.eq(0),
+                            c_word.eq(0),
+                            c_fa.eq(ub_base + u_cols),
+                            c_left.eq(pairs),
+                            rounds.eq(0),
+                        ]
+            with m.Case(PH_CFG_DIV):  # fan // 5 and fan % 5 by subtraction
+                with m.If(c_rem >= 5):
+                    m.d.sync += [c_rem.eq(c_rem - 5), c_q.eq(c_q + 1)]
+                with m.Else():
+                    m.d.sync += [
+                        q1[cl].eq(c_q),
+                        r1[cl].eq(c_rem),
+                        wbase[cl].eq(c_word),
+                        fstart[cl].eq(c_fa),
+                        c_off.eq(0),
+                        c_rows.eq(widths[cl + 1]),
+                        phase.eq(PH_CFG_ROWS),
+                    ]
+            with m.Case(PH_CFG_ROWS):  # the matrix: out rows of fan digits
+                with m.If(c_rows != 0):
+                    over = (c_off + r1[cl]) >= 5
+                    m.d.sync += [
+                        c_rows.eq(c_rows - 1),
+                        c_word.eq(c_word + q1[cl] + over),
+                        c_off.eq(Mux(over, c_off + r1[cl] - 5, c_off + r1[cl])),
+                    ]
+                with m.Else():
+                    last = cl + 1 == nl
+                    rows = widths[cl + 1] + Mux(last, 0, 1)
+                    m.d.sync += [
+                        c_word.eq(c_word + (c_off != 0)),
+                        c_fa.eq(c_fa + (((rows + 1) >> 1) << (r.bit_length() - 1))),
+                        phase.eq(PH_CFG_NEXT),
+                    ]
+            with m.Case(PH_CFG_NEXT):
+                with m.If(cl + 1 == nl):
+                    m.d.sync += self.noise_needed.eq(c_fa)
+                    with m.If(c_fa > p.noise_bank_depth):
+                        m.d.sync += [self.error[7].eq(1), phase.eq(PH_END)]
+                    with m.Elif(c_left == 0):  # the rounds are counted
+                        m.d.sync += [
+                            phase.eq(PH_ROUND),
+                            rnd.eq(0),
+                            first_pair.eq(0),
+                            blk.eq(0),
+                        ]
+                        m.d.comb += self.load_start.eq(1)
+                with m.Else():
+                    m.d.sync += [
+                        cl.eq(cl + 1),
+                        c_rem.eq(widths[cl + 1] + 1),
+                        c_q.eq(0),
+                        phase.eq(PH_CFG_DIV),
+                    ]
+            with m.Case(PH_ROUND):  # the previous round drained: fill the noise
+                with m.If(self.drained & ~self.fill_busy):
+                    m.d.comb += self.fill_start.eq(1)
+                    m.d.sync += phase.eq(PH_FILL)
+            with m.Case(PH_FILL):
+                with m.If(~self.fill_busy):
+                    m.d.sync += [
+                        phase.eq(PH_EMIT),
+                        b.eq(0),
+                        bk_u.eq(1),
+                        bk_s.eq(0),
+                        bk_l.eq(0),
+                        ps.eq(0),
+                        u_addr.eq(0),
+                        naddr.eq(ub_base),
+                    ]
+            with m.Case(PH_EMIT):
+                self._emit(m, p, locals())
+            with m.Case(PH_NEXT):
+                with m.If(self.drained):
+                    m.d.sync += [rnd.eq(rnd + 1), first_pair.eq(first_pair + L), phase.eq(PH_ROUND)]
+            with m.Case(PH_END):
+                with m.If(self.drained):
+                    m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
+        return m
+
+    def _emit(self, m, p, v):
+        """One pass command per cycle (and a weight pass for layer passes)."""
+        r = p.rank
+        u_passes = p.u_passes
+        nl, widths = self.n_layers, self.widths
+        b, blk, bk_l, bk_s, bk_u, ps = v["b"], v["blk"], v["bk_l"], v["bk_s"], v["bk_u"], v["ps"]
+        pos_word, pos_off, naddr, u_addr = v["pos_word"], v["pos_off"], v["naddr"], v["u_addr"]
+        wbase, q1, r1, fstart = v["wbase"], v["q1"], v["r1"], v["fstart"]
+        ub_base, n0 = v["ub_base"], v["n0"]
+        rnd, rounds, phase = v["rnd"], v["rounds"], v["phase"]
+        PH_END, PH_NEXT = v["PH_END"], v["PH_NEXT"]
+        shared = self.shared
+
+        cmd = Signal(self.cmd_layout)
+        rec = cmd.rec
+        out = widths[bk_l + 1]
+        last_layer = bk_l + 1 == nl
+        t_last = ((out + 1) >> 1) - 1
+        last_pass = Mux(bk_u, ps == u_passes - 1, ps == t_last)
+        in_slot = Mux(shared, b[0], bk_s)
+
+        def hidden(l, s):
+            if p.regions == 4:
+                return 2 + s
+            return 2 + Cat(l[0], s)
+
+        in_region = Mux((bk_l == 0) | bk_u, in_slot, hidden(bk_l - 1, bk_s))
+        two = (Cat(Const(1, 1), ps) < out) & ~bk_u
+        # row 2t + 1's start: row 2t's plus fan = 5 q1 + r1
+        over1 = (pos_off + r1[bk_l]) >= 5
+        word1 = pos_word + q1[bk_l] + over1
+        off1 = Mux(over1, pos_off + r1[bk_l] - 5, pos_off + r1[bk_l])
+        m.d.comb += [
+            cmd.u.eq(bk_u),
+            cmd.n.eq(Mux(bk_u, n0, widths[bk_l])),
+            cmd.in_region.eq(in_region),
+            cmd.u_bank.eq(ps[0]),
+            cmd.u_addr.eq(u_addr),
+            cmd.wait_block.eq(~bk_u & (bk_l != 0) & (ps == 0)),
+            cmd.need.eq(blk - 1),
+            cmd.wait_input.eq(bk_u & (ps == 0) & ((bk_s == 0) | ~shared)),
+            cmd.in_slot.eq(in_slot),
+            cmd.wait_idle.eq(bk_u & (ps == 0) & ((bk_s == 0) | (u_passes % 2 == 1))),
+            rec.kind.eq(Mux(bk_u, KIND_STORE, KIND_ACT)),
+            rec.s.eq(bk_s),
+            rec.us.eq(Mux(shared & (bk_l == 0), 0, bk_s)),
+            rec.layer.eq(bk_l),
+            rec.t.eq(ps),
+            rec.two.eq(two),
+            rec.q.eq(ps),
+            rec.naddr.eq(naddr),
+            rec.sample.eq(b[:2]),
+            rec.first_sample.eq(b == 0),
+            rec.block_end.eq(last_pass),
+            rec.bias_after.eq(~bk_u & last_pass & ~last_layer & ~out[0]),
+            rec.bias_row1.eq(~bk_u & last_pass & ~last_layer & out[0]),
+            rec.last_row.eq(~bk_u & last_pass & last_layer),
+            rec.last_layer.eq(~bk_u & last_layer),
+            rec.hidden_region.eq(hidden(bk_l, bk_s)),
+        ]
+        # per-member mode: the release belongs to each member's own slot (L0 of s);
+        # shared mode: to member 2j+1's L0 (both members read the sample's slot)
+        m.d.comb += cmd.release.eq(~bk_u & (bk_l == 0) & last_pass & (~shared | bk_s))
+        wcmd = self.wcmd.payload
+        m.d.comb += [
+            wcmd.word0.eq(pos_word),
+            wcmd.off0.eq(pos_off),
+            wcmd.word1.eq(word1),
+            wcmd.off1.eq(off1),
+            wcmd.n.eq(widths[bk_l]),
+            wcmd.two.eq(two),
+        ]
+        ok = self.cmd.ready & (bk_u | self.wcmd.ready)
+        m.d.comb += [
+            self.cmd.valid.eq(bk_u | self.wcmd.ready),
+            self.cmd.payload.eq(cmd),
+            self.wcmd.valid.eq(~bk_u & self.cmd.ready),
+        ]
+
+        # next row pair: + 2 fan = + (2 q1 + carry, (2 r1) mod 5)
+        over2 = (off1 + r1[bk_l]) >= 5
+        word2 = word1 + q1[bk_l] + over2
+        off2 = Mux(over2, off1 + r1[bk_l] - 5, off1 + r1[bk_l])
+
+        with m.If(ok):
+            with m.If(~last_pass):
+                m.d.sync += ps.eq(ps + 1)
+                with m.If(bk_u):
+                    # U(q+1): bank (q+1) % 2, address ((q+1) // 2) * n0
+                    with m.If(ps[0]):
+                        m.d.sync += u_addr.eq(u_addr + n0)
+                    m.d.sync += naddr.eq(naddr + ps[0])
+                with m.Else():
+                    m.d.sync += [pos_word.eq(word2), pos_off.eq(off2), naddr.eq(naddr + r)]
+            with m.Else():
+                # the next block
+                m.d.sync += [ps.eq(0), blk.eq(blk + 1)]
+                with m.If(bk_u):
+                    with m.If(~bk_s & ~shared):  # U of member 2j+1
+                        m.d.sync += [bk_s.eq(1), u_addr.eq(0), naddr.eq(ub_base)]
+                    with m.Else():  # layer 0 of member 2j
+                        m.d.sync += [
+                            bk_u.eq(0),
+                            bk_s.eq(0),
+                            bk_l.eq(0),
+                            pos_word.eq(wbase[0]),
+                            pos_off.eq(0),
+                            naddr.eq(fstart[0]),
+                        ]
+                with m.Elif(~bk_s):  # the same layer, member 2j+1
+                    m.d.sync += [
+                        bk_s.eq(1),
+                        pos_word.eq(wbase[bk_l]),
+                        pos_off.eq(0),
+                        naddr.eq(fstart[bk_l]),
+                    ]
+                with m.Elif(~last_layer):  # the next layer, member 2j
+                    m.d.sync += [
+                        bk_s.eq(0),
+                        bk_l.eq(bk_l + 1),
+                        pos_word.eq(wbase[bk_l + 1]),
+                        pos_off.eq(0),
+                        naddr.eq(fstart[bk_l + 1]),
+                    ]
+                with m.Else():  # the sample is done
+                    m.d.sync += [
+                        bk_u.eq(1),
+                        bk_s.eq(0),
+                        bk_l.eq(0),
+                        u_addr.eq(0),
+                        naddr.eq(ub_base),
+                        b.eq(b + 1),
+                    ]
+                    with m.If(b + 1 == self.batch):
+                        m.d.sync += b.eq(0)
+                        with m.If(rnd + 1 == rounds):
+                            m.d.sync += phase.eq(PH_END)
+                        with m.Else():
+                            # the round's outputs still leave the finalizer: the next
+                            # round's pairs are counted once they have (PH_NEXT)
+                            m.d.sync += phase.eq(PH_NEXT)

@@ -1,0 +1,250 @@
+"""WeightStreamer: two rows of a weight matrix as a stream of digit pairs (spec 1.3, 1.4).
+
+The weight memory holds the network in the spec's storage format: every matrix packed
+row-major, five 3-bit digit codes per 16-bit word (digit ``i`` in bits ``[3i+2:3i]``),
+each matrix starting on a word boundary. A *pass* of the evaluator needs rows ``o`` and
+``o + 1`` of one matrix side by side, one digit of each per cycle: two cursors walk the two
+rows, each fetching the words its row covers (a row of ``fan`` digits starts anywhere in
+a word), through one read port shared by both.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import data, fifo, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["WeightStreamer", "pass_layout"]
+
+DIGITS_PER_WORD = 5
+
+
+def pass_layout(addr_bits: int, n_bits: int) -> data.StructLayout:
+    """A pass: the start of row ``o`` (``word0``, digit ``off0``) and of row ``o + 1``
+    (``word1``, ``off1``), ``n`` digits per row before the bias digit, ``two``: row
+    ``o + 1`` exists."""
+    return data.StructLayout(
+        {
+            "word0": addr_bits,
+            "off0": 3,
+            "word1": addr_bits,
+            "off1": 3,
+            "n": n_bits,
+            "two": 1,
+        }
+    )
+
+
+class _Cursor(wiring.Component):
+    """One row per pass: fetch requests for the words of the row, and its digits from the
+    fetched words (``n + 1`` digits per pass, the last one the bias digit)."""
+
+    def __init__(self, addr_bits: int, n_bits: int, depth: int):
+        self.addr_bits, self.n_bits, self.depth = addr_bits, n_bits, depth
+        row = data.StructLayout({"word": addr_bits, "off": 3, "n": n_bits, "on": 1})
+        super().__init__(
+            {
+                "fcmd": In(stream.Signature(row)),  # rows, fetch side
+                "rcmd": In(stream.Signature(row)),  # the same rows, read side
+                "req": Out(stream.Signature(addr_bits)),  # word addresses to read
+                "word": In(stream.Signature(16)),  # the words read, in order
+                "digit": Out(stream.Signature(data.StructLayout({"code": 3, "bias": 1}))),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        # fetch side: the row's words, from its first, until its n + 1 digits are covered
+        f_busy = Signal()
+        f_addr = Signal(self.addr_bits)
+        f_left = Signal(range(-8, (1 << self.n_bits) + 8))  # digits still to cover
+        m.d.comb += [self.req.valid.eq(f_busy), self.req.payload.eq(f_addr)]
+        f_done = self.req.valid & self.req.ready & (f_left <= DIGITS_PER_WORD)
+        with m.If(self.req.valid & self.req.ready):
+            m.d.sync += [f_addr.eq(f_addr + 1), f_left.eq(f_left - DIGITS_PER_WORD)]
+            with m.If(f_done):
+                m.d.sync += f_busy.eq(0)
+        m.d.comb += self.fcmd.ready.eq(~f_busy | f_done)
+        with m.If(self.fcmd.valid & self.fcmd.ready & self.fcmd.payload.on):
+            m.d.sync += [
+                f_busy.eq(1),
+                f_addr.eq(self.fcmd.payload.word),
+                # digits of the row from the first word's start: off + n + 1
+                f_left.eq(self.fcmd.payload.off + self.fcmd.payload.n + 1),
+            ]
+
+        # read side: walk the digits of the words as they arrive
+        r_busy = Signal()
+        r_off = Signal(3)
+        r_left = Signal(self.n_bits + 1)  # digits left in the row, the bias included
+        r_on = Signal()
+        word = self.word.payload
+        code = Signal(3)
+        with m.Switch(r_off):
+            for i in range(DIGITS_PER_WORD):
+                with m.Case(i):
+                    m.d.comb += code.eq(word[3 * i : 3 * i + 3])
+        last = r_left == 1
+        m.d.comb += [
+            self.digit.valid.eq(r_busy & (self.word.valid | ~r_on)),
+            self.digit.payload.code.eq(Mux(r_on, code, 0)),
+            self.digit.payload.bias.eq(last),
+        ]
+        taken = self.digit.valid & self.digit.ready
+        with m.If(taken):
+            m.d.sync += [r_off.eq(r_off + 1), r_left.eq(r_left - 1)]
+            with m.If(last):
+                m.d.sync += r_busy.eq(0)
+        m.d.comb += self.word.ready.eq(
+            r_busy & r_on & self.digit.ready & (last | (r_off == DIGITS_PER_WORD - 1))
+        )
+        with m.If(self.word.ready & self.word.valid & ~last):
+            m.d.sync += r_off.eq(0)
+        # the next row is taken in the cycle the last digit of this one leaves
+        m.d.comb += self.rcmd.ready.eq(~r_busy | (taken & last))
+        with m.If(self.rcmd.valid & self.rcmd.ready):
+            m.d.sync += [
+                r_busy.eq(1),
+                r_on.eq(self.rcmd.payload.on),
+                r_off.eq(self.rcmd.payload.off),
+                r_left.eq(self.rcmd.payload.n + 1),
+            ]
+        return m
+
+
+class WeightStreamer(wiring.Component):
+    """Digit pairs ``(W[o, k], W[o + 1, k])`` of passes, one pair per cycle.
+
+    Parameters
+    ----------
+    addr_bits : int
+        Width of a weight-memory word address.
+    n_bits : int
+        Width of a pass's ``n`` (digits per row before the bias digit).
+    mem_latency : int
+        Cycles from a read request to its word, 1..4.
+
+    Interface attributes
+    --------------------
+    cmd : In(stream.Signature(pass_layout(addr_bits, n_bits)))
+        Passes, in order. A pass is accepted before its first digit is out; the streamer
+        fetches ahead, so passes follow each other without a gap.
+    mem_addr : Out(addr_bits), mem_en : Out(1), mem_data : In(16)
+        The weight memory's read port: ``mem_data`` holds the word at ``mem_addr``
+        ``mem_latency`` cycles after a cycle with ``mem_en`` high.
+    o : Out(stream.Signature(StructLayout({"d": ArrayLayout(3, 2), "bias": 1})))
+        Per pass ``n + 1`` beats: ``d[0]``, ``d[1]`` the codes of ``W[o, k]`` and
+        ``W[o + 1, k]`` (0 if the pass has one row), for ``k = 0..n``; the last beat
+        (``k = n``, the bias column) has ``bias`` set.
+
+    Throughput: one beat per cycle once the first words have arrived; each cursor reads
+    one word per five digits, so the port is busy two cycles in five.
+    """
+
+    def __init__(self, *, addr_bits: int, n_bits: int, mem_latency: int = 2):
+        self.addr_bits, self.n_bits, self.mem_latency = addr_bits, n_bits, mem_latency
+        self.pass_layout = pass_layout(addr_bits, n_bits)
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(self.pass_layout)),
+                "mem_addr": Out(addr_bits),
+                "mem_en": Out(1),
+                "mem_data": In(16),
+                "o": Out(
+                    stream.Signature(data.StructLayout({"d": data.ArrayLayout(3, 2), "bias": 1}))
+                ),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        lat = self.mem_latency
+        depth = lat + 3  # words in flight or waiting, per cursor
+        cursors = []
+        word_fifos = []
+        for i in range(2):
+            cur = _Cursor(self.addr_bits, self.n_bits, depth)
+            m.submodules[f"cursor{i}"] = cur
+            cursors.append(cur)
+            wf = fifo.SyncFIFOBuffered(width=16, depth=depth)
+            m.submodules[f"words{i}"] = wf
+            word_fifos.append(wf)
+            m.d.comb += [
+                cur.word.valid.eq(wf.r_rdy),
+                cur.word.payload.eq(wf.r_data),
+                wf.r_en.eq(cur.word.ready),
+            ]
+
+        # Commands go to both sides of both cursors; a command is taken when all four
+        # queues take it (each side holds one row at a time, the fetch side runs ahead).
+        row_layout = data.StructLayout(
+            {"word": self.addr_bits, "off": 3, "n": self.n_bits, "on": 1}
+        )
+        qs = []
+        for i in range(2):
+            for side in ("f", "r"):
+                q = fifo.SyncFIFOBuffered(width=row_layout.size, depth=2)
+                m.submodules[f"{side}cmd{i}"] = q
+                qs.append((i, side, q))
+        p = self.cmd.payload
+        all_ready = Cat(*(q.w_rdy for _, _, q in qs)).all()
+        m.d.comb += self.cmd.ready.eq(all_ready)
+        for i, side, q in qs:
+            row = Signal(row_layout, name=f"row_{side}{i}")
+            m.d.comb += [
+                row.word.eq(p.word0 if i == 0 else p.word1),
+                row.off.eq(p.off0 if i == 0 else p.off1),
+                row.n.eq(p.n),
+                row.on.eq(1 if i == 0 else p.two),
+                q.w_data.eq(row.as_value()),
+                q.w_en.eq(self.cmd.valid & all_ready),
+            ]
+            port = cursors[i].fcmd if side == "f" else cursors[i].rcmd
+            m.d.comb += [port.valid.eq(q.r_rdy), port.payload.eq(q.r_data), q.r_en.eq(port.ready)]
+
+        # The read port: cursor requests, alternating when both want it; a request is
+        # granted only if its cursor's word FIFO will have room when the word arrives.
+        inflight = [Signal(range(depth + 1), name=f"inflight{i}") for i in range(2)]
+        grant = [Signal(name=f"grant{i}") for i in range(2)]
+        turn = Signal()
+        room = [(inflight[i] + word_fifos[i].level) < depth for i in range(2)]
+        want = [cursors[i].req.valid & room[i] for i in range(2)]
+        m.d.comb += [
+            grant[0].eq(want[0] & (~want[1] | ~turn)),
+            grant[1].eq(want[1] & (~want[0] | turn)),
+        ]
+        with m.If(grant[0] | grant[1]):
+            m.d.sync += turn.eq(grant[0])
+        for i in range(2):
+            m.d.comb += cursors[i].req.ready.eq(grant[i])
+        m.d.comb += [
+            self.mem_en.eq(grant[0] | grant[1]),
+            self.mem_addr.eq(Mux(grant[1], cursors[1].req.payload, cursors[0].req.payload)),
+        ]
+        # delay line of (granted, which) to route the data
+        tags = [Signal(2, name=f"tag{j}") for j in range(lat)]
+        m.d.sync += tags[0].eq(Cat(grant[0] | grant[1], grant[1]))
+        for j in range(1, lat):
+            m.d.sync += tags[j].eq(tags[j - 1])
+        arrive = tags[-1]
+        for i in range(2):
+            hit = arrive[0] & (arrive[1] == i)
+            m.d.comb += [word_fifos[i].w_en.eq(hit), word_fifos[i].w_data.eq(self.mem_data)]
+            sent = grant[i]
+            with m.If(sent & ~hit):
+                m.d.sync += inflight[i].eq(inflight[i] + 1)
+            with m.Elif(~sent & hit):
+                m.d.sync += inflight[i].eq(inflight[i] - 1)
+
+        # Output: one beat when both cursors have a digit.
+        d0, d1 = cursors[0].digit, cursors[1].digit
+        both = d0.valid & d1.valid
+        m.d.comb += [
+            self.o.valid.eq(both),
+            self.o.payload.d[0].eq(d0.payload.code),
+            self.o.payload.d[1].eq(d1.payload.code),
+            self.o.payload.bias.eq(d0.payload.bias),
+            d0.ready.eq(both & self.o.ready),
+            d1.ready.eq(both & self.o.ready),
+        ]
+        return m

@@ -1,0 +1,230 @@
+"""Drive a PopulationEvaluator with a golden configuration and collect what it computes.
+
+The same job description serves the Amaranth-simulator tests (:func:`run_amaranth`) and
+the cocotb testbenches (sim/cocotb_evaluator.py): :class:`EvalJob` holds a
+:class:`~pentegg.golden.Config`, the weights, the ES step and the data, and knows the
+memory images the evaluator reads (weights in the spec 1.4 format, samples, labels,
+batch indices), the per-member input words, the expected results (``population_forward``
+and spec 7.1 scores of ``pentegg.golden``) and how to turn the evaluator's outputs (the
+score memory, logits beats) into arrays shaped like golden's.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from pentegg.golden import Config, make_noise, population_forward
+from pentegg.golden.digit import pack
+from pentegg.golden.fitness import classification_scores
+
+__all__ = ["EvalJob", "run_amaranth"]
+
+
+@dataclass
+class EvalJob:
+    cfg: Config
+    weights: list
+    step: int
+    #: shared: samples (n_samples, n0) and labels; the batch picks sample indices
+    samples: np.ndarray | None = None
+    labels: np.ndarray | None = None
+    batch_idx: np.ndarray | None = None
+    #: per-member inputs (population, batch, n0)
+    member_x: np.ndarray | None = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def shared(self) -> bool:
+        return self.member_x is None
+
+    @property
+    def batch(self) -> int:
+        return len(self.batch_idx) if self.shared else self.member_x.shape[1]
+
+    # ------------------------------------------------------------------ memory images
+    def weight_words(self) -> list[int]:
+        words: list[int] = []
+        for w in self.weights:
+            words += [int(v) for v in pack(w)]
+        return words
+
+    def sample_bytes(self) -> list[int]:
+        return [int(v) & 0xFF for v in np.asarray(self.samples).reshape(-1)]
+
+    def input_words(self, lanes: int) -> list[int]:
+        """Per-member input words in the loader's order: (round, sample, sign, k); lane
+        ``j``'s byte of a word is the input of member ``2 (first_pair + j) + sign``
+        (zero for lanes past the population)."""
+        cfg = self.cfg
+        x = np.asarray(self.member_x)
+        rounds = -(-cfg.pairs // lanes)
+        words = []
+        for rnd in range(rounds):
+            for b in range(self.batch):
+                for s in (0, 1):
+                    for k in range(cfg.layers[0]):
+                        word = 0
+                        for j in range(lanes):
+                            pair = rnd * lanes + j
+                            if pair < cfg.pairs:
+                                word |= (int(x[2 * pair + s, b, k]) & 0xFF) << (8 * j)
+                        words.append(word)
+        return words
+
+    # -------------------------------------------------------------------- expectation
+    def expected(self):
+        cfg = self.cfg
+        noise = make_noise(cfg, self.step)
+        if self.shared:
+            x = np.asarray(self.samples)[np.asarray(self.batch_idx)]
+            y = np.asarray(self.labels)[np.asarray(self.batch_idx)]
+            logits = population_forward(cfg, self.weights, noise, x)
+            return logits, classification_scores(logits, y, cfg.margin)
+        return population_forward(cfg, self.weights, noise, self.member_x), None
+
+    # ---------------------------------------------------------------------- results
+    def logits_from_beats(self, beats, lanes: int, group: int) -> np.ndarray:
+        """Logits (population, batch, classes) from the ``logits`` beats, in the order
+        they left (the sample of a beat is counted per round and member sign)."""
+        cfg = self.cfg
+        out = np.full((cfg.population, self.batch, cfg.layers[-1]), -999, dtype=np.int64)
+        classes = cfg.layers[-1]
+        seen: dict = {}
+        for beat in beats:
+            key = (beat["first_pair"], beat["i"], beat["s"])
+            # rows come in order 0..classes-1 per (sample, member): count them
+            n = seen.get(key, 0)
+            seen[key] = n + 1
+            b = n // classes
+            for g, y in enumerate(beat["y"]):
+                if not beat["mask"][g]:
+                    continue
+                pair = beat["first_pair"] + g * group + beat["i"]
+                out[2 * pair + beat["s"], b, beat["row"]] = y
+        return out
+
+
+def run_amaranth(job: EvalJob, dut, *, max_cycles: int = 2_000_000, ready=1.0, rng=None):
+    """Run ``job`` on ``dut`` (a PopulationEvaluator) in the Amaranth simulator.
+
+    Returns ``{"cycles", "scores" (population,), "logits" (population, batch, classes),
+    "error"}``; memories are Python models with ``mem_latency`` cycles of read latency.
+    """
+    from amaranth.sim import Simulator
+
+    p = dut.params
+    cfg = job.cfg
+    lat = p.mem_latency
+    words = job.weight_words()
+    scores: dict[int, int] = {}
+    beats: list = []
+    res: dict = {}
+    inp_words = None if job.shared else job.input_words(p.lanes)
+
+    def memory(en, addr, data, image):
+        async def proc(ctx):
+            pipe = [None] * lat
+            async for _, _, e, a in ctx.tick().sample(en, addr):
+                pipe = [int(a) if e else None, *pipe[:-1]]
+                if pipe[-1] is not None:
+                    ctx.set(data, image(pipe[-1]))
+
+        return proc
+
+    def w_image(a):
+        return words[a] if a < len(words) else 0
+
+    sbytes = job.sample_bytes() if job.shared else []
+    bidx = [int(v) for v in job.batch_idx] if job.shared else []
+    labels = [int(v) for v in job.labels] if job.shared else []
+
+    async def score_mem(ctx):
+        pipe = [None] * lat
+        async for _, _, re, ra, we, wa, wd in ctx.tick().sample(
+            dut.sc_ren, dut.sc_raddr, dut.sc_wen, dut.sc_waddr, dut.sc_wdata
+        ):
+            if we:
+                v = int(wd)
+                if v >= 1 << (p.score_bits - 1):
+                    v -= 1 << p.score_bits
+                scores[int(wa)] = v
+            pipe = [int(ra) if re else None, *pipe[:-1]]
+            if pipe[-1] is not None:
+                ctx.set(dut.sc_rdata, scores.get(pipe[-1], 0) & ((1 << p.score_bits) - 1))
+
+    async def feeder(ctx):
+        if inp_words is None:
+            return
+        for wd in inp_words:
+            ctx.set(dut.inp.valid, 1)
+            ctx.set(dut.inp.payload, wd)
+            await ctx.tick().until(dut.inp.ready)
+        ctx.set(dut.inp.valid, 0)
+
+    async def bench(ctx):
+        ctx.set(dut.n_layers, cfg.n_layers)
+        for i, wdt in enumerate(cfg.layers):
+            ctx.set(dut.widths[i], wdt)
+        for i, s in enumerate(cfg.shifts()):
+            ctx.set(dut.act_shifts[i], s)
+        ctx.set(dut.sigma_shift, cfg.sigma_shift)
+        ctx.set(dut.margin, cfg.margin)
+        ctx.set(dut.population, cfg.population)
+        ctx.set(dut.batch, job.batch)
+        ctx.set(dut.seed, cfg.seed)
+        ctx.set(dut.step, job.step)
+        ctx.set(dut.shared, int(job.shared))
+        ctx.set(dut.logits.ready, 1)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        cycles = 0
+        while True:
+            _, _, busy, lv, lp = await ctx.tick().sample(
+                dut.busy, dut.logits.valid, dut.logits.payload
+            )
+            cycles += 1
+            if lv:
+                beats.append(
+                    {
+                        "first_pair": int(lp.first_pair),
+                        "i": int(lp.i),
+                        "s": int(lp.s),
+                        "row": int(lp.row),
+                        "y": [
+                            int(lp.y[g]) - (256 if int(lp.y[g]) >= 128 else 0)
+                            for g in range(p.finalizers)
+                        ],
+                        "mask": [(int(lp.mask) >> g) & 1 for g in range(p.finalizers)],
+                    }
+                )
+            if not busy:
+                break
+            if cycles > max_cycles:
+                raise TimeoutError(f"evaluator still busy after {max_cycles} cycles")
+        res["cycles"] = cycles
+        res["error"] = ctx.get(dut.error)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_process(memory(dut.w_en, dut.w_addr, dut.w_data, w_image))
+    sim.add_process(
+        memory(dut.b_en, dut.b_addr, dut.b_data, lambda a: bidx[a] if a < len(bidx) else 0)
+    )
+    sim.add_process(
+        memory(dut.s_en, dut.s_addr, dut.s_data, lambda a: sbytes[a] if a < len(sbytes) else 0)
+    )
+    sim.add_process(
+        memory(dut.l_en, dut.l_addr, dut.l_data, lambda a: labels[a] if a < len(labels) else 0)
+    )
+    sim.add_process(score_mem)
+    sim.add_testbench(feeder, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    res["scores"] = np.array([scores.get(mm, 0) for mm in range(cfg.population)])
+    if not job.shared:
+        res["logits"] = job.logits_from_beats(beats, p.lanes, p.group_lanes)
+    res["beats"] = beats
+    return res

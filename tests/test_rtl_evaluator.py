@@ -1,0 +1,83 @@
+# amaranth: UnusedElaboratable=no
+"""PopulationEvaluator (low-rank mode) in the Amaranth simulator: every member's logits
+(per-member inputs) or spec 7.1 scores (shared inputs) equal ``pentegg.golden``'s
+``population_forward`` and ``classification_scores``, on random small configurations.
+
+The cocotb tests (tests/test_cocotb_evaluator.py) run many more configurations and the
+digits network on Icarus and Verilator; these are the fast checks of the same behaviour.
+"""
+
+import numpy as np
+import pytest
+
+from pentegg.golden import Config, init_state
+from pentegg.rtl.evaluator.evaluator import PopulationEvaluator
+from pentegg.sim import harness
+from pentegg.sim.evaluator_bench import EvalJob, run_amaranth
+from pentegg.sim.scoreboard import Scoreboard
+
+
+def random_job(rng):
+    """A random configuration within small maxima, its evaluator and its job."""
+    max_layers = int(rng.integers(1, 4))
+    max_width = int(rng.choice([4, 7, 8, 12]))
+    nl = int(rng.integers(1, max_layers + 1))
+    layers = tuple(int(rng.integers(1, max_width + 1)) for _ in range(nl + 1))
+    rank = int(rng.choice([1, 4, 16]))
+    lanes = int(rng.integers(1, 5))
+    group = int(rng.integers(1, lanes + 1))
+    pop = int(2 * rng.integers(1, 2 * lanes + 3))
+    cfg = Config(
+        layers=layers,
+        population=pop,
+        rank=rank,
+        digits=str(rng.choice(["binomial", "uniform"])),
+        sigma_shift=int(rng.integers(0, 9)),
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=tuple(int(v) for v in rng.integers(0, 6, nl)),
+        margin=int(rng.integers(1, 255)),
+    ).validate()
+    st = init_state(cfg)
+    step = int(rng.integers(0, 1000))
+    batch = int(rng.integers(1, 4))
+    if rng.integers(2):
+        ns = int(rng.integers(batch, batch + 4))
+        samples = rng.integers(-127, 128, (ns, layers[0]))
+        samples[0, :] = 127  # an input that saturates the first layer
+        job = EvalJob(
+            cfg,
+            st.weights,
+            step,
+            samples=samples,
+            labels=rng.integers(0, layers[-1], ns),
+            batch_idx=rng.integers(0, ns, batch),
+        )
+    else:
+        job = EvalJob(
+            cfg, st.weights, step, member_x=rng.integers(-127, 128, (pop, batch, layers[0]))
+        )
+    dut = PopulationEvaluator(
+        lanes=lanes,
+        max_width=max_width,
+        max_layers=max_layers,
+        rank=rank,
+        digits=cfg.digits,
+        group=group,
+        mem_latency=int(rng.integers(1, 5)),
+    )
+    return job, dut
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_evaluator_equals_golden_on_random_configurations(case):
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator amaranth {case}"))
+    job, dut = random_job(rng)
+    res = run_amaranth(job, dut, max_cycles=200_000)
+    assert res["error"] == 0
+    logits, scores = job.expected()
+    board = Scoreboard(f"evaluator {job.cfg.layers} rank {job.cfg.rank} lanes {dut.params.lanes}")
+    if job.shared:
+        board.check("scores[member]", scores, res["scores"])
+    else:
+        board.check("logits[member, sample, class]", logits, res["logits"])
