@@ -19,7 +19,7 @@ from pentegg.golden import Config, make_noise, population_forward
 from pentegg.golden.digit import pack
 from pentegg.golden.fitness import classification_scores
 
-__all__ = ["EvalJob", "run_amaranth"]
+__all__ = ["EvalJob", "random_job", "run_amaranth"]
 
 
 @dataclass
@@ -104,6 +104,64 @@ class EvalJob:
                 pair = beat["first_pair"] + g * group + beat["i"]
                 out[2 * pair + beat["s"], b, beat["row"]] = y
         return out
+
+
+def random_job(
+    rng: np.random.Generator,
+    *,
+    max_layers: int,
+    max_width: int,
+    rank: int,
+    digits: str,
+    lanes: int,
+    max_batch: int = 3,
+    max_pop: int | None = None,
+    shared: bool | None = None,
+    max_samples: int = 64,
+) -> EvalJob:
+    """A random job within a build's elaboration maxima: 1..max_layers layers of widths
+    1..max_width (1 and the maximum favoured), a population that is usually not a
+    multiple of 2 * lanes, random shifts, margin, seed, step, weights including +-2,
+    inputs including saturating ones, shared or per-member inputs."""
+    nl = int(rng.integers(1, max_layers + 1))
+    choices = [1, max_width, *rng.integers(1, max_width + 1, 4)]
+    layers = tuple(int(rng.choice(choices)) for _ in range(nl + 1))
+    max_pop = max_pop or 4 * lanes + 6
+    pop = int(2 * rng.integers(1, max_pop // 2 + 1))
+    cfg = Config(
+        layers=layers,
+        population=pop,
+        rank=rank,
+        digits=digits,
+        sigma_shift=int(rng.integers(0, 9)),
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=tuple(int(v) for v in rng.integers(0, 8, nl)),
+        margin=int(rng.integers(1, 255)),
+    ).validate()
+    from pentegg.golden import init_state
+
+    st = init_state(cfg)
+    step = int(rng.integers(0, 65535))
+    batch = int(rng.integers(1, max_batch + 1))
+    if shared is None:
+        shared = bool(rng.integers(2))
+    n0 = layers[0]
+    if shared:
+        ns = int(rng.integers(batch, max(batch, max_samples // n0) + 1))
+        samples = rng.integers(-127, 128, (ns, n0))
+        samples[rng.integers(ns)] = rng.choice([-127, 127], n0)  # saturating inputs
+        return EvalJob(
+            cfg,
+            st.weights,
+            step,
+            samples=samples,
+            labels=rng.integers(0, layers[-1], ns),
+            batch_idx=rng.integers(0, ns, batch),
+        )
+    x = rng.integers(-127, 128, (pop, batch, n0))
+    x[0, 0] = 127
+    return EvalJob(cfg, st.weights, step, member_x=x)
 
 
 def run_amaranth(job: EvalJob, dut, *, max_cycles: int = 2_000_000, ready=1.0, rng=None):
