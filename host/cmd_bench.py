@@ -3,7 +3,11 @@
 * ``bench golden``: the golden model's speed (benchmarks/golden_bench.py).
 * ``bench seeds SEEDS TRAIN_OPTIONS...``: ``pentegg train`` once per seed; mean, spread,
   steps and wall time of the result (the rows of docs/results.md).
-* ``bench reference``: the reference rows (sklearn MLP, float Gaussian EGGROLL).
+* ``bench reference mlp``: the sklearn MLP reference row.
+* ``bench reference float-eggroll``: the golden model and float Gaussian EGGROLL (JAX,
+  jit-compiled; the optional extra ``reference``) train side by side on every seed,
+  interleaved step by step: per-step times, their ratio, the golden step breakdown, the
+  accuracy both reach, and a machine record (benchmarks/reference_timing.py).
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ import json
 import os
 import platform
 import statistics
+import subprocess
 import sys
 
 from .cli import ArgParser, UsageError
@@ -56,10 +61,14 @@ def register(sub) -> None:
 
     r = suites.add_parser(
         "reference",
-        help="backprop MLP or float Gaussian EGGROLL rows",
-        description="Reference learners on a classification task's int8 "
-        "inputs and split: sklearn MLPClassifier (mlp) or float Gaussian "
-        "EGGROLL (float-eggroll, benchmarks/float_eggroll.py).",
+        help="backprop MLP, or golden vs float Gaussian EGGROLL side by side",
+        description="Reference learners on a classification task's int8 inputs and "
+        "split. mlp: sklearn MLPClassifier. float-eggroll: float Gaussian EGGROLL "
+        "(--backend jax: jit-compiled JAX, the optional extra 'reference'; numpy: "
+        "benchmarks/float_eggroll.py) and the golden model train side by side on "
+        "every seed for --steps steps, interleaved step by step: per-step times "
+        "(medians), their per-round ratio golden/float, the golden step breakdown, "
+        "the test accuracy both reach. JAX compile time is reported apart.",
     )
     r.add_argument("method", choices=("mlp", "float-eggroll"))
     r.add_argument("--task", default="digits", help="digits | xor | csv:PATH")
@@ -69,6 +78,18 @@ def register(sub) -> None:
     r.add_argument("--population", type=int, default=256)
     r.add_argument("--rank", type=int, default=4)
     r.add_argument("--batch", type=int, default=256)
+    r.add_argument(
+        "--backend",
+        choices=("jax", "numpy"),
+        default="jax",
+        help="float-eggroll implementation (default jax)",
+    )
+    r.add_argument(
+        "--breakdown-rounds",
+        type=int,
+        default=100,
+        help="float-eggroll: phase-timed golden steps per seed after training (default 100)",
+    )
     r.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
     r.set_defaults(func=run_reference)
 
@@ -161,15 +182,11 @@ def run_reference(args) -> int:
     if not isinstance(task, ClassificationTask):
         raise UsageError(f"bench reference: task {task.name} is not a classification task")
     hidden = _int_list(args.hidden)
+    if args.method == "float-eggroll":
+        return _float_eggroll(args, task, hidden)
     runs = []
     for s in args.seeds:
-        if args.method == "mlp":
-            r = reference.mlp(task, hidden, s)
-        else:
-            r = reference.float_eggroll(
-                task, hidden, s, args.steps, args.population, args.rank, args.batch
-            )
-        r = {"seed": s, **r}
+        r = {"seed": s, **reference.mlp(task, hidden, s)}
         print(
             f"seed {s}: value {r['value']:.4f} steps {r['steps']} wall {r['wall_s']:.1f} s",
             file=sys.stderr if args.json else sys.stdout,
@@ -183,6 +200,129 @@ def run_reference(args) -> int:
     )
 
 
+def machine_record() -> dict:
+    """CPU count, versions, BLAS threads and the golden engine's threads."""
+    import numpy as np
+
+    rec: dict = {
+        "cpus": os.cpu_count(),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "platform": platform.platform(),
+    }
+    try:
+        from threadpoolctl import threadpool_info
+
+        rec["blas_threads"] = {
+            f"{i['internal_api']} ({i['prefix']})": i["num_threads"]
+            for i in threadpool_info()
+            if i["user_api"] == "blas"
+        }
+    except ImportError:
+        rec["blas_threads"] = os.environ.get("OPENBLAS_NUM_THREADS", "unknown")
+    try:
+        import numba
+
+        rec["numba"] = numba.__version__
+        rec["numba_threads"] = numba.get_num_threads()
+        rec["numba_threading_layer"] = numba.config.THREADING_LAYER
+    except ImportError:
+        rec["numba"] = None
+    try:
+        rec["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rec["commit"] = None
+    return rec
+
+
+def _float_eggroll(args, task, hidden) -> int:
+    from .benchmarks.interleave import loadavg
+    from .benchmarks.reference_timing import side_by_side
+    from .cmd_train import _config_from_args, add_train_parser
+    from .golden import engine
+
+    if not 1 <= args.steps <= 65534:
+        raise UsageError(f"--steps {args.steps} out of range 1..65534")
+    if not 0 <= args.breakdown_rounds <= 10000:
+        raise UsageError(f"--breakdown-rounds {args.breakdown_rounds} out of range 0..10000")
+    if not 1 <= args.batch <= 65536:
+        raise UsageError(f"--batch {args.batch} out of range 1..65536")
+    backend_info: dict = {}
+    if args.backend == "jax":
+        from .benchmarks.float_eggroll_jax import MissingJax
+        from .benchmarks.float_eggroll_jax import backend_info as jax_info
+
+        try:
+            backend_info = jax_info()
+        except MissingJax as e:
+            raise UsageError(str(e)) from None
+    sub = ArgParser(prog="pentegg bench reference").add_subparsers(parser_class=ArgParser)
+    tp = add_train_parser(sub)
+    opts = ["--task", args.task, "--hidden", args.hidden, "--population", str(args.population)]
+    opts += ["--rank", str(args.rank), "--batch", str(args.batch)]
+
+    def golden_cfg(seed: int):
+        return _config_from_args(tp.parse_args([*opts, "--seed", str(seed)]), task)
+
+    golden_cfg(args.seeds[0])  # a bad population or rank is a one-line error before any work
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    load0 = loadavg()
+    log(
+        f"golden ({engine.active(golden_cfg(args.seeds[0]))} engine) vs float EGGROLL "
+        f"({args.backend}), {task.name}, layers {golden_cfg(0).layers}, population "
+        f"{args.population}, rank {args.rank}, batch {args.batch}, {args.steps} steps x "
+        f"{len(args.seeds)} seeds, interleaved"
+    )
+    res = side_by_side(
+        task,
+        golden_cfg,
+        args.backend,
+        args.seeds,
+        args.steps,
+        args.batch,
+        breakdown_rounds=args.breakdown_rounds,
+        log=log,
+    )
+    machine = machine_record()
+    machine["loadavg_start"], machine["loadavg_end"] = load0, loadavg()
+    machine["golden_engine"] = engine.active(golden_cfg(args.seeds[0]))
+    machine["float_backend"] = backend_info or {"backend": args.backend}
+    sp = res["step_ratio_spread"]
+    log(
+        f"per ES step (median of {res['rounds']} interleaved rounds): golden "
+        f"{res['golden_step_ms']:.2f} ms, float {res['float_step_ms']:.2f} ms; ratio "
+        f"golden/float {res['step_ratio']:.2f} (p10 {sp['p10']:.2f}, p90 {sp['p90']:.2f}, "
+        f"min {sp['min']:.2f}, max {sp['max']:.2f})"
+    )
+    b = res["golden_breakdown_ms"]
+    if b:
+        log(
+            f"golden step breakdown (median of {res['breakdown_rounds']}): noise "
+            f"{b['noise_ms']:.2f} + forward {b['forward_ms']:.2f} + scoring+shaping "
+            f"{b['scoring_ms']:.2f} + update {b['update_ms']:.2f} = {b['sum_ms']:.2f} ms"
+        )
+    log(
+        f"warm-up apart: float compile {', '.join(f'{c:.1f}' for c in res['float_compile_s'])}"
+        f" s; golden first step {', '.join(f'{c:.2f}' for c in res['golden_warmup_s'])} s"
+    )
+    log(f"load average at start {load0}, at end {machine['loadavg_end']}")
+    extra = {
+        "method": args.method,
+        "task": task.name,
+        "hidden": list(hidden),
+        **{k: v for k, v in res.items() if k != "runs"},
+        "golden_value": _summary([r["golden_value"] for r in res["runs"]]),
+        "machine": machine,
+    }
+    return _report(f"float-eggroll ({args.backend}) on {task.name}", res["runs"], args.json, extra)
+
+
 def run_golden(args) -> int:
     if not 1 <= args.batch <= 4096:
         raise UsageError(f"--batch {args.batch} out of range 1..4096")
@@ -192,12 +332,7 @@ def run_golden(args) -> int:
 
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     res = golden_bench.run(batch=args.batch, repeat=args.repeat, log=log)
-    res["machine"] = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": __import__("numpy").__version__,
-        "platform": platform.platform(),
-    }
+    res["machine"] = machine_record()
     if args.json:
         print(json.dumps(res))
     return 0
