@@ -88,6 +88,23 @@ def active(cfg: Config) -> str:
     return "numpy"
 
 
+def lrgen(cfg: Config, step: int, l: int) -> tuple[np.ndarray, np.ndarray]:
+    """LRGEN (spec 3) of layer ``l`` for every pair of ``step``: ``A`` (P, out, r) and
+    ``B`` (P, fan, r) int8, the digits of :func:`pentegg.golden.lowrank.lrgen` (pinned
+    equal), from one compiled loop per stream instead of NumPy passes per word."""
+    from . import engine_kernels
+    from .prng import AB_A, AB_B, run_key
+
+    out, fan = cfg.shape(l)
+    key = int(run_key(cfg.seed))
+    uniform = cfg.digits == "uniform"
+    a = np.empty((cfg.pairs, out * cfg.rank), dtype=np.int8)
+    b = np.empty((cfg.pairs, fan * cfg.rank), dtype=np.int8)
+    engine_kernels.stream_digits(key, step, l, AB_A, uniform, a)
+    engine_kernels.stream_digits(key, step, l, AB_B, uniform, b)
+    return a.reshape(cfg.pairs, out, cfg.rank), b.reshape(cfg.pairs, fan, cfg.rank)
+
+
 def lowrank_z(cfg: Config, noise, g: np.ndarray, l: int) -> np.ndarray:
     """``Z`` of layer ``l`` in low-rank mode (spec 8.1), (out, fan) int64: the engine's
     form of :func:`pentegg.golden.update.accumulate_z` (no BLAS call in the step, so no

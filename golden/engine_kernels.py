@@ -135,3 +135,47 @@ def lowrank_z(g, a, bt, z):
                 if ag != 0:
                     for f in range(fan):
                         z[o, f] += ag * bt[j, c, f]
+
+
+_M32 = 0xFFFFFFFF
+
+
+@njit(cache=True)
+def _xs32(x):
+    """xorshift32 (13, 17, 5) on a value held in int64, kept to 32 bits."""
+    x ^= (x << 13) & _M32
+    x ^= x >> 17
+    x ^= (x << 5) & _M32
+    return x
+
+
+@njit(cache=True)
+def _mix32(x):
+    for _ in range(6):
+        x = _xs32(x)
+        x = (x + (x << 11)) & _M32
+    return x
+
+
+@njit(cache=True)
+def stream_digits(run_key, step, layer, ab, uniform, out):
+    """out[j, :] = the first out.shape[1] digits of stream (step, pair j, layer, ab):
+    spec 2.3-2.5 (binomial: popcount of a nibble - 2; uniform: (byte * 5 >> 8) - 2)."""
+    n_pairs, n = out.shape
+    for j in range(n_pairs):
+        x = _mix32(((step << 15) | (j << 4) | (layer << 1) | ab) ^ run_key)
+        i = 0
+        while i < n:
+            if uniform:
+                for d in range(4):
+                    if i < n:
+                        out[j, i] = (((x >> (8 * d)) & 0xFF) * 5 >> 8) - 2
+                        i += 1
+            else:
+                for d in range(8):
+                    if i < n:
+                        nib = (x >> (4 * d)) & 0xF
+                        pop = (nib & 1) + ((nib >> 1) & 1) + ((nib >> 2) & 1) + (nib >> 3)
+                        out[j, i] = pop - 2
+                        i += 1
+            x = _xs32(x)

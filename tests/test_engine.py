@@ -110,3 +110,18 @@ def test_engine_choice_comes_from_the_environment(monkeypatch):
     monkeypatch.setenv("PENTEGG_ENGINE", "gpu")
     with pytest.raises(ValueError, match="PENTEGG_ENGINE"):
         engine.requested()
+
+
+@pytest.mark.parametrize("digits", ["binomial", "uniform"])
+@pytest.mark.parametrize("case", range(len(CASES)))
+def test_compiled_lrgen_equals_lrgen(case, digits):
+    from pentegg.golden import lrgen
+
+    cfg = Config(seed=1000 + case, digits=digits, **CASES[case]).validate()
+    for step in (0, 1, 65534):
+        for l in range(cfg.n_layers):
+            out, fan = cfg.shape(l)
+            want = lrgen(cfg.seed, step, cfg.pairs, l, out, fan, cfg.rank, digits)
+            got = engine.lrgen(cfg, step, l)
+            assert (got[0] == want[0]).all() and (got[1] == want[1]).all()
+            assert got[0].dtype == np.int8 and got[1].dtype == np.int8
