@@ -1,13 +1,18 @@
-"""A compiled engine for the low-rank population forward pass (spec 5 and 6.2).
+"""The compiled integer engine of the golden model (Numba; the optional extra ``fast``).
 
-This module computes exactly what :func:`pentegg.golden.forward.population_forward`'s
-NumPy path computes, in integers, with one fused loop nest per antithetic pair compiled
-by Numba (the optional extra ``fast``; without Numba, or for a configuration this engine
-does not take, the NumPy path runs). ``tests/test_engine.py`` pins the two equal bit for
-bit over shapes, ranks, shifts, shared and per-member inputs, and the spec's
-materialised-member reference pins both.
+Three functions of the ES step, each the same integers as its NumPy reference:
 
-How it is organised (spec 6.2, low-rank mode):
+* :func:`lrgen` = :func:`pentegg.golden.lowrank.lrgen` (spec 2-3, the noise digits);
+* :func:`lowrank_forward` = :func:`pentegg.golden.forward.population_forward_numpy` in
+  low-rank mode (spec 5, 6.2);
+* :func:`lowrank_z` = :func:`pentegg.golden.update.accumulate_z_numpy` in low-rank mode
+  (spec 8.1).
+
+``make_noise``, ``population_forward`` and ``accumulate_z`` call them when Numba is
+installed (``PENTEGG_ENGINE=numpy`` forces the references); ``tests/test_engine.py`` pins
+each equal to its reference bit for bit.
+
+The forward pass, one fused loop nest per antithetic pair:
 
 * activations are kept feature-major, ``(features, batch)``, so every inner loop is an
   ``acc[o, :] += w * h[i, :]`` over the batch: contiguous, vectorised, and skipped when
@@ -19,11 +24,12 @@ How it is organised (spec 6.2, low-rank mode):
   ``x.B_j`` are computed once per step and per pair instead of per member;
 * nothing of a pair leaves the core's caches between layers.
 
-Exactness: every quantity is a Python/NumPy integer held in int32 (accumulators,
-products, rounding constants) or int64 (loop indices). No floating point takes part.
-:func:`supports` takes a configuration only when :meth:`Config.engine_bound` (the
-largest magnitude any intermediate of the forward pass reaches, rounding constants
-included) is below 2**31, so no int32 value can wrap.
+Exactness: no floating point takes part. Forward values are int32: :func:`supports` takes
+a configuration only when :meth:`Config.engine_bound` (the largest magnitude any
+intermediate of the forward pass reaches, rounding constants included) is below 2**31, so
+no int32 value can wrap (the widest configuration the ranges allow reaches 133,201,672).
+``Z`` is int64 (its bound reaches 2**32). PRNG words are held in int64 and every left
+shift and the ``mix32`` addition are masked to 32 bits (arithmetic modulo 2**32).
 """
 
 from __future__ import annotations
@@ -61,7 +67,8 @@ def kernel():
                 if "NUMBA_THREADING_LAYER" not in os.environ:
                     # Numba's OpenMP layer leaves its workers spinning after a parallel
                     # loop, which starves OpenBLAS's threads in the next NumPy matmul
-                    # (the update's Z: measured 0.25 ms -> 36 ms); workqueue does not spin.
+                    # (measured: the update's BLAS Z went from 0.25 ms to 36 ms);
+                    # workqueue does not spin.
                     numba.config.THREADING_LAYER = "workqueue"
                 from . import engine_kernels
 
@@ -69,6 +76,11 @@ def kernel():
             except ImportError as e:
                 _kernel_error = f"numba not installed ({e})"
     return _kernel
+
+
+def available() -> bool:
+    """Whether the compiled engine can run (Numba installed, not switched off)."""
+    return kernel() is not None
 
 
 def supports(cfg: Config) -> bool:

@@ -82,7 +82,7 @@ def make_noise(cfg: Config, step: int) -> Noise:
     a_list, b_list, e_list = [], [], []
     for l in range(cfg.n_layers):
         out, fan = cfg.shape(l)
-        if engine.kernel() is not None:  # compiled LRGEN, pinned equal to lrgen
+        if engine.available():  # compiled LRGEN, pinned equal to lrgen
             a, b = engine.lrgen(cfg, step, l)
         else:
             a, b = lrgen(cfg.seed, step, cfg.pairs, l, out, fan, cfg.rank, cfg.digits)
