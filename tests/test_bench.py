@@ -86,7 +86,9 @@ def test_bench_reference_float_eggroll_jax_side_by_side(pentegg_cmd):
 def test_bench_reference_without_jax_names_the_extra(pentegg_cmd, tmp_path):
     """Without JAX the command says in one line how to install it, exit code 2."""
     (tmp_path / "jax").mkdir()
-    (tmp_path / "jax" / "__init__.py").write_text("raise ImportError('no jax here')\n")
+    (tmp_path / "jax" / "__init__.py").write_text(
+        "raise ModuleNotFoundError('No module named jax', name='jax')\n"
+    )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     r = subprocess.run(
         [*pentegg_cmd, *REFERENCE_ARGS], capture_output=True, text=True, timeout=300, env=env
