@@ -1,25 +1,32 @@
 """``pentegg bench golden``: speed of the golden model, as figures and ratios.
 
-All figures are measured in this process, on this machine, best of ``repeat`` runs:
+Every figure is measured in this process, on this machine, in interleaved rounds
+(benchmarks/timing.py): each round calls every side being compared once, so a change of
+machine load weighs on all of them alike. A ratio is the median of its per-round ratios
+(reported with its quartiles and range); an absolute figure (ms, samples/s) is the median
+of the per-round times.
 
 1. **Forward throughput.** Samples per second of the perturbed population (every member
    on the same batch, low-rank and quantized mode) against plain batched inference of
    the same network on the same number of samples (``population * batch`` distinct
-   inputs through the central network). ``forward_throughput_ratio`` is low-rank
-   population / plain inference. The per-member-input case (every member its own inputs,
-   as in reinforcement learning) is reported too.
-2. **Naive ES.** One ES step that materialises every member's full perturbed weight
+   inputs through the central network), all five sides in the same rounds.
+   ``forward_throughput_ratio`` is low-rank population / plain inference (per round:
+   inference time / population time). The per-member-input case (every member its own
+   inputs, as in reinforcement learning) is reported too.
+2. **Step breakdown** at population 256 and 1024: noise generation, forward pass,
+   scoring and shaping, update (Z accumulation and apply), in milliseconds, the four
+   parts interleaved; ``step_ms`` is the sum of the four medians.
+3. **Naive ES.** One ES step that materialises every member's full perturbed weight
    matrix ``W + sign*E`` (quantized-mode semantics, identical results) and runs a batched
-   matmul per member, against pentegg's step. ``naive_speedup`` = naive time / pentegg
-   low-rank step time.
-3. **Step breakdown** at population 256 and 1024: noise generation, forward pass,
-   scoring and shaping, update (Z accumulation and apply), in milliseconds.
+   matmul per member, against pentegg's low-rank step (``es_step_classify``), the two
+   interleaved. ``naive_speedup`` = naive step time / pentegg step time, per round.
 """
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
@@ -30,6 +37,7 @@ from pentegg.golden import (
     apply_pentary,
     central_forward,
     classification_scores,
+    es_step_classify,
     init_state,
     make_noise,
     moves,
@@ -39,16 +47,15 @@ from pentegg.golden import (
 )
 from pentegg.golden.forward import activate, with_bias
 
+from .timing import Interleaved, format_summary, interleave, summary
 
-def best_of(fn: Callable[[], object], repeat: int) -> float:
-    """Smallest wall time of ``repeat`` calls, seconds (one warm-up call first)."""
-    fn()
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
+# ratio name -> (numerator side, denominator side) of the forward rounds: the time of plain
+# inference over the time of the population on the same number of samples.
+FORWARD_RATIOS = {
+    "forward_throughput_ratio": ("inference", "lowrank"),
+    "forward_throughput_ratio_quantized": ("inference", "quantized"),
+    "forward_throughput_ratio_per_member_inputs": ("inference", "lowrank_per_member_inputs"),
+}
 
 
 def _data(cfg: Config, batch: int, seed: int = 0):
@@ -63,37 +70,34 @@ def _trained_like_state(cfg: Config):
     return init_state(cfg.replace(init="random"))
 
 
-def _time_forward(cfg, st, noise, x, repeat: int) -> float:
-    return best_of(lambda: population_forward(cfg, st.weights, noise, x), repeat)
-
-
-def forward_throughput(layers, population: int, batch: int, repeat: int) -> dict:
+def forward_throughput(layers, population: int, batch: int, rounds: int):
+    """Samples/s of plain inference and of the perturbed population (low-rank and
+    quantized, shared and per-member inputs), the five sides in ``rounds`` interleaved
+    rounds. Returns (figures, the :class:`Interleaved` timings); the figures' ratios are
+    medians of per-round ratios (``FORWARD_RATIOS``)."""
     res: dict = {"population": population, "batch": batch, "layers": list(layers)}
     samples = population * batch
     rng = np.random.default_rng(1)
+    cfg = Config(layers=tuple(layers), population=population).validate()
+    st = _trained_like_state(cfg)
+    xp = rng.integers(0, 128, (samples, cfg.layers[0])).astype(np.int8)
+    sides: dict[str, Callable[[], object]] = {
+        "inference": partial(central_forward, cfg, st.weights, xp)
+    }
     for mode in ("lowrank", "quantized"):
         cfg = Config(layers=tuple(layers), population=population, mode=mode).validate()
         st = _trained_like_state(cfg)
         noise = make_noise(cfg, 0)
         x, _ = _data(cfg, batch)
-        res[f"{mode}_samples_per_s"] = samples / _time_forward(cfg, st, noise, x, repeat)
         xm = rng.integers(0, 128, (population, batch, cfg.layers[0])).astype(np.int8)
-        res[f"{mode}_per_member_inputs_samples_per_s"] = samples / _time_forward(
-            cfg, st, noise, xm, repeat
-        )
-    cfg = Config(layers=tuple(layers), population=population).validate()
-    st = _trained_like_state(cfg)
-    xp = rng.integers(0, 128, (samples, cfg.layers[0])).astype(np.int8)
-    t = best_of(lambda: central_forward(cfg, st.weights, xp), repeat)
-    res["inference_samples_per_s"] = samples / t
-    res["forward_throughput_ratio"] = res["lowrank_samples_per_s"] / res["inference_samples_per_s"]
-    res["forward_throughput_ratio_quantized"] = (
-        res["quantized_samples_per_s"] / res["inference_samples_per_s"]
-    )
-    res["forward_throughput_ratio_per_member_inputs"] = (
-        res["lowrank_per_member_inputs_samples_per_s"] / res["inference_samples_per_s"]
-    )
-    return res
+        sides[mode] = partial(population_forward, cfg, st.weights, noise, x)
+        sides[f"{mode}_per_member_inputs"] = partial(population_forward, cfg, st.weights, noise, xm)
+    timed = interleave(sides, rounds, ratios=FORWARD_RATIOS)
+    for side in sides:
+        res[f"{side}_samples_per_s"] = samples / timed.median(side)
+    for name in FORWARD_RATIOS:
+        res[name] = summary(timed.ratios[name])["median"]
+    return res, timed
 
 
 def naive_es_step(cfg: Config, st, x, y):
@@ -147,7 +151,10 @@ def step_phases(state, x, y) -> tuple[object, dict]:
     return new, ms
 
 
-def step_breakdown(layers, population: int, batch: int, repeat: int) -> dict:
+def step_breakdown(layers, population: int, batch: int, rounds: int):
+    """Milliseconds of the four parts of a low-rank ES step (noise, forward, shaping,
+    update), interleaved in ``rounds`` rounds; each part is its median, ``step_ms`` their
+    sum. Returns (parts, the :class:`Interleaved` timings)."""
     cfg = Config(layers=tuple(layers), population=population).validate()
     st = _trained_like_state(cfg)
     x, y = _data(cfg, batch)
@@ -160,47 +167,88 @@ def step_breakdown(layers, population: int, batch: int, repeat: int) -> dict:
         for l in range(cfg.n_layers):
             apply_latent(cfg, st.latent[l], moves(accumulate_z(cfg, noise, g, l), th))
 
-    parts = {
-        "noise_ms": best_of(lambda: make_noise(cfg, 0), repeat) * 1e3,
-        "forward_ms": best_of(lambda: population_forward(cfg, st.weights, noise, x), repeat) * 1e3,
-        "shaping_ms": best_of(
-            lambda: shape(classification_scores(logits, y, cfg.margin), cfg.shaping), repeat
-        )
-        * 1e3,
-        "update_ms": best_of(update, repeat) * 1e3,
+    sides = {
+        "noise": partial(make_noise, cfg, 0),
+        "forward": partial(population_forward, cfg, st.weights, noise, x),
+        "shaping": lambda: shape(classification_scores(logits, y, cfg.margin), cfg.shaping),
+        "update": update,
     }
+    timed = interleave(sides, rounds)
+    parts = {f"{side}_ms": timed.median(side) * 1e3 for side in sides}
     parts["step_ms"] = sum(parts.values())
-    return parts
+    return parts, timed
+
+
+def naive_comparison(layers, population: int, batch: int, rounds: int):
+    """Milliseconds per ES step of :func:`naive_es_step` (quantized-mode semantics) and of
+    pentegg's low-rank ``es_step_classify``, interleaved in ``rounds`` rounds;
+    ``naive_speedup`` is the median of the per-round quotients naive / pentegg. Returns
+    (figures, the :class:`Interleaved` timings)."""
+    cfg_naive = Config(layers=tuple(layers), population=population, mode="quantized").validate()
+    st_naive = _trained_like_state(cfg_naive)
+    cfg = Config(layers=tuple(layers), population=population).validate()
+    st = _trained_like_state(cfg)
+    x, y = _data(cfg, batch)
+    timed = interleave(
+        {
+            "naive": partial(naive_es_step, cfg_naive, st_naive, x, y),
+            "pentegg": partial(es_step_classify, st, x, y),
+        },
+        rounds,
+        ratios={"naive_speedup": ("naive", "pentegg")},
+    )
+    res = {
+        "naive_step_ms": timed.median("naive") * 1e3,
+        "pentegg_step_ms": timed.median("pentegg") * 1e3,
+        "naive_speedup": summary(timed.ratios["naive_speedup"])["median"],
+    }
+    return res, timed
 
 
 def run(
     layers=(64, 64, 10),
     batch: int = 256,
     populations=(256, 1024),
-    repeat: int = 3,
+    rounds: int = 15,
     log: Callable[[str], None] = print,
 ) -> dict:
-    out: dict = {"layers": list(layers), "batch": batch, "repeat": repeat}
-    log(f"golden benchmark: layers {tuple(layers)}, batch {batch}, best of {repeat}")
-    fw = forward_throughput(layers, 256, batch, repeat)
+    """Every figure of ``pentegg bench golden``; prints them through ``log``.
+
+    The record's ``ratios`` holds, for every ratio printed, its :func:`timing.summary`
+    (median, quartiles, range, n) and its ``per_round`` values; ``timings_ms`` holds every
+    side's per-round times in milliseconds, grouped by comparison."""
+    out: dict = {"layers": list(layers), "batch": batch, "rounds": rounds}
+    ratios: dict[str, dict] = {}
+    timings: dict[str, Interleaved] = {}
+
+    def ratio(name: str, timed: Interleaved) -> str:
+        ratios[name] = {**summary(timed.ratios[name]), "per_round": timed.ratios[name]}
+        return format_summary(ratios[name])
+
+    log(
+        f"golden benchmark: layers {tuple(layers)}, batch {batch}, {rounds} interleaved "
+        "rounds; ratio = median of the per-round ratios (IQR, range), times = medians"
+    )
+    fw, timings["forward"] = forward_throughput(layers, 256, batch, rounds)
     out["forward"] = fw
+    f = timings["forward"]
     log(f"forward, population 256 x batch {batch} = {256 * batch} samples:")
     log(f"  plain inference          {fw['inference_samples_per_s']:12,.0f} samples/s")
     log(
         f"  population, low-rank     {fw['lowrank_samples_per_s']:12,.0f} samples/s  "
-        f"ratio {fw['forward_throughput_ratio']:.2f}"
+        f"ratio {ratio('forward_throughput_ratio', f)}"
     )
     log(
         f"  population, quantized    {fw['quantized_samples_per_s']:12,.0f} samples/s  "
-        f"ratio {fw['forward_throughput_ratio_quantized']:.2f}"
+        f"ratio {ratio('forward_throughput_ratio_quantized', f)}"
     )
     log(
         f"  low-rank, inputs per member {fw['lowrank_per_member_inputs_samples_per_s']:9,.0f} "
-        f"samples/s  ratio {fw['forward_throughput_ratio_per_member_inputs']:.2f}"
+        f"samples/s  ratio {ratio('forward_throughput_ratio_per_member_inputs', f)}"
     )
     out["step_ms"], out["breakdown"] = {}, {}
     for p in populations:
-        b = step_breakdown(layers, p, batch, repeat)
+        b, timings[f"step_{p}"] = step_breakdown(layers, p, batch, rounds)
         out["breakdown"][str(p)] = b
         out["step_ms"][str(p)] = b["step_ms"]
         log(
@@ -208,16 +256,14 @@ def run(
             f"forward {b['forward_ms']:.1f} + shaping {b['shaping_ms']:.1f} + update "
             f"{b['update_ms']:.1f}"
         )
-    cfg = Config(layers=tuple(layers), population=256, mode="quantized").validate()
-    st = _trained_like_state(cfg)
-    x, y = _data(cfg, batch)
-    t_naive = best_of(lambda: naive_es_step(cfg, st, x, y), repeat)
-    t_ours = out["step_ms"]["256"] / 1e3
-    out["naive_step_ms"] = t_naive * 1e3
-    out["naive_speedup"] = t_naive / t_ours
+    nv, timings["naive"] = naive_comparison(layers, 256, batch, rounds)
+    out.update(nv)
     log(
-        f"naive ES (materialised W+-E per member), population 256: {t_naive * 1e3:.1f} ms/step; "
-        f"pentegg low-rank {t_ours * 1e3:.1f} ms/step; speedup {out['naive_speedup']:.2f}x"
+        f"naive ES (materialised W+-E per member), population 256: "
+        f"{nv['naive_step_ms']:.1f} ms/step; pentegg low-rank step {nv['pentegg_step_ms']:.1f} "
+        f"ms/step; speedup {ratio('naive_speedup', timings['naive'])}"
     )
     out["forward_throughput_ratio"] = fw["forward_throughput_ratio"]
+    out["ratios"] = ratios
+    out["timings_ms"] = {k: v.to_dict()["times"] for k, v in timings.items()}
     return out

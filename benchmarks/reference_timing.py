@@ -3,12 +3,14 @@ float-eggroll``.
 
 For each seed, the golden model (``pentegg train``'s configuration and step: the same
 ``es_step`` on the task's batch of step ``s``) and the float learner (JAX by default,
-benchmarks/float_eggroll_jax.py) both train for ``steps`` ES steps, **interleaved**:
-round ``s`` is golden step ``s`` then float step ``s``, each timed alone. Both see the
-same batch indices (``pentegg.tasks.step_rng``). Reported:
+benchmarks/float_eggroll_jax.py) both train for ``steps`` ES steps, **interleaved** by
+:func:`pentegg.benchmarks.timing.interleave`: round ``s`` times golden step ``s`` and float
+step ``s``, each alone, in alternating order (golden first in even rounds, float first in
+odd ones). Both see the same batch indices (``pentegg.tasks.step_rng``). Reported:
 
 * ``golden_step_ms``, ``float_step_ms``: medians over every round of every seed;
-* ``step_ratio``: the median of the per-round ratios golden / float, with its spread;
+* ``step_ratio``: the median of the per-round ratios golden / float, with its spread
+  (:func:`pentegg.benchmarks.timing.summary`: quartiles, min, max);
 * warm-up apart: the JAX compile time and the golden model's first step (which loads or
   compiles the Numba engine) are measured before round 0 and never enter the medians;
 * the golden step breakdown (noise, forward, scoring + shaping, update), median over
@@ -29,7 +31,7 @@ from pentegg.golden import TrainState, es_step, init_state, weights_sha256
 from pentegg.tasks import ClassificationTask, step_rng
 
 from .golden_bench import step_phases
-from .interleave import Rounds, spread
+from .timing import interleave, summary
 
 PHASES = ("noise_ms", "forward_ms", "scoring_ms", "update_ms")
 
@@ -83,7 +85,8 @@ def side_by_side(
     def batch_idx(seed: int, s: int) -> np.ndarray:
         return np.arange(n) if batch >= n else step_rng(seed, s).choice(n, batch, replace=False)
 
-    rounds = Rounds(("golden", "float"))
+    times: dict[str, list[float]] = {"golden": [], "float": []}
+    ratios: list[float] = []
     phases: dict[str, list[float]] = {p: [] for p in PHASES}
     compile_s, warm_s = [], []
 
@@ -97,20 +100,30 @@ def side_by_side(
         t = time.perf_counter()
         es_step(state, task.scorer(gcfg, 0, batch))  # warm-up: loads the engine
         warm_s.append(time.perf_counter() - t)
+        done = {"golden": 0, "float": 0}  # each side's next step
 
-        def golden_step(s: int):
-            return es_step(state, task.scorer(gcfg, s, batch))[0]
+        def golden_step():
+            nonlocal state
+            s = done["golden"]
+            state = es_step(state, task.scorer(gcfg, s, batch))[0]
+            done["golden"] = s + 1
 
-        def float_step(s: int):
+        def float_step():
+            s = done["float"]
             idx = batch_idx(seed, s)
             learner.step(s, task.x_train[idx], task.y_train[idx])
+            done["float"] = s + 1
 
-        g_wall = f_wall = 0.0
-        for s in range(steps):
-            state = rounds.time("golden", lambda s=s: golden_step(s))
-            rounds.time("float", lambda s=s: float_step(s))
-            g_wall += rounds.times["golden"][-1]
-            f_wall += rounds.times["float"][-1]
+        timed = interleave(
+            {"golden": golden_step, "float": float_step},
+            steps,
+            ratios={"step_ratio": ("golden", "float")},
+            warmup=0,
+        )
+        for side in times:
+            times[side] += timed.times[side]
+        ratios.extend(timed.ratios["step_ratio"])
+        g_wall, f_wall = sum(timed.times["golden"]), sum(timed.times["float"])
         for r in range(breakdown_rounds):
             idx = batch_idx(seed, steps + r)
             _, ph = step_phases(state, task.x_train[idx], task.y_train[idx])
@@ -133,19 +146,19 @@ def side_by_side(
         return run
 
     runs = [one_seed(seed) for seed in seeds]
-    summ = rounds.summary("golden", "float")
     breakdown = {p: statistics.median(v) for p, v in phases.items()} if breakdown_rounds else {}
     if breakdown:
         breakdown["sum_ms"] = sum(breakdown[p] for p in PHASES)
+    ratio = summary(ratios)
     return {
         "backend": backend,
-        "golden_step_ms": summ["golden_ms"],
-        "float_step_ms": summ["float_ms"],
-        "step_ratio": summ["ratio"],
-        "step_ratio_spread": summ["ratio_spread"],
-        "golden_step_ms_spread": spread([1e3 * v for v in rounds.times["golden"]]),
-        "float_step_ms_spread": spread([1e3 * v for v in rounds.times["float"]]),
-        "rounds": summ["rounds"],
+        "golden_step_ms": 1e3 * statistics.median(times["golden"]),
+        "float_step_ms": 1e3 * statistics.median(times["float"]),
+        "step_ratio": ratio["median"],
+        "step_ratio_spread": ratio,
+        "golden_step_ms_spread": summary([1e3 * v for v in times["golden"]]),
+        "float_step_ms_spread": summary([1e3 * v for v in times["float"]]),
+        "rounds": len(ratios),
         "float_compile_s": compile_s,
         "golden_warmup_s": warm_s,
         "golden_breakdown_ms": breakdown,

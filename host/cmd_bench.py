@@ -1,25 +1,35 @@
 """``pentegg bench``: measurements that print figures and ratios (never pass/fail).
 
-* ``bench golden``: the golden model's speed (benchmarks/golden_bench.py).
+* ``bench golden``: the golden model's speed (benchmarks/golden_bench.py); every ratio is
+  the median of per-round ratios from interleaved rounds (benchmarks/timing.py), printed
+  with its spread.
 * ``bench seeds SEEDS TRAIN_OPTIONS...``: ``pentegg train`` once per seed; mean, spread,
   steps and wall time of the result (the rows of docs/results.md).
 * ``bench reference mlp``: the sklearn MLP reference row.
 * ``bench reference float-eggroll``: the golden model and float Gaussian EGGROLL (JAX,
   jit-compiled; the optional extra ``reference``) train side by side on every seed,
   interleaved step by step: per-step times, their ratio, the golden step breakdown, the
-  accuracy both reach, and a machine record (benchmarks/reference_timing.py).
+  accuracy both reach (benchmarks/reference_timing.py).
+
+Every JSON record carries ``"machine"`` (timing.machine_record): CPUs, versions, platform,
+the load average at start and end, and the BLAS thread count with its source; the golden
+and reference benchmarks add the golden engine (Numba version, threads, threading layer)
+and the commit.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
 from .cli import ArgParser, UsageError
+
+DEFAULT_ROUNDS, MIN_ROUNDS, MAX_ROUNDS = 15, 3, 1000
 
 
 def register(sub) -> None:
@@ -34,7 +44,23 @@ def register(sub) -> None:
 
     g = suites.add_parser("golden", help="population throughput, naive ES, step breakdown")
     g.add_argument("--batch", type=int, default=256, help="samples per member (default 256)")
-    g.add_argument("--repeat", type=int, default=3, help="best of N timings (default 3)")
+    g.add_argument(
+        "--rounds",
+        type=int,
+        default=DEFAULT_ROUNDS,
+        help=f"interleaved rounds, {MIN_ROUNDS}..{MAX_ROUNDS} (default {DEFAULT_ROUNDS}): "
+        "every round times each side of a comparison once; ratios are the median of the "
+        "per-round ratios, printed with their spread",
+    )
+    g.add_argument(
+        "--blas-threads",
+        type=int,
+        metavar="N",
+        help="limit numpy's BLAS to N threads while measuring (1..256; needs threadpoolctl); "
+        "default: as configured (the JSON record's machine.blas says how many)",
+    )
+    # replaced by --rounds: refused with a one-line error saying so
+    g.add_argument("--repeat", help=argparse.SUPPRESS)
     g.add_argument(
         "--json",
         action="store_true",
@@ -95,8 +121,6 @@ def register(sub) -> None:
 
 
 def _seed_list(text: str) -> list[int]:
-    import argparse
-
     try:
         if "-" in text:
             a, b = (int(v) for v in text.split("-", 1))
@@ -119,7 +143,13 @@ def _summary(values: list[float]) -> dict:
     }
 
 
-def _report(title: str, runs: list[dict], as_json: bool, extra: dict) -> int:
+def _report(
+    title: str, runs: list[dict], as_json: bool, extra: dict, load_at_start: list[float] | None
+) -> int:
+    """Print the summary of ``runs`` (and with ``as_json`` the JSON record, which carries
+    the machine record with the load average at ``load_at_start`` and now)."""
+    from .benchmarks import timing
+
     out = {
         **extra,
         "runs": runs,
@@ -137,14 +167,18 @@ def _report(title: str, runs: list[dict], as_json: bool, extra: dict) -> int:
     log(f"  wall   {w['mean']:.1f} s (min {w['min']:.1f}, max {w['max']:.1f})")
     if "solved" in out:
         log(f"  solved {out['solved']}/{len(runs)}")
+    out["machine"] = {**timing.machine_record(load_at_start), **extra.get("machine", {})}
+    log(timing.describe_machine(out["machine"]))
     if as_json:
         print(json.dumps(out))
     return 0
 
 
 def run_seeds(args) -> int:
+    from .benchmarks.timing import load_average
     from .cmd_train import add_train_parser, train_record
 
+    load = load_average()
     opts = [o for o in args.train_options if o != "--"]
     if "--json" in opts:  # the remainder swallows bench's own --json
         opts = [o for o in opts if o != "--json"]
@@ -170,20 +204,24 @@ def run_seeds(args) -> int:
         runs,
         args.json,
         {"command": "pentegg train " + " ".join(opts), "seeds": args.seeds},
+        load,
     )
 
 
 def run_reference(args) -> int:
     from .benchmarks import reference
+    from .benchmarks.timing import load_average
     from .cmd_train import _int_list
     from .tasks import ClassificationTask, get_task
+
+    load = load_average()
 
     task = get_task(args.task)
     if not isinstance(task, ClassificationTask):
         raise UsageError(f"bench reference: task {task.name} is not a classification task")
     hidden = _int_list(args.hidden)
     if args.method == "float-eggroll":
-        return _float_eggroll(args, task, hidden)
+        return _float_eggroll(args, task, hidden, load)
     runs = []
     for s in args.seeds:
         r = {"seed": s, **reference.mlp(task, hidden, s)}
@@ -197,29 +235,14 @@ def run_reference(args) -> int:
         runs,
         args.json,
         {"method": args.method, "task": task.name, "hidden": list(hidden)},
+        load,
     )
 
 
-def machine_record() -> dict:
-    """CPU count, versions, BLAS threads and the golden engine's threads."""
-    import numpy as np
-
-    rec: dict = {
-        "cpus": os.cpu_count(),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "platform": platform.platform(),
-    }
-    try:
-        from threadpoolctl import threadpool_info
-
-        rec["blas_threads"] = {
-            f"{i['internal_api']} ({i['prefix']})": i["num_threads"]
-            for i in threadpool_info()
-            if i["user_api"] == "blas"
-        }
-    except ImportError:
-        rec["blas_threads"] = os.environ.get("OPENBLAS_NUM_THREADS", "unknown")
+def engine_record() -> dict:
+    """The golden engine's part of the machine record: Numba (version, threads, threading
+    layer, or None when it is not installed) and the commit measured."""
+    rec: dict = {}
     try:
         import numba
 
@@ -241,9 +264,9 @@ def machine_record() -> dict:
     return rec
 
 
-def _float_eggroll(args, task, hidden) -> int:
-    from .benchmarks.interleave import loadavg
+def _float_eggroll(args, task, hidden, load) -> int:
     from .benchmarks.reference_timing import side_by_side
+    from .benchmarks.timing import format_summary
     from .cmd_train import _config_from_args, add_train_parser
     from .golden import engine
 
@@ -272,7 +295,6 @@ def _float_eggroll(args, task, hidden) -> int:
 
     golden_cfg(args.seeds[0])  # a bad population or rank is a one-line error before any work
     log = (lambda m: print(m, file=sys.stderr)) if args.json else print
-    load0 = loadavg()
     log(
         f"golden ({engine.active(golden_cfg(args.seeds[0]))} engine) vs float EGGROLL "
         f"({args.backend}), {task.name}, layers {golden_cfg(0).layers}, population "
@@ -289,16 +311,14 @@ def _float_eggroll(args, task, hidden) -> int:
         breakdown_rounds=args.breakdown_rounds,
         log=log,
     )
-    machine = machine_record()
-    machine["loadavg_start"], machine["loadavg_end"] = load0, loadavg()
+    machine = engine_record()
     machine["golden_engine"] = engine.active(golden_cfg(args.seeds[0]))
     machine["float_backend"] = backend_info or {"backend": args.backend}
     sp = res["step_ratio_spread"]
     log(
         f"per ES step (median of {res['rounds']} interleaved rounds): golden "
         f"{res['golden_step_ms']:.2f} ms, float {res['float_step_ms']:.2f} ms; ratio "
-        f"golden/float {res['step_ratio']:.2f} (p10 {sp['p10']:.2f}, p90 {sp['p90']:.2f}, "
-        f"min {sp['min']:.2f}, max {sp['max']:.2f})"
+        f"golden/float {format_summary(sp)}"
     )
     b = res["golden_breakdown_ms"]
     if b:
@@ -311,7 +331,6 @@ def _float_eggroll(args, task, hidden) -> int:
         f"warm-up apart: float compile {', '.join(f'{c:.1f}' for c in res['float_compile_s'])}"
         f" s; golden first step {', '.join(f'{c:.2f}' for c in res['golden_warmup_s'])} s"
     )
-    log(f"load average at start {load0}, at end {machine['loadavg_end']}")
     extra = {
         "method": args.method,
         "task": task.name,
@@ -320,19 +339,42 @@ def _float_eggroll(args, task, hidden) -> int:
         "golden_value": _summary([r["golden_value"] for r in res["runs"]]),
         "machine": machine,
     }
-    return _report(f"float-eggroll ({args.backend}) on {task.name}", res["runs"], args.json, extra)
+    return _report(
+        f"float-eggroll ({args.backend}) on {task.name}", res["runs"], args.json, extra, load
+    )
 
 
 def run_golden(args) -> int:
+    if args.repeat is not None:
+        raise UsageError(
+            "--repeat (best of N, one side after the other) was replaced by --rounds N "
+            f"(interleaved rounds, median and spread; {MIN_ROUNDS}..{MAX_ROUNDS})"
+        )
     if not 1 <= args.batch <= 4096:
         raise UsageError(f"--batch {args.batch} out of range 1..4096")
-    if not 1 <= args.repeat <= 100:
-        raise UsageError(f"--repeat {args.repeat} out of range 1..100")
-    from .benchmarks import golden_bench
+    if not MIN_ROUNDS <= args.rounds <= MAX_ROUNDS:
+        raise UsageError(
+            f"--rounds {args.rounds} out of range {MIN_ROUNDS}..{MAX_ROUNDS} "
+            "(the median and spread need at least 3 rounds)"
+        )
+    if args.blas_threads is not None and not 1 <= args.blas_threads <= 256:
+        raise UsageError(f"--blas-threads {args.blas_threads} out of range 1..256")
+    from .benchmarks import golden_bench, timing
 
-    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
-    res = golden_bench.run(batch=args.batch, repeat=args.repeat, log=log)
-    res["machine"] = machine_record()
+    with contextlib.ExitStack() as stack:
+        try:
+            stack.enter_context(timing.blas_limit(args.blas_threads))
+        except RuntimeError as e:
+            raise UsageError(f"--blas-threads: {e}") from None
+        load = timing.load_average()
+        log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+        res = golden_bench.run(batch=args.batch, rounds=args.rounds, log=log)
+        res["machine"] = timing.machine_record(load)  # inside the limit: the threads in use
+        res["machine"].update(engine_record())
+    log(timing.describe_machine(res["machine"]))
+    note = timing.contention_note(res["machine"])
+    if note:
+        log(note)
     if args.json:
         print(json.dumps(res))
     return 0

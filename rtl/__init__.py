@@ -22,13 +22,13 @@ MODULE_NAMES = ("pquant", "prng", "keyer", "lrgen", "lrgen-compact", "lrgen-lane
 
 _EXPORTS = {
     "PentaryQuantizer": ".pquant",
-    "StreamKeyer": ".keyer",
-    "PentaryStreamCore": ".prng",
-    "PentaryPRNG": ".prng",
-    "LowRankGenerator": ".lrgen",
-    "KeyedLowRankGenerator": ".lrgen",
-    "SerialNoiseEngine": ".noise_engine",
-    "CompactLowRankGenerator": ".lrgen_compact",
+    "StreamKeyer": ".noise.keyer",
+    "PentaryStreamCore": ".noise.prng",
+    "PentaryPRNG": ".noise.prng",
+    "LowRankGenerator": ".noise.lrgen",
+    "KeyedLowRankGenerator": ".noise.lrgen",
+    "SerialNoiseEngine": ".noise.noise_engine",
+    "CompactLowRankGenerator": ".noise.lrgen_compact",
 }
 
 __all__ = ["MODULE_NAMES", *_EXPORTS]

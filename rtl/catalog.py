@@ -16,11 +16,11 @@ from amaranth import Shape
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
-from .keyer import StreamKeyer
-from .lrgen import KeyedLowRankGenerator, LowRankGenerator
-from .lrgen_compact import CompactLowRankGenerator
+from .noise.keyer import StreamKeyer
+from .noise.lrgen import KeyedLowRankGenerator, LowRankGenerator
+from .noise.lrgen_compact import CompactLowRankGenerator
+from .noise.prng import PentaryPRNG
 from .pquant import PentaryQuantizer
-from .prng import PentaryPRNG
 
 __all__ = [
     "MODULES",

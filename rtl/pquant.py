@@ -10,7 +10,7 @@ made on ``y >> o`` against ``2^s`` and ``3 * 2^s``; with ``y' = y >> o`` that is
 
 This module implements exactly that (no shifter, no comparator) and :func:`pquant_int`,
 the same rule on Python integers, which generates ROM images for
-:class:`~pentegg.rtl.lrgen.LowRankGenerator`.
+:class:`~pentegg.rtl.noise.lrgen.LowRankGenerator`.
 """
 
 from __future__ import annotations

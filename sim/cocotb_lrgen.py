@@ -18,7 +18,7 @@ import cocotb
 import numpy as np
 from cocotb.triggers import FallingEdge, RisingEdge
 
-from pentegg.rtl.lrgen import dot_width
+from pentegg.rtl.noise.lrgen import dot_width
 from pentegg.sim.scoreboard import Scoreboard, lrgen_expected
 from pentegg.sim.stream import StreamSink, decode_digits, reset, start_clock
 

@@ -8,27 +8,102 @@ import pytest
 
 
 def run(cmd, *args):
-    r = subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, timeout=600)
+    # no timeout: the runs are finite and stdin is /dev/null, so they cannot hang; a
+    # timeout would only fail on a loaded machine
+    r = subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout.strip().splitlines()[-1])
 
 
+def assert_machine_record(j):
+    m = j["machine"]
+    for key in ("cpus", "python", "numpy", "platform", "load_avg_start", "load_avg_end"):
+        assert key in m
+    assert {"library", "threads", "source"} <= set(m["blas"])
+
+
 def test_bench_golden_json_has_ratios_and_step_times(pentegg_cmd):
-    j = run(pentegg_cmd, "bench", "golden", "--batch", "16", "--repeat", "1", "--json")
+    j = run(pentegg_cmd, "bench", "golden", "--batch", "16", "--rounds", "3", "--json")
+    assert j["rounds"] == 3
     assert j["forward_throughput_ratio"] > 0 and j["naive_speedup"] > 0
     assert set(j["step_ms"]) == {"256", "1024"}
     for p in ("256", "1024"):
         b = j["breakdown"][p]
         parts = b["noise_ms"] + b["forward_ms"] + b["shaping_ms"] + b["update_ms"]
         assert abs(parts - b["step_ms"]) < 1e-6
-    f = j["forward"]
-    assert (
-        abs(
-            f["forward_throughput_ratio"]
-            - f["lowrank_samples_per_s"] / f["inference_samples_per_s"]
-        )
-        < 1e-9
+    assert_machine_record(j)
+
+
+def test_bench_golden_ratios_are_medians_of_interleaved_per_round_ratios(pentegg_cmd):
+    j = run(pentegg_cmd, "bench", "golden", "--batch", "16", "--rounds", "3", "--json")
+    t, f = j["timings_ms"], j["forward"]
+    sides = {
+        "forward_throughput_ratio": ("forward", "inference", "lowrank"),
+        "forward_throughput_ratio_quantized": ("forward", "inference", "quantized"),
+        "forward_throughput_ratio_per_member_inputs": (
+            "forward",
+            "inference",
+            "lowrank_per_member_inputs",
+        ),
+        "naive_speedup": ("naive", "naive", "pentegg"),
+    }
+    assert set(j["ratios"]) == set(sides)
+    for name, (group, num, den) in sides.items():
+        r = j["ratios"][name]
+        # one ratio per round, each the quotient of the two sides' times in that round
+        want = [a / b for a, b in zip(t[group][num], t[group][den], strict=True)]
+        assert r["n"] == 3 and r["per_round"] == pytest.approx(want, rel=1e-12)
+        assert r["median"] == pytest.approx(sorted(want)[1], rel=1e-12)
+        assert r["min"] <= r["q1"] <= r["median"] <= r["q3"] <= r["max"]
+    for name in sides:
+        if name.startswith("forward"):
+            assert f[name] == j["ratios"][name]["median"]
+    assert j["forward_throughput_ratio"] == j["ratios"]["forward_throughput_ratio"]["median"]
+    assert j["naive_speedup"] == j["ratios"]["naive_speedup"]["median"]
+
+
+def test_bench_golden_records_a_blas_thread_limit(pentegg_cmd):
+    pytest.importorskip("threadpoolctl")
+    j = run(
+        pentegg_cmd,
+        "bench",
+        "golden",
+        "--batch",
+        "16",
+        "--rounds",
+        "3",
+        "--blas-threads",
+        1,
+        "--json",
     )
+    assert j["machine"]["blas"]["threads"] == 1
+    assert j["machine"]["blas"]["source"] == "threadpoolctl"
+
+
+@pytest.mark.parametrize(
+    "args, msg",
+    [
+        (["--rounds", "2"], "--rounds 2 out of range 3..1000"),
+        (["--rounds", "1001"], "--rounds 1001 out of range 3..1000"),
+        (["--rounds", "x"], "invalid int value: 'x'"),
+        (["--repeat", "3"], "--repeat (best of N, one side after the other) was replaced by"),
+        (["--repeat", "x"], "was replaced by --rounds N"),
+        (["--batch", "0"], "--batch 0 out of range 1..4096"),
+        (["--blas-threads", "0"], "--blas-threads 0 out of range 1..256"),
+    ],
+)
+def test_bench_golden_bad_options_one_line_exit_2(pentegg_cmd, args, msg):
+    r = subprocess.run(
+        [*pentegg_cmd, "bench", "golden", *args],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 2, r.stderr
+    assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in r.stderr
 
 
 def test_bench_seeds_aggregates_train_runs(pentegg_cmd):
@@ -37,6 +112,7 @@ def test_bench_seeds_aggregates_train_runs(pentegg_cmd):
     assert j["solved"] == 3 and j["value"]["mean"] == 1.0
     assert len({r["weights_sha256"] for r in j["runs"]}) == 3
     assert j["command"] == "pentegg train --task xor"
+    assert_machine_record(j)
 
 
 REFERENCE_ARGS = (
@@ -63,12 +139,13 @@ def _check_side_by_side(j, backend):
     assert j["method"] == "float-eggroll" and j["backend"] == backend
     assert 0 <= j["value"]["mean"] <= 1 and 0 <= j["golden_value"]["mean"] <= 1
     assert j["rounds"] == 50 and j["golden_step_ms"] > 0 and j["float_step_ms"] > 0
-    assert j["step_ratio"] > 0 and j["step_ratio_spread"]["min"] <= j["step_ratio"]
+    sp = j["step_ratio_spread"]
+    assert j["step_ratio"] == sp["median"] and sp["min"] <= sp["q1"] <= sp["q3"] <= sp["max"]
     b = j["golden_breakdown_ms"]
     parts = b["noise_ms"] + b["forward_ms"] + b["scoring_ms"] + b["update_ms"]
     assert abs(parts - b["sum_ms"]) < 1e-9
-    m = j["machine"]
-    assert m["cpus"] >= 1 and len(m["loadavg_start"]) == 3 and "blas_threads" in m
+    assert_machine_record(j)
+    assert "numba" in j["machine"] and "golden_engine" in j["machine"]
     assert len(j["runs"][0]["weights_sha256"]) == 64
 
 
@@ -91,7 +168,11 @@ def test_bench_reference_without_jax_names_the_extra(pentegg_cmd, tmp_path):
     )
     env = {**os.environ, "PYTHONPATH": str(tmp_path)}
     r = subprocess.run(
-        [*pentegg_cmd, *REFERENCE_ARGS], capture_output=True, text=True, timeout=300, env=env
+        [*pentegg_cmd, *REFERENCE_ARGS],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1

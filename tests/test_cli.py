@@ -10,7 +10,9 @@ from pentegg.golden import SPEC_VERSION, Config
 
 
 def run(cmd, *args):
-    return subprocess.run([*cmd, *args], capture_output=True, text=True, timeout=120)
+    # no timeout: these calls cannot wait on anything (stdin is /dev/null), and a timeout
+    # only measures how loaded the machine is
+    return subprocess.run([*cmd, *args], capture_output=True, text=True, stdin=subprocess.DEVNULL)
 
 
 def test_version(pentegg_cmd):

@@ -91,7 +91,7 @@ def test_cli_trains_on_a_csv_and_errors_are_one_line(pentegg_cmd, tmp_path):
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        stdin=subprocess.DEVNULL,  # no timeout: 60 steps cannot hang, only run slowly
     )
     assert r.returncode == 0, r.stderr
     rec = json.loads(r.stdout.strip().splitlines()[-1])
@@ -100,11 +100,15 @@ def test_cli_trains_on_a_csv_and_errors_are_one_line(pentegg_cmd, tmp_path):
         [*pentegg_cmd, "eval", "--task", f"csv:{p}", "--model", str(tmp_path / "run"), "--json"],
         capture_output=True,
         text=True,
+        stdin=subprocess.DEVNULL,
     )
     assert ev.returncode == 0 and json.loads(ev.stdout)["value"] == rec["value"]
     bad = write(tmp_path, "a,b,label\n1,2,0\n3,,1\n" + "1,2,1\n" * 10, "bad.csv")
     r = subprocess.run(
-        [*pentegg_cmd, "train", "--task", f"csv:{bad}"], capture_output=True, text=True
+        [*pentegg_cmd, "train", "--task", f"csv:{bad}"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "row 3, column 'b': missing value" in r.stderr

@@ -11,8 +11,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from pentegg.golden import lrgen, lrmul, rank_shift, stream_state
-from pentegg.rtl.keyer import KEYERS, StreamKeyer
-from pentegg.rtl.lrgen import LowRankGenerator
+from pentegg.rtl.noise.keyer import KEYERS, StreamKeyer
+from pentegg.rtl.noise.lrgen import LowRankGenerator
 from pentegg.sim import harness
 from pentegg.sim.scoreboard import Scoreboard
 

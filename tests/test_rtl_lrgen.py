@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
-from pentegg.rtl.lrgen import KeyedLowRankGenerator, LowRankGenerator
+from pentegg.rtl.noise.lrgen import KeyedLowRankGenerator, LowRankGenerator
 from pentegg.sim import harness
 from pentegg.sim.amaranth_jobs import quantized_job_timing
 from pentegg.sim.scoreboard import Scoreboard, lrgen_expected

@@ -16,8 +16,8 @@ import pytest
 from amaranth.sim import Simulator
 
 from pentegg.golden.prng import stream_digits, stream_key, stream_state
-from pentegg.rtl.lrgen_compact import CompactLowRankGenerator, compact_job_cycles
-from pentegg.rtl.noise_engine import SerialNoiseEngine
+from pentegg.rtl.noise.lrgen_compact import CompactLowRankGenerator, compact_job_cycles
+from pentegg.rtl.noise.noise_engine import SerialNoiseEngine
 from pentegg.sim import harness
 from pentegg.sim.amaranth_jobs import quantized_job_timing
 from pentegg.sim.scoreboard import Scoreboard

@@ -6,7 +6,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from pentegg.golden import pquant
-from pentegg.rtl.lrgen import dot_width, pquant_rom_image, rank_shift
+from pentegg.rtl.noise.lrgen import dot_width, pquant_rom_image, rank_shift
 from pentegg.rtl.pquant import PentaryQuantizer, pquant_int
 from pentegg.sim import harness
 from pentegg.sim.scoreboard import Scoreboard

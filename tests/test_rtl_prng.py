@@ -10,7 +10,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from pentegg.golden import stream_digits, stream_state
-from pentegg.rtl.prng import PentaryPRNG
+from pentegg.rtl.noise.prng import PentaryPRNG
 from pentegg.sim import harness
 from pentegg.sim.scoreboard import Scoreboard
 

@@ -11,7 +11,11 @@ SMALL = ["--population", "16", "--hidden", "8", "--batch", "64", "--quiet"]
 
 
 def run(cmd, *args, check=True):
-    r = subprocess.run([*cmd, *map(str, args)], capture_output=True, text=True, timeout=600)
+    # no timeout: a run has a fixed number of steps and stdin is /dev/null, so it cannot
+    # hang; a timeout would only fail on a loaded machine
+    r = subprocess.run(
+        [*cmd, *map(str, args)], capture_output=True, text=True, stdin=subprocess.DEVNULL
+    )
     if check:
         assert r.returncode == 0, r.stderr
     return r

@@ -3,7 +3,7 @@
 ``x0 = mix32(stream_key ^ S)`` with the run key ``S = mix32(seed ^ RUN_SALT) | 2^31``.
 One keyer per device serves every generator: a request carries the key fields of one
 stream (step, pair, layer, A|B), the answer is that stream's 32-bit start state, which a
-:class:`~pentegg.rtl.prng.PentaryStreamCore` (inside each LowRankGenerator lane) loads.
+:class:`~pentegg.rtl.noise.prng.PentaryStreamCore` (inside each LowRankGenerator lane) loads.
 
 One 32-bit state register does the mixing, one operation per cycle:
 
@@ -43,7 +43,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .params import check_choice
+from ..params import check_choice
 
 __all__ = [
     "KEYERS",

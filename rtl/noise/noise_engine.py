@@ -20,7 +20,7 @@ Both in one pass, LSB first. With ``y = x ^ (x << 13)``, ``z = y ^ (y >> 17)`` a
 The delay lines and the carry are cleared at every pass end, so that the bits below bit
 0 read as zero. A pass that is neither (the delay lines held at zero) rotates ``x``
 unchanged; loads are an XOR into the shift path at a pass end, as in the serial
-:class:`~pentegg.rtl.keyer.StreamKeyer` (``k ^ cap ^ RUN_SALT`` with ``cap`` the seed in
+:class:`~pentegg.rtl.noise.keyer.StreamKeyer` (``k ^ cap ^ RUN_SALT`` with ``cap`` the seed in
 pass A and ``RUN_SALT`` otherwise, one LUT4 per key bit). Passes, one-hot:
 
 * with ``reseed``: A (clear; load ``k ^ seed ^ RUN_SALT``), B (load ``k`` again: ``x =
@@ -42,8 +42,8 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..params import check_choice
 from .keyer import RUN_SALT
-from .params import check_choice
 from .prng import DIGIT_DISTS, DIGITS_PER_WORD, decode_digit, digits_layout
 
 __all__ = ["CHUNK_DIGITS", "SerialNoiseEngine", "chunk_digits"]

@@ -4,7 +4,7 @@
   stream and emits the stream's digits (spec 2.4, 2.5): a 32-bit xorshift32 state register,
   its load multiplexer and the digit decoders. Each LowRankGenerator lane has one.
 * :class:`PentaryPRNG`: the keyed generator of spec 2, a
-  :class:`~pentegg.rtl.keyer.StreamKeyer` (the key mixing) feeding a
+  :class:`~pentegg.rtl.noise.keyer.StreamKeyer` (the key mixing) feeding a
   :class:`PentaryStreamCore`. In the accelerator one keyer serves every lane; this block
   is the keyed PRNG on its own.
 """
@@ -16,8 +16,8 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..params import check_choice
 from .keyer import KEYERS, LAYER_BITS, PAIR_BITS, RUN_SALT, STEP_BITS, StreamKeyer, xs32
-from .params import check_choice
 
 __all__ = [
     "DIGITS_PER_BEAT",
@@ -92,7 +92,7 @@ class PentaryStreamCore(wiring.Component):
     Interface attributes
     --------------------
     x0 : In(stream.Signature(32))
-        Start states (spec 2.3), e.g. from a :class:`~pentegg.rtl.keyer.StreamKeyer`.
+        Start states (spec 2.3), e.g. from a :class:`~pentegg.rtl.noise.keyer.StreamKeyer`.
         Always ready: a beat (re)starts the stream from word 0 of ``x0``, dropping the
         current one and any beat not yet taken. Loading the same ``x0`` again replays the
         same digits.
@@ -192,7 +192,7 @@ class PentaryStreamCore(wiring.Component):
 
 
 class PentaryPRNG(wiring.Component):
-    """The spec's keyed digit generator (spec 2): a :class:`~pentegg.rtl.keyer.StreamKeyer`
+    """The spec's keyed digit generator (spec 2): a :class:`~pentegg.rtl.noise.keyer.StreamKeyer`
     and a :class:`PentaryStreamCore`, ``digits_per_beat`` digits per transfer.
 
     Word ``i`` of the stream keyed by (seed, step, pair, layer, ab) is ``xs32^i(x0)`` with
@@ -207,7 +207,7 @@ class PentaryPRNG(wiring.Component):
     digits_per_beat : int
         Digits per transfer on ``o``: 1, 2, 4, 8, 16, 32 or 64 (default 4).
     keyer : str
-        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        The :class:`~pentegg.rtl.noise.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
         ``"serial"`` (far smaller, far slower: see the timing below).
 
     Interface attributes

@@ -1,6 +1,6 @@
 """LRGEN + LRMUL (spec 3 and 4.2): the low-rank factors A, B and E = PQUANT(A.B^T, f).
 
-One :class:`~pentegg.rtl.prng.PentaryPRNG` (``digits_per_beat = rank``, one beat is one
+One :class:`~pentegg.rtl.noise.prng.PentaryPRNG` (``digits_per_beat = rank``, one beat is one
 row of A or B) serves both streams of a job, one after the other:
 
 1. B: the B stream's ``fan`` rows go into a block RAM (``rank`` digit codes per word) and,
@@ -20,10 +20,10 @@ from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .bram import RegisteredRAM
+from ..bram import RegisteredRAM
+from ..params import check_choice, check_int
+from ..pquant import PentaryQuantizer, pquant_int
 from .keyer import KEYERS, LAYER_BITS, PAIR_BITS, STEP_BITS, StreamKeyer
-from .params import check_choice, check_int
-from .pquant import PentaryQuantizer, pquant_int
 from .prng import DIGIT_DISTS, PentaryStreamCore, digits_layout
 
 __all__ = [
@@ -226,7 +226,7 @@ class LowRankGenerator(wiring.Component):
     PQUANT(A[i] . B[k], log4(rank) + sigma_shift)`` (spec 4.2). The lane has no key
     mixing: it loads the two streams' start states ``x0`` (spec 2.3) from its ``x0``
     stream, the B state first, then the A state, e.g. from a
-    :class:`~pentegg.rtl.keyer.StreamKeyer` shared by all lanes
+    :class:`~pentegg.rtl.noise.keyer.StreamKeyer` shared by all lanes
     (:class:`KeyedLowRankGenerator` is one keyer and one lane).
 
     A job starts with the B state, accepted while ``busy`` is low; the run-time inputs
@@ -467,7 +467,7 @@ class LowRankGenerator(wiring.Component):
 
 
 class KeyedLowRankGenerator(wiring.Component):
-    """A :class:`~pentegg.rtl.keyer.StreamKeyer` and one :class:`LowRankGenerator` lane:
+    """A :class:`~pentegg.rtl.noise.keyer.StreamKeyer` and one :class:`LowRankGenerator` lane:
     LRGEN + LRMUL keyed by (seed, step, pair, layer), as one block.
 
     This is what one lane costs together with a keyer of its own; in the accelerator one
@@ -480,7 +480,7 @@ class KeyedLowRankGenerator(wiring.Component):
     rank, max_fan, max_out, digits, pquant
         As :class:`LowRankGenerator`.
     keyer : str
-        The :class:`~pentegg.rtl.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
+        The :class:`~pentegg.rtl.noise.keyer.StreamKeyer`'s form: ``"parallel"`` (default) or
         ``"serial"`` (about 120 LUT4 fewer on the UP5K, stream starts of 834 and 1666
         cycles: see the timing below).
 

@@ -1,9 +1,9 @@
 """CompactLowRankGenerator: LRGEN + LRMUL keyed by (seed, step, pair, layer) with one
 bit-serial noise engine, for the smallest area (spec 2, 3, 4.2).
 
-The block of :class:`~pentegg.rtl.lrgen.KeyedLowRankGenerator` (a parallel key mixer
+The block of :class:`~pentegg.rtl.noise.lrgen.KeyedLowRankGenerator` (a parallel key mixer
 and a lane with its own 32-bit xorshift stepper, about 390 LUT4 on an iCE40UP5K) in a
-different trade: one :class:`~pentegg.rtl.noise_engine.SerialNoiseEngine` mixes the keys
+different trade: one :class:`~pentegg.rtl.noise.noise_engine.SerialNoiseEngine` mixes the keys
 and generates both streams one bit per cycle, writing the rows of B and then of A into
 two block RAMs; E is then computed from the two RAMs at one element per cycle. The
 noise costs ``4 * rank`` cycles per row (binomial) before E starts instead of one, and a
@@ -18,7 +18,7 @@ from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .bram import RegisteredRAM
+from ..bram import RegisteredRAM
 from .lrgen import KEY_PORTS, configure, job_ports, lrmul_depth, lrmul_stages
 from .noise_engine import SerialNoiseEngine, chunk_digits
 from .prng import DIGITS_PER_WORD
@@ -59,7 +59,7 @@ class CompactLowRankGenerator(wiring.Component):
     digits : str
         ``"binomial"`` (default) or ``"uniform"`` (spec 2.5).
     pquant : str
-        As :class:`~pentegg.rtl.lrgen.LowRankGenerator`: ``"rom"``, ``"logic"`` or
+        As :class:`~pentegg.rtl.noise.lrgen.LowRankGenerator`: ``"rom"``, ``"logic"`` or
         ``"auto"`` (default; the ROM up to rank 4).
 
     Interface attributes
@@ -79,7 +79,7 @@ class CompactLowRankGenerator(wiring.Component):
     busy : Out(1)
         High from the cycle after ``start`` until the job's last transfer has happened.
     e : Out(stream.Signature(StructLayout({"e": signed(3), "dot": signed(dot_width)})))
-        As :class:`~pentegg.rtl.lrgen.LowRankGenerator`: the element of E and the dot
+        As :class:`~pentegg.rtl.noise.lrgen.LowRankGenerator`: the element of E and the dot
         product ``A[i] . B[k]`` it quantizes.
     a, b : Out(stream.Signature(ArrayLayout(signed(3), rank)))
         Rows of A and of B (low-rank mode), digit ``c`` in bits ``[3c+2:3c]``.
