@@ -1,4 +1,6 @@
-"""Float Gaussian EGGROLL: the reference row of docs/results.md (not the golden path).
+"""Float Gaussian EGGROLL in NumPy (not the golden path): the readable definition that the
+JAX reference of docs/results.md (benchmarks/float_eggroll_jax.py) is tested against, and
+``pentegg bench reference float-eggroll --backend numpy`` where JAX is not installed.
 
 A small float32 implementation of EGGROLL as published (arXiv 2511.16652; the
 ESHyperscale/HyperscaleES noiser): per layer and antithetic pair, Gaussian factors

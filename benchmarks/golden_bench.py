@@ -24,6 +24,7 @@ of the per-round times.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from functools import partial
 
@@ -33,6 +34,7 @@ from pentegg.golden import (
     Config,
     accumulate_z,
     apply_latent,
+    apply_pentary,
     central_forward,
     classification_scores,
     es_step_classify,
@@ -117,6 +119,36 @@ def naive_es_step(cfg: Config, st, x, y):
         full = np.repeat(noise.E[l], 2, axis=0).astype(np.int64) * sign  # every member's E
         z = np.einsum("m,mij->ij", np.repeat(g, 2) * sign[:, 0, 0], full) // 2
         apply_latent(cfg, st.latent[l], moves(z, theta))
+
+
+def step_phases(state, x, y) -> tuple[object, dict]:
+    """One classification ES step, phase by phase as golden ``es_step`` runs them; returns
+    the new state (equal to ``es_step_classify``'s) and the wall ms of each phase."""
+    cfg = state.cfg
+    t0 = time.perf_counter()
+    noise = make_noise(cfg, state.step)
+    t1 = time.perf_counter()
+    logits = population_forward(cfg, state.weights, noise, x)
+    t2 = time.perf_counter()
+    g = shape(classification_scores(logits, y, cfg.margin), cfg.shaping)
+    theta = threshold(cfg, g)
+    t3 = time.perf_counter()
+    new = state.copy()
+    for l in range(cfg.n_layers):
+        mv = moves(accumulate_z(cfg, noise, g, l), theta)
+        if cfg.update == "latent":
+            new.latent[l], new.weights[l] = apply_latent(cfg, state.latent[l], mv)
+        else:
+            new.weights[l] = apply_pentary(state.weights[l], mv)
+    new.step = state.step + 1
+    t4 = time.perf_counter()
+    ms = {
+        "noise_ms": 1e3 * (t1 - t0),
+        "forward_ms": 1e3 * (t2 - t1),
+        "scoring_ms": 1e3 * (t3 - t2),
+        "update_ms": 1e3 * (t4 - t3),
+    }
+    return new, ms
 
 
 def step_breakdown(layers, population: int, batch: int, rounds: int):

@@ -65,7 +65,7 @@ def rows() -> list[tuple[str, str, list[str]]]:
     out.append(
         (
             "digits",
-            "reference: float Gaussian EGGROLL (64 hidden, pop 256, r 4)",
+            "reference: float Gaussian EGGROLL, JAX jit (64 hidden, pop 256, r 4)",
             [
                 "bench",
                 "reference",

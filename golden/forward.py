@@ -15,7 +15,9 @@ for odd ``m``. Its accumulator is
 Inputs are shared by all members (``x`` of shape (batch, in)) or per member
 (shape (population, batch, in)). Everything is vectorised over members and samples.
 
-Implementation note: inside :func:`population_forward` values are carried in float32
+Implementation note: :func:`population_forward` runs the compiled integer engine of
+golden/engine.py when it can (low-rank mode, Numba installed), otherwise
+:func:`population_forward_numpy`. Inside the NumPy path values are carried in float32
 (float64 if a bound needs it) holding exact integers. :meth:`Config.engine_bound` is the
 largest magnitude any intermediate can reach; the dtype is chosen so that it is exactly
 representable, and :func:`member_forward_materialised` (plain int64) pins the result in
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import engine
 from .arith import rshr, sat
 from .config import ACT_MAX, BIAS_INPUT, Config
 from .lowrank import Noise
@@ -127,7 +130,19 @@ def layer_population(cfg: Config, l: int, w: np.ndarray, noise: Noise, x: np.nda
 
 
 def population_forward(cfg: Config, weights: list[np.ndarray], noise: Noise, x) -> np.ndarray:
-    """Int8 logits of every member: (population, batch, classes) int8."""
+    """Int8 logits of every member: (population, batch, classes) int8.
+
+    Runs the compiled integer engine (golden/engine.py) when it takes ``cfg`` and Numba
+    is installed, else :func:`population_forward_numpy`; the two are pinned equal.
+    """
+    x = check_input(cfg, x)
+    if engine.active(cfg) == "numba":
+        return engine.lowrank_forward(cfg, weights, noise, x)
+    return population_forward_numpy(cfg, weights, noise, x)
+
+
+def population_forward_numpy(cfg: Config, weights: list[np.ndarray], noise: Noise, x) -> np.ndarray:
+    """:func:`population_forward` in NumPy (float BLAS holding exact integers)."""
     h = check_input(cfg, x).astype(_dtype(cfg))
     shifts = cfg.shifts()
     for l in range(cfg.n_layers):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import engine
 from .arith import pquant, sat
 from .config import Config, ConfigError
 from .fitness import classification_scores, shape
@@ -81,7 +82,10 @@ def make_noise(cfg: Config, step: int) -> Noise:
     a_list, b_list, e_list = [], [], []
     for l in range(cfg.n_layers):
         out, fan = cfg.shape(l)
-        a, b = lrgen(cfg.seed, step, cfg.pairs, l, out, fan, cfg.rank, cfg.digits)
+        if engine.available():  # compiled LRGEN, pinned equal to lrgen
+            a, b = engine.lrgen(cfg, step, l)
+        else:
+            a, b = lrgen(cfg.seed, step, cfg.pairs, l, out, fan, cfg.rank, cfg.digits)
         a_list.append(a)
         b_list.append(b)
         if cfg.mode == "quantized":

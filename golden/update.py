@@ -16,13 +16,22 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import engine
 from .arith import exact_matmul, isqrt, pquant, sat
 from .config import Config
 from .lowrank import Noise
 
 
 def accumulate_z(cfg: Config, noise: Noise, g: np.ndarray, l: int) -> np.ndarray:
-    """``Z`` of layer ``l`` (out, fan) int64."""
+    """``Z`` of layer ``l`` (out, fan) int64 (the compiled engine's integer loop when it
+    runs, else an exact float BLAS product; pinned equal in tests/test_engine.py)."""
+    if engine.active(cfg) == "numba":
+        return engine.lowrank_z(cfg, noise, g, l)
+    return accumulate_z_numpy(cfg, noise, g, l)
+
+
+def accumulate_z_numpy(cfg: Config, noise: Noise, g: np.ndarray, l: int) -> np.ndarray:
+    """:func:`accumulate_z` through float BLAS holding exact integers (``exact_matmul``)."""
     g = np.asarray(g, dtype=np.int64)
     out, fan = cfg.shape(l)
     bound = cfg.z_bound(l)

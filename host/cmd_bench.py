@@ -5,10 +5,16 @@
   with its spread.
 * ``bench seeds SEEDS TRAIN_OPTIONS...``: ``pentegg train`` once per seed; mean, spread,
   steps and wall time of the result (the rows of docs/results.md).
-* ``bench reference``: the reference rows (sklearn MLP, float Gaussian EGGROLL).
+* ``bench reference mlp``: the sklearn MLP reference row.
+* ``bench reference float-eggroll``: the golden model and float Gaussian EGGROLL (JAX,
+  jit-compiled; the optional extra ``reference``) train side by side on every seed,
+  interleaved step by step: per-step times, their ratio, the golden step breakdown, the
+  accuracy both reach (benchmarks/reference_timing.py).
 
 Every JSON record carries ``"machine"`` (timing.machine_record): CPUs, versions, platform,
-the load average at start and end, and the BLAS thread count with its source.
+the load average at start and end, and the BLAS thread count with its source; the golden
+and reference benchmarks add the golden engine (Numba version, threads, threading layer)
+and the commit.
 """
 
 from __future__ import annotations
@@ -16,7 +22,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import statistics
+import subprocess
 import sys
 
 from .cli import ArgParser, UsageError
@@ -79,10 +87,14 @@ def register(sub) -> None:
 
     r = suites.add_parser(
         "reference",
-        help="backprop MLP or float Gaussian EGGROLL rows",
-        description="Reference learners on a classification task's int8 "
-        "inputs and split: sklearn MLPClassifier (mlp) or float Gaussian "
-        "EGGROLL (float-eggroll, benchmarks/float_eggroll.py).",
+        help="backprop MLP, or golden vs float Gaussian EGGROLL side by side",
+        description="Reference learners on a classification task's int8 inputs and "
+        "split. mlp: sklearn MLPClassifier. float-eggroll: float Gaussian EGGROLL "
+        "(--backend jax: jit-compiled JAX, the optional extra 'reference'; numpy: "
+        "benchmarks/float_eggroll.py) and the golden model train side by side on "
+        "every seed for --steps steps, interleaved step by step: per-step times "
+        "(medians), their per-round ratio golden/float, the golden step breakdown, "
+        "the test accuracy both reach. JAX compile time is reported apart.",
     )
     r.add_argument("method", choices=("mlp", "float-eggroll"))
     r.add_argument("--task", default="digits", help="digits | xor | csv:PATH")
@@ -92,6 +104,18 @@ def register(sub) -> None:
     r.add_argument("--population", type=int, default=256)
     r.add_argument("--rank", type=int, default=4)
     r.add_argument("--batch", type=int, default=256)
+    r.add_argument(
+        "--backend",
+        choices=("jax", "numpy"),
+        default="jax",
+        help="float-eggroll implementation (default jax)",
+    )
+    r.add_argument(
+        "--breakdown-rounds",
+        type=int,
+        default=100,
+        help="float-eggroll: phase-timed golden steps per seed after training (default 100)",
+    )
     r.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
     r.set_defaults(func=run_reference)
 
@@ -143,7 +167,7 @@ def _report(
     log(f"  wall   {w['mean']:.1f} s (min {w['min']:.1f}, max {w['max']:.1f})")
     if "solved" in out:
         log(f"  solved {out['solved']}/{len(runs)}")
-    out["machine"] = timing.machine_record(load_at_start)
+    out["machine"] = {**timing.machine_record(load_at_start), **extra.get("machine", {})}
     log(timing.describe_machine(out["machine"]))
     if as_json:
         print(json.dumps(out))
@@ -196,15 +220,11 @@ def run_reference(args) -> int:
     if not isinstance(task, ClassificationTask):
         raise UsageError(f"bench reference: task {task.name} is not a classification task")
     hidden = _int_list(args.hidden)
+    if args.method == "float-eggroll":
+        return _float_eggroll(args, task, hidden, load)
     runs = []
     for s in args.seeds:
-        if args.method == "mlp":
-            r = reference.mlp(task, hidden, s)
-        else:
-            r = reference.float_eggroll(
-                task, hidden, s, args.steps, args.population, args.rank, args.batch
-            )
-        r = {"seed": s, **r}
+        r = {"seed": s, **reference.mlp(task, hidden, s)}
         print(
             f"seed {s}: value {r['value']:.4f} steps {r['steps']} wall {r['wall_s']:.1f} s",
             file=sys.stderr if args.json else sys.stdout,
@@ -216,6 +236,111 @@ def run_reference(args) -> int:
         args.json,
         {"method": args.method, "task": task.name, "hidden": list(hidden)},
         load,
+    )
+
+
+def engine_record() -> dict:
+    """The golden engine's part of the machine record: Numba (version, threads, threading
+    layer, or None when it is not installed) and the commit measured."""
+    rec: dict = {}
+    try:
+        import numba
+
+        rec["numba"] = numba.__version__
+        rec["numba_threads"] = numba.get_num_threads()
+        rec["numba_threading_layer"] = numba.config.THREADING_LAYER
+    except ImportError:
+        rec["numba"] = None
+    try:
+        rec["commit"] = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            cwd=os.path.dirname(os.path.abspath(__file__)),
+            timeout=10,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        rec["commit"] = None
+    return rec
+
+
+def _float_eggroll(args, task, hidden, load) -> int:
+    from .benchmarks.reference_timing import side_by_side
+    from .benchmarks.timing import format_summary
+    from .cmd_train import _config_from_args, add_train_parser
+    from .golden import engine
+
+    if not 1 <= args.steps <= 65534:
+        raise UsageError(f"--steps {args.steps} out of range 1..65534")
+    if not 0 <= args.breakdown_rounds <= 10000:
+        raise UsageError(f"--breakdown-rounds {args.breakdown_rounds} out of range 0..10000")
+    if not 1 <= args.batch <= 65536:
+        raise UsageError(f"--batch {args.batch} out of range 1..65536")
+    backend_info: dict = {}
+    if args.backend == "jax":
+        from .benchmarks.float_eggroll_jax import MissingJax
+        from .benchmarks.float_eggroll_jax import backend_info as jax_info
+
+        try:
+            backend_info = jax_info()
+        except MissingJax as e:
+            raise UsageError(str(e)) from None
+    sub = ArgParser(prog="pentegg bench reference").add_subparsers(parser_class=ArgParser)
+    tp = add_train_parser(sub)
+    opts = ["--task", args.task, "--hidden", args.hidden, "--population", str(args.population)]
+    opts += ["--rank", str(args.rank), "--batch", str(args.batch)]
+
+    def golden_cfg(seed: int):
+        return _config_from_args(tp.parse_args([*opts, "--seed", str(seed)]), task)
+
+    golden_cfg(args.seeds[0])  # a bad population or rank is a one-line error before any work
+    log = (lambda m: print(m, file=sys.stderr)) if args.json else print
+    log(
+        f"golden ({engine.active(golden_cfg(args.seeds[0]))} engine) vs float EGGROLL "
+        f"({args.backend}), {task.name}, layers {golden_cfg(0).layers}, population "
+        f"{args.population}, rank {args.rank}, batch {args.batch}, {args.steps} steps x "
+        f"{len(args.seeds)} seeds, interleaved"
+    )
+    res = side_by_side(
+        task,
+        golden_cfg,
+        args.backend,
+        args.seeds,
+        args.steps,
+        args.batch,
+        breakdown_rounds=args.breakdown_rounds,
+        log=log,
+    )
+    machine = engine_record()
+    machine["golden_engine"] = engine.active(golden_cfg(args.seeds[0]))
+    machine["float_backend"] = backend_info or {"backend": args.backend}
+    sp = res["step_ratio_spread"]
+    log(
+        f"per ES step (median of {res['rounds']} interleaved rounds): golden "
+        f"{res['golden_step_ms']:.2f} ms, float {res['float_step_ms']:.2f} ms; ratio "
+        f"golden/float {format_summary(sp)}"
+    )
+    b = res["golden_breakdown_ms"]
+    if b:
+        log(
+            f"golden step breakdown (median of {res['breakdown_rounds']}): noise "
+            f"{b['noise_ms']:.2f} + forward {b['forward_ms']:.2f} + scoring+shaping "
+            f"{b['scoring_ms']:.2f} + update {b['update_ms']:.2f} = {b['sum_ms']:.2f} ms"
+        )
+    log(
+        f"warm-up apart: float compile {', '.join(f'{c:.1f}' for c in res['float_compile_s'])}"
+        f" s; golden first step {', '.join(f'{c:.2f}' for c in res['golden_warmup_s'])} s"
+    )
+    extra = {
+        "method": args.method,
+        "task": task.name,
+        "hidden": list(hidden),
+        **{k: v for k, v in res.items() if k != "runs"},
+        "golden_value": _summary([r["golden_value"] for r in res["runs"]]),
+        "machine": machine,
+    }
+    return _report(
+        f"float-eggroll ({args.backend}) on {task.name}", res["runs"], args.json, extra, load
     )
 
 
@@ -245,6 +370,7 @@ def run_golden(args) -> int:
         log = (lambda s: print(s, file=sys.stderr)) if args.json else print
         res = golden_bench.run(batch=args.batch, rounds=args.rounds, log=log)
         res["machine"] = timing.machine_record(load)  # inside the limit: the threads in use
+        res["machine"].update(engine_record())
     log(timing.describe_machine(res["machine"]))
     note = timing.contention_note(res["machine"])
     if note:

@@ -1,6 +1,7 @@
 """pentegg bench: the JSON records carry the documented figures."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -114,23 +115,65 @@ def test_bench_seeds_aggregates_train_runs(pentegg_cmd):
     assert_machine_record(j)
 
 
-def test_bench_reference_rows(pentegg_cmd):
-    j = run(
-        pentegg_cmd,
-        "bench",
-        "reference",
-        "float-eggroll",
-        "--task",
-        "xor",
-        "--seeds",
-        "0",
-        "--steps",
-        "50",
-        "--population",
-        "32",
-        "--hidden",
-        "8",
-        "--json",
-    )
-    assert j["method"] == "float-eggroll" and 0 <= j["value"]["mean"] <= 1
+REFERENCE_ARGS = (
+    "bench",
+    "reference",
+    "float-eggroll",
+    "--task",
+    "xor",
+    "--seeds",
+    "0",
+    "--steps",
+    "50",
+    "--population",
+    "32",
+    "--hidden",
+    "8",
+    "--breakdown-rounds",
+    "3",
+    "--json",
+)
+
+
+def _check_side_by_side(j, backend):
+    assert j["method"] == "float-eggroll" and j["backend"] == backend
+    assert 0 <= j["value"]["mean"] <= 1 and 0 <= j["golden_value"]["mean"] <= 1
+    assert j["rounds"] == 50 and j["golden_step_ms"] > 0 and j["float_step_ms"] > 0
+    sp = j["step_ratio_spread"]
+    assert j["step_ratio"] == sp["median"] and sp["min"] <= sp["q1"] <= sp["q3"] <= sp["max"]
+    b = j["golden_breakdown_ms"]
+    parts = b["noise_ms"] + b["forward_ms"] + b["scoring_ms"] + b["update_ms"]
+    assert abs(parts - b["sum_ms"]) < 1e-9
     assert_machine_record(j)
+    assert "numba" in j["machine"] and "golden_engine" in j["machine"]
+    assert len(j["runs"][0]["weights_sha256"]) == 64
+
+
+def test_bench_reference_float_eggroll_numpy_backend_side_by_side(pentegg_cmd):
+    _check_side_by_side(run(pentegg_cmd, *REFERENCE_ARGS, "--backend", "numpy"), "numpy")
+
+
+def test_bench_reference_float_eggroll_jax_side_by_side(pentegg_cmd):
+    pytest.importorskip("jax")
+    j = run(pentegg_cmd, *REFERENCE_ARGS)
+    _check_side_by_side(j, "jax")
+    assert j["float_compile_s"][0] > 0 and j["machine"]["float_backend"]["jax"]
+
+
+def test_bench_reference_without_jax_names_the_extra(pentegg_cmd, tmp_path):
+    """Without JAX the command says in one line how to install it, exit code 2."""
+    (tmp_path / "jax").mkdir()
+    (tmp_path / "jax" / "__init__.py").write_text(
+        "raise ModuleNotFoundError('No module named jax', name='jax')\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(tmp_path)}
+    r = subprocess.run(
+        [*pentegg_cmd, *REFERENCE_ARGS],
+        capture_output=True,
+        text=True,
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+    assert r.returncode == 2
+    assert len(r.stderr.strip().splitlines()) == 1
+    assert "pip install -e '.[reference]'" in r.stderr
