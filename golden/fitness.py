@@ -23,6 +23,8 @@ def classification_scores(logits, y, margin: int) -> np.ndarray:
         raise ValueError(f"labels shape {y.shape} does not match batch {b}")
     if y.size and (y.min() < 0 or y.max() >= c):
         raise ValueError(f"labels must lie in 0..{c - 1}")
+    if c == 1:  # no other class: every term is the margin M (spec 7.1)
+        return np.full(z.shape[0], margin * b, dtype=np.int64)
     z = z.astype(np.int16)  # logits are int8; margins lie in [-254, 254]
     rows = np.arange(b)
     true = z[:, rows, y]
