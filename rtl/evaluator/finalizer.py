@@ -206,7 +206,7 @@ class Finalizer(wiring.Component):
         opP, opP2, opS, opU = stage["P"], stage["P2"], stage["S"], stage["U"]
 
         # ---- the issuer: records -> ops
-        q = fifo.SyncFIFOBuffered(width=self.rec_layout.size, depth=2)
+        q = fifo.SyncFIFO(width=self.rec_layout.size, depth=2)
         m.submodules.records = q
         wiring.connect(m, wiring.flipped(self.rec), q.w_stream)
         head = Signal(self.rec_layout)

@@ -111,7 +111,7 @@ class NoiseFill(wiring.Component):
         m.submodules.keyer = keyer = StreamKeyer()
         m.submodules.core_a = core_a = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
         m.submodules.core_b = core_b = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
-        x0q = [fifo.SyncFIFOBuffered(width=32, depth=2) for _ in range(2)]  # 0: B, 1: A
+        x0q = [fifo.SyncFIFO(width=32, depth=2) for _ in range(2)]  # 0: B, 1: A
         m.submodules.x0b, m.submodules.x0a = x0q
 
         busy = Signal()

@@ -124,7 +124,7 @@ class PassEngine(wiring.Component):
             m.d.sync += caps_busy.eq(0)
 
         # records wait here until the captures hold their sums (and the finalizer takes them)
-        recq = fifo.SyncFIFOBuffered(width=self.rec_layout.size, depth=2)
+        recq = fifo.SyncFIFO(width=self.rec_layout.size, depth=2)
         m.submodules.records = recq
         wiring.connect(m, recq.r_stream, wiring.flipped(self.rec))
 

@@ -122,7 +122,7 @@ class Sequencer(wiring.Component):
         w_bad = Const(0)
         for i in range(ml + 1):
             wi = widths[i]
-            used = i <= nl
+            used = 1 if i == 0 else (i <= nl)
             w_bad = w_bad | (used & ((wi == 0) | (wi > p.max_width)))
         sh_bad = self.sigma_shift > SIGMA_SHIFT_MAX
         for i in range(ml):

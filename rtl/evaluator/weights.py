@@ -183,7 +183,7 @@ class WeightStreamer(wiring.Component):
         qs = []
         for i in range(2):
             for side in ("f", "r"):
-                q = fifo.SyncFIFOBuffered(width=row_layout.size, depth=2)
+                q = fifo.SyncFIFO(width=row_layout.size, depth=2)
                 m.submodules[f"{side}cmd{i}"] = q
                 qs.append((i, side, q))
         p = self.cmd.payload
