@@ -273,6 +273,7 @@ class PopulationEvaluator(wiring.Component):
         wiring.connect(m, seq.cmd, eng.cmd)
         wiring.connect(m, eng.rec, fin.rec)
         m.d.comb += [
+            fin.clear.eq(seq.load_start),
             eng.consumed.eq(fin.consumed),
             eng.blocks_done.eq(fin.blocks_done),
             eng.fin_idle.eq(fin.idle),

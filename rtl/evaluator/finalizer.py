@@ -147,7 +147,9 @@ class Finalizer(wiring.Component):
         1: last-layer outputs leave on ``logits`` (per-member inputs); 0: they update
         margin states and emit score terms.
     blocks_done : Out(16)
-        Blocks whose every op has finished (wraps).
+        Blocks of this evaluation whose every op has finished (wraps).
+    clear : In(1)
+        Strobe at the start of an evaluation (the finalizer is idle): ``blocks_done = 0``.
     idle : Out(1)
         No record waiting, no op in flight.
 
@@ -187,6 +189,7 @@ class Finalizer(wiring.Component):
                 "logits": Out(stream.Signature(logits_layout(p))),
                 "terms": Out(stream.Signature(terms_layout(p))),
                 "blocks_done": Out(16),
+                "clear": In(1),
                 "idle": Out(1),
             }
         )
@@ -287,7 +290,9 @@ class Finalizer(wiring.Component):
             & (blk_end.i == G - 1)
             & ((blk_end.kind == KIND_BIAS) | ~blk_end.rec.bias_after)
         )
-        with m.If((wc == 2) & ends_block):  # after the spilled writes
+        with m.If(self.clear):  # a new evaluation counts its blocks from 0
+            m.d.sync += self.blocks_done.eq(0)
+        with m.Elif((wc == 2) & ends_block):  # after the spilled writes
             m.d.sync += self.blocks_done.eq(self.blocks_done + 1)
         in_flight = Cat(opP.valid, opP2.valid, opS.valid, opU.valid, blk_end.valid).any()
         m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)

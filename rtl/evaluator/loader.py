@@ -10,7 +10,8 @@ released it and marks it loaded:
   ``s``.
 * **shared inputs** (``shared = 1``): every member sees sample ``idx = batch[b]`` of the
   sample memory (``n_0`` bytes at ``idx * n_0``), replicated into every lane's byte; its
-  label goes to ``labels[b % 4]``. Sample ``b`` goes to slot ``b % 2``.
+  label goes to ``labels[g % 4]``, its input to slot ``g % 2``, ``g`` counting the
+  samples since ``start`` across rounds.
 
 It writes through the activation memory's write port whenever the finalizer does not
 (``busy_w``).
@@ -100,7 +101,8 @@ class InputLoader(wiring.Component):
         b = Signal(16)  # sample within the round
         rnd = Signal(12)
         sgn = Signal()  # per-member: the sign being loaded
-        slot = Mux(self.shared, b[0], sgn)
+        gs = Signal(2)  # samples loaded since start, mod 4: labels and slots (shared)
+        slot = Mux(self.shared, gs[0], sgn)
         k = Signal(p.width_bits + 1)
         phase = Signal(3)  # 0: wait slot, 1: index, 2: base address, 3: bytes / words
         idx = Signal(16)
@@ -114,6 +116,7 @@ class InputLoader(wiring.Component):
                 b.eq(0),
                 rnd.eq(0),
                 sgn.eq(0),
+                gs.eq(0),
                 phase.eq(0),
                 loaded.eq(0),
                 self.bad_label.eq(0),
@@ -136,7 +139,7 @@ class InputLoader(wiring.Component):
             with mm.If(~self.shared & ~sgn):
                 mm.d.sync += [sgn.eq(1), phase.eq(0)]
             with mm.Else():
-                mm.d.sync += [sgn.eq(0), phase.eq(0)]
+                mm.d.sync += [sgn.eq(0), phase.eq(0), gs.eq(gs + 1)]
                 with mm.If(b + 1 == self.batch):
                     mm.d.sync += b.eq(0)
                     with mm.If(rnd + 1 == self.rounds):
@@ -174,7 +177,7 @@ class InputLoader(wiring.Component):
                 with m.Case(6):
                     with m.If(arrived):
                         lab = self.l_data[: p.width_bits]
-                        m.d.sync += [self.labels[b[:2]].eq(lab), phase.eq(3)]
+                        m.d.sync += [self.labels[gs].eq(lab), phase.eq(3)]
                         with m.If(self.l_data >= self.label_max):
                             m.d.sync += self.bad_label.eq(1)
                 with m.Case(3):  # bytes (shared) or words (per-member), one write each

@@ -172,6 +172,7 @@ class Sequencer(wiring.Component):
         rnd = Signal(12)
         first_pair = Signal(12)
         b = Signal(16)
+        gs = Signal(2)  # samples since start, mod 4 (as the loader counts them)
         blk = Signal(16)  # block id within the evaluation
         # the block being emitted: kind (0 U, 1 L), member sign, layer, pass index
         bk_l = Signal(3)
@@ -251,6 +252,7 @@ class Sequencer(wiring.Component):
                             rnd.eq(0),
                             first_pair.eq(0),
                             blk.eq(0),
+                            gs.eq(0),
                         ]
                         m.d.comb += self.load_start.eq(1)
                 with m.Else():
@@ -305,7 +307,8 @@ class Sequencer(wiring.Component):
         last_layer = bk_l + 1 == nl
         t_last = ((out + 1) >> 1) - 1
         last_pass = Mux(bk_u, ps == u_passes - 1, ps == t_last)
-        in_slot = Mux(shared, b[0], bk_s)
+        gs = v["gs"]
+        in_slot = Mux(shared, gs[0], bk_s)
 
         def hidden(l, s):
             if p.regions == 4:
@@ -337,7 +340,7 @@ class Sequencer(wiring.Component):
             rec.two.eq(two),
             rec.q.eq(ps),
             rec.naddr.eq(naddr),
-            rec.sample.eq(b[:2]),
+            rec.sample.eq(gs),
             rec.first_sample.eq(b == 0),
             rec.block_end.eq(last_pass),
             rec.bias_after.eq(~bk_u & last_pass & ~last_layer & ~out[0]),
@@ -418,6 +421,7 @@ class Sequencer(wiring.Component):
                         u_addr.eq(0),
                         naddr.eq(ub_base),
                         b.eq(b + 1),
+                        gs.eq(gs + 1),
                     ]
                     with m.If(b + 1 == self.batch):
                         m.d.sync += b.eq(0)

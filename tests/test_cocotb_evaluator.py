@@ -1,0 +1,64 @@
+"""PopulationEvaluator under cocotb against ``pentegg.golden`` (sim/cocotb_evaluator.py).
+
+Six Icarus builds (lanes 1, 2, 3, 4, 8; ranks 1, 4, 16; binomial and uniform digits; one to
+three layers; group sizes; memory latency 1 and 2) run five random run-time
+configurations each: thirty per run, each with random layer widths from 1 to the maximum
+(1 and odd widths favoured), a population that is usually not a multiple of
+``2 * lanes``, random shifts, margin, seed and step, weights with the +-2 extremes,
+saturating inputs, shared or per-member inputs. Verilator runs the digits network
+(64-64-10, population 256, rank 4, batch 8) and random jobs with batches up to 32.
+Any ``PENTEGG_SEED`` / ``COCOTB_RANDOM_SEED`` replays a run.
+"""
+
+import pytest
+
+from pentegg.sim import harness
+from pentegg.sim.evaluator_system import EvaluatorSystem
+
+ICARUS_BUILDS = [
+    {"lanes": 1, "max_layers": 2, "max_width": 8, "rank": 4, "digits": "binomial"},
+    {"lanes": 2, "max_layers": 3, "max_width": 9, "rank": 1, "digits": "uniform"},
+    {"lanes": 4, "max_layers": 2, "max_width": 7, "rank": 16, "digits": "binomial", "group": 2},
+    {"lanes": 8, "max_layers": 2, "max_width": 12, "rank": 4, "digits": "uniform"},
+    {
+        "lanes": 3,
+        "max_layers": 3,
+        "max_width": 16,
+        "rank": 4,
+        "digits": "binomial",
+        "mem_latency": 1,
+    },
+    {"lanes": 2, "max_layers": 1, "max_width": 5, "rank": 16, "digits": "uniform"},
+]
+
+
+def _system(params: dict, **memories):
+    return lambda: EvaluatorSystem(**params, **memories)
+
+
+def _id(p):
+    return f"L{p['lanes']}-r{p['rank']}-{p['digits'][0]}-w{p['max_width']}x{p['max_layers']}"
+
+
+@pytest.mark.parametrize("params", ICARUS_BUILDS, ids=_id)
+def test_cocotb_icarus_random_jobs(params):
+    harness.run(
+        "evaluator",
+        params,
+        "cocotb_evaluator",
+        testcase="random_jobs",
+        env={"jobs": 5, "max_batch": 6, "max_cycles": 400_000},
+        factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
+    )
+
+
+def test_cocotb_verilator_digits_network_and_large_batches():
+    params = {"lanes": 8, "max_layers": 2, "max_width": 64, "rank": 4, "digits": "binomial"}
+    harness.run(
+        "evaluator",
+        params,
+        "cocotb_evaluator",
+        simulator="verilator",
+        env={"jobs": 3, "max_batch": 32, "digits_network": 8, "max_cycles": 4_000_000},
+        factory=_system(params, weight_words=2048, sample_bytes=4096, score_words=512),
+    )
