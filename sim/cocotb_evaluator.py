@@ -22,6 +22,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 from pentegg.golden import Config, init_state
 from pentegg.rtl.evaluator.evaluator import out_logits_layout
 from pentegg.rtl.evaluator.params import EvaluatorParams
+from pentegg.rtl.evaluator.pass_engine import ACTIVITY_LAYOUT
 from pentegg.sim.evaluator_bench import EvalJob, random_job
 from pentegg.sim.evaluator_system import LOAD_TARGETS
 from pentegg.sim.scoreboard import Scoreboard
@@ -259,3 +260,51 @@ async def digits_network(dut):
     dut._log.info(f"digits network, batch {batch}: {cycles} cycles")
     check(dut, job, f"digits batch {batch}", err, scores, beats, board)
     board.report()
+
+
+@cocotb.test()
+async def benchmark(dut):
+    """One evaluation described by ``PENTEGG_TB_BENCH`` (layers, population, batch,
+    inputs, seed), checked against golden; cycles and activity counters go to the JSON
+    file ``PENTEGG_TB_BENCH_OUT``."""
+    spec = _tb("bench", None)
+    if spec is None:
+        return
+    rng = np.random.default_rng(spec.get("seed", 0))
+    cfg = Config(
+        layers=tuple(spec["layers"]),
+        population=spec["population"],
+        rank=_params()["rank"],
+        digits=_params()["digits"],
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+    ).validate()
+    st = init_state(cfg)
+    batch = spec["batch"]
+    n0 = cfg.layers[0]
+    step = int(rng.integers(0, 65535))
+    if spec["inputs"] == "shared":
+        job = EvalJob(
+            cfg,
+            st.weights,
+            step,
+            samples=rng.integers(0, 128, (batch, n0)),
+            labels=rng.integers(0, cfg.layers[-1], batch),
+            batch_idx=np.arange(batch),
+        )
+    else:
+        job = EvalJob(
+            cfg, st.weights, step, member_x=rng.integers(-127, 128, (cfg.population, batch, n0))
+        )
+    os.environ["PENTEGG_TB_READY"] = "1.0"
+    await setup(dut)
+    cycles, err, scores, beats = await run_job(dut, job, random.Random(0))
+    raw = int(dut.counters.value)
+    counters = {
+        name: (raw >> (32 * j)) & 0xFFFFFFFF for j, name in enumerate(ACTIVITY_LAYOUT.members)
+    }
+    board = Scoreboard("evaluator benchmark", dut._log)
+    check(dut, job, "benchmark", err, scores, beats, board)
+    out = {"cycles": cycles, "counters": counters, "bit_exact": True}
+    with open(_tb("bench_out", "bench.json"), "w") as f:
+        json.dump(out, f)

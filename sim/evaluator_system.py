@@ -12,10 +12,11 @@ Not a hardware block of the accelerator (that is issue 10's Accelerator top): a 
 from __future__ import annotations
 
 from amaranth import Module, Signal
-from amaranth.lib import memory, stream, wiring
+from amaranth.lib import data, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from pentegg.rtl.evaluator.evaluator import PopulationEvaluator, out_logits_layout
+from pentegg.rtl.evaluator.pass_engine import ACTIVITY_LAYOUT
 
 __all__ = ["LOAD_TARGETS", "EvaluatorSystem"]
 
@@ -51,7 +52,8 @@ class EvaluatorSystem(wiring.Component):
     ``ld_sel``, ``ld_addr``, ``ld_data``, ``ld_en``: write ``ld_data`` into memory
     ``ld_sel`` (:data:`LOAD_TARGETS`) at ``ld_addr``; ``rb_addr`` / ``rb_data``: the score
     memory, read one cycle after the address; ``cycles``: cycles from the last ``start``
-    until ``busy`` fell.
+    until ``busy`` fell; ``counters``: the cycles of that run per field of
+    ``ACTIVITY_LAYOUT`` (what the lanes did).
     """
 
     def __init__(
@@ -89,6 +91,7 @@ class EvaluatorSystem(wiring.Component):
                 "rb_addr": In(12),
                 "rb_data": Out(p.score_bits),
                 "cycles": Out(32),
+                "counters": Out(data.ArrayLayout(32, len(ACTIVITY_LAYOUT.members))),
                 "inp": In(stream.Signature(8 * p.lanes)),
                 "logits": Out(stream.Signature(out_logits_layout(p))),
             }
@@ -148,8 +151,12 @@ class EvaluatorSystem(wiring.Component):
         counting = Signal()
         with m.If(self.start):
             m.d.sync += [self.cycles.eq(0), counting.eq(1)]
+            m.d.sync += [c.eq(0) for c in self.counters]
         with m.Elif(counting):
             m.d.sync += self.cycles.eq(self.cycles + 1)
+            for j, name in enumerate(ACTIVITY_LAYOUT.members):
+                with m.If(getattr(ev.activity, name)):
+                    m.d.sync += self.counters[j].eq(self.counters[j] + 1)
             with m.If(~ev.busy):
                 m.d.sync += counting.eq(0)
         return m

@@ -21,7 +21,7 @@ owns them: block RAM or SPRAM); the evaluator reads them through ports with
 from __future__ import annotations
 
 from amaranth import Cat, Module, Mux, Signal
-from amaranth.lib import data, memory, stream, wiring
+from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -30,7 +30,7 @@ from .lane import PairLane
 from .loader import InputLoader
 from .noise_fill import NoiseFill
 from .params import EvaluatorParams, rank_shift
-from .pass_engine import PassEngine
+from .pass_engine import ACTIVITY_LAYOUT, PassEngine
 from .scores import ScoreAccumulator
 from .sequencer import ERROR_FLAGS, Sequencer
 from .weights import WeightStreamer, pass_layout
@@ -90,6 +90,9 @@ class PopulationEvaluator(wiring.Component):
     inp : In(stream.Signature(8 * lanes))
         Per-member inputs (InputLoader).
     logits : Out(stream.Signature(out_logits_layout))
+    activity : Out(ACTIVITY_LAYOUT)
+        What the lanes do this cycle (a MAC beat, a flush, or why they wait), for
+        performance counters.
     """
 
     def __init__(
@@ -160,6 +163,7 @@ class PopulationEvaluator(wiring.Component):
                 "sc_wen": Out(1),
                 "inp": In(stream.Signature(8 * lanes)),
                 "logits": Out(stream.Signature(out_logits_layout(p))),
+                "activity": Out(ACTIVITY_LAYOUT),
             }
         )
 
@@ -270,10 +274,19 @@ class PopulationEvaluator(wiring.Component):
         ]
 
         # ---- sequencer, engine, finalizer
-        wiring.connect(m, seq.cmd, eng.cmd)
+        # passes queued ahead of the lanes, so that the weight streamer (told of a layer
+        # pass when the sequencer emits it) fetches its words before the pass starts
+        m.submodules.cmdq = cmdq = fifo.SyncFIFOBuffered(width=eng.cmd_layout.size, depth=4)
+        wiring.connect(m, seq.cmd, cmdq.w_stream)
+        m.d.comb += [
+            eng.cmd.valid.eq(cmdq.r_rdy),
+            eng.cmd.payload.eq(cmdq.r_data),
+            cmdq.r_en.eq(eng.cmd.ready),
+        ]
         wiring.connect(m, eng.rec, fin.rec)
         m.d.comb += [
             fin.clear.eq(seq.load_start),
+            self.activity.eq(eng.activity),
             eng.consumed.eq(fin.consumed),
             eng.blocks_done.eq(fin.blocks_done),
             eng.fin_idle.eq(fin.idle),

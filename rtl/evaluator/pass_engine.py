@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 from .lane import DIGIT_CTRL, digit_ctrl
 from .params import EvaluatorParams
 
-__all__ = ["LATENCY", "PassEngine", "command_layout", "lane_ctrl_layout"]
+__all__ = ["ACTIVITY_LAYOUT", "LATENCY", "PassEngine", "command_layout", "lane_ctrl_layout"]
 
 #: Cycles from an activation/noise read to its data at the lanes.
 LATENCY = 2
@@ -50,6 +50,19 @@ def command_layout(p: EvaluatorParams, rec_layout, noise_bits: int) -> data.Stru
             "rec": rec_layout,
         }
     )
+
+
+#: What the lanes do in a cycle (one bit set): a MAC beat, a flush, or why they wait.
+ACTIVITY_LAYOUT = data.StructLayout(
+    {
+        "mac": 1,  # a MAC beat
+        "flush": 1,  # a flush beat
+        "dep": 1,  # a pass waits for a finalized block, a loaded input or an idle finalizer
+        "caps": 1,  # a flush waits for the finalizer to take the previous captures
+        "weights": 1,  # a beat waits for the weight streamer
+        "none": 1,  # no pass command (the sequencer: noise fill, configuration, drain)
+    }
+)
 
 
 def lane_ctrl_layout() -> data.StructLayout:
@@ -110,6 +123,7 @@ class PassEngine(wiring.Component):
                 "loaded": In(2),
                 "release": Out(2),
                 "busy": Out(1),
+                "activity": Out(ACTIVITY_LAYOUT),
             }
         )
 
@@ -165,6 +179,15 @@ class PassEngine(wiring.Component):
             self.busy.eq(running | recq.r_rdy | caps_busy),
         ]
         m.d.comb += self.release.eq(Mux(flush & cur.release, 1 << cur.in_slot, 0))
+        act = self.activity
+        m.d.comb += [
+            act.mac.eq(mac),
+            act.flush.eq(flush),
+            act.caps.eq(running & at_flush & w_ok & ~flush_ok),
+            act.weights.eq(running & ~w_ok),
+            act.dep.eq(~running & self.cmd.valid & ~dep_ok),
+            act.none.eq(~running & ~self.cmd.valid),
+        ]
 
         # ---- lane control, delayed to meet the read data
         now = Signal(lane_ctrl_layout())

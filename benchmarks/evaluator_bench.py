@@ -1,0 +1,122 @@
+"""``pentegg bench evaluator``: cycles of one population evaluation, cycle-exact.
+
+The PopulationEvaluator runs in Verilator (the EvaluatorSystem wrapper: the evaluator and
+its memories) on the digits default network (64-64-10, population 256) or any network
+given, with random weights, inputs and ES step; its outputs are checked bit for bit
+against golden, so a figure is only reported for a correct run. Figures:
+
+* ``cycles``: from ``start`` until ``busy`` falls (noise fills, loading, drain included);
+* ``ideal_cycles = inference_MACs / (2 * lanes)`` with ``inference_MACs = population *
+  batch * sum_l fan_l * out_l``, the work of plain inference (spec 9.2's fan counts the
+  bias), and ``throughput_ratio = ideal_cycles / cycles``;
+* the lanes' cycles by activity (MAC beats, flushes, and why they waited), from the
+  design's own counters.
+
+A cycle count does not depend on the machine: no interleaving is needed. The machine
+record says what ran it (wall time is informative only).
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from pentegg.rtl.evaluator.params import EvaluatorParams
+
+__all__ = ["inference_macs", "run"]
+
+
+def inference_macs(layers, population: int, batch: int) -> int:
+    return population * batch * sum((layers[l] + 1) * layers[l + 1] for l in range(len(layers) - 1))
+
+
+def run(
+    *,
+    lanes: int = 16,
+    batch: int = 16,
+    mode: str = "lowrank",
+    inputs: str = "shared",
+    layers=(64, 64, 10),
+    population: int = 256,
+    rank: int = 4,
+    digits: str = "binomial",
+    group: int | None = None,
+    simulator: str = "verilator",
+    seed: int = 0,
+    log=print,
+) -> dict:
+    from pentegg.sim import harness
+    from pentegg.sim.evaluator_system import EvaluatorSystem
+
+    params = {
+        "lanes": lanes,
+        "max_layers": len(layers) - 1,
+        "max_width": max(layers),
+        "rank": rank,
+        "digits": digits,
+        "mode": mode,
+    }
+    if group is not None:
+        params["group"] = group
+    ep = EvaluatorParams(**params).check()
+    weights = sum(-(-(layers[l] + 1) * layers[l + 1] // 5) for l in range(len(layers) - 1))
+    memories = {
+        "weight_words": 1 << max(4, (weights - 1).bit_length()),
+        "sample_bytes": 1 << max(4, (batch * layers[0] - 1).bit_length()),
+        "label_words": 1 << max(4, (batch - 1).bit_length()),
+        "batch_words": 1 << max(4, (batch - 1).bit_length()),
+        "score_words": 1 << max(4, (population - 1).bit_length()),
+    }
+    with tempfile.TemporaryDirectory(prefix="pentegg-bench-") as tmp:
+        out = Path(tmp) / "bench.json"
+        spec = {
+            "layers": list(layers),
+            "population": population,
+            "batch": batch,
+            "inputs": inputs,
+            "seed": seed,
+        }
+        log(
+            f"bench evaluator: lanes {lanes}, layers {list(layers)}, population {population}, "
+            f"batch {batch}, {mode}, {inputs} inputs, rank {rank}: building and simulating "
+            f"({simulator})..."
+        )
+        t = time.perf_counter()
+        harness.run(
+            "evaluator",
+            params,
+            "cocotb_evaluator",
+            simulator=simulator,
+            testcase="benchmark",
+            seed=seed,
+            env={"bench": spec, "bench_out": str(out), "max_cycles": 200_000_000},
+            factory=lambda: EvaluatorSystem(**params, **memories),
+        )
+        wall = time.perf_counter() - t
+        res = json.loads(out.read_text())
+    macs = inference_macs(layers, population, batch)
+    ideal = macs / (2 * lanes)
+    cycles = res["cycles"]
+    return {
+        "lanes": lanes,
+        "layers": list(layers),
+        "population": population,
+        "batch": batch,
+        "mode": mode,
+        "inputs": inputs,
+        "rank": rank,
+        "digits": digits,
+        "group": ep.group_lanes,
+        "finalizers": ep.finalizers,
+        "cycles": cycles,
+        "inference_macs": macs,
+        "ideal_cycles": ideal,
+        "throughput_ratio": ideal / cycles,
+        "activity": res["counters"],
+        "bit_exact": res["bit_exact"],
+        "simulator": simulator,
+        "seed": seed,
+        "wall_s": wall,
+    }

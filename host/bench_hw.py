@@ -1,0 +1,93 @@
+"""``pentegg bench evaluator`` (and, later, the other hardware suites): cycle counts of
+the RTL in cycle-exact simulation, with throughput ratios against plain inference."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from .cli import UsageError
+
+__all__ = ["add_evaluator_suite"]
+
+
+def _layers(text: str) -> tuple[int, ...]:
+    import argparse
+
+    try:
+        layers = tuple(int(v) for v in text.replace("-", ",").split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a network like 64-64-10") from None
+    if not 2 <= len(layers) <= 9 or min(layers) < 1 or max(layers) > 1024:
+        raise argparse.ArgumentTypeError(f"'{text}': give 2..9 widths (1..8 layers), each 1..1024")
+    return layers
+
+
+def add_evaluator_suite(suites) -> None:
+    e = suites.add_parser(
+        "evaluator",
+        help="PopulationEvaluator cycles in cycle-exact simulation, against plain inference",
+        description="Run one population evaluation of the PopulationEvaluator RTL in "
+        "Verilator (random weights, inputs and step; outputs checked bit for bit against "
+        "golden) and print its cycles, the ideal inference_MACs / (2 * lanes) and their "
+        "ratio, with the lanes' cycles by activity.",
+    )
+    e.add_argument("--lanes", type=int, default=16, help="pair-lanes, 1..256 (default 16)")
+    e.add_argument("--batch", type=int, default=16, help="samples, 1..1024 (default 16)")
+    e.add_argument("--mode", choices=("lowrank", "quantized"), default="lowrank")
+    e.add_argument("--inputs", choices=("shared", "member"), default="shared")
+    e.add_argument("--layers", type=_layers, default=(64, 64, 10), help="default 64-64-10")
+    e.add_argument("--population", type=int, default=256, help="even, 2..4096 (default 256)")
+    e.add_argument("--rank", type=int, choices=(1, 4, 16, 64), default=4)
+    e.add_argument("--group", type=int, help="lanes per finalizer (default: the build's)")
+    e.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
+    e.add_argument("--seed", type=int, default=0, help="data and simulation seed (default 0)")
+    e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
+    e.set_defaults(func=run_evaluator)
+
+
+def run_evaluator(args) -> int:
+    if not 1 <= args.lanes <= 256:
+        raise UsageError(f"--lanes {args.lanes} out of range 1..256")
+    if not 1 <= args.batch <= 1024:
+        raise UsageError(f"--batch {args.batch} out of range 1..1024")
+    if args.population % 2 or not 2 <= args.population <= 4096:
+        raise UsageError(f"--population {args.population}: an even number in 2..4096")
+    if args.mode == "quantized":
+        raise UsageError("--mode quantized: the evaluator is built in low-rank mode only so far")
+    try:
+        from .benchmarks import evaluator_bench, timing
+    except ImportError as e:
+        raise UsageError(f"the hardware extras are not installed ({e.name})") from None
+    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+    load = timing.load_average()
+    res = evaluator_bench.run(
+        lanes=args.lanes,
+        batch=args.batch,
+        mode=args.mode,
+        inputs=args.inputs,
+        layers=args.layers,
+        population=args.population,
+        rank=args.rank,
+        group=args.group,
+        simulator=args.simulator,
+        seed=args.seed,
+        log=log,
+    )
+    res["machine"] = timing.machine_record(load)
+    act = res["activity"]
+    log(f"cycles           {res['cycles']}")
+    log(
+        f"ideal cycles     {res['ideal_cycles']:.0f}  (inference MACs {res['inference_macs']} / "
+        f"(2 * {res['lanes']} lanes))"
+    )
+    log(f"throughput_ratio {res['throughput_ratio']:.3f}")
+    total = max(1, res["cycles"])
+    log(
+        "lanes' cycles    "
+        + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in act.items())
+    )
+    log(f"bit-exact with golden: yes ({res['simulator']}, {res['wall_s']:.0f} s wall)")
+    if args.json:
+        print(json.dumps(res))
+    return 0
