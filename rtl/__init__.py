@@ -7,6 +7,8 @@
   :class:`KeyedLowRankGenerator` (a keyer and a lane);
 * :class:`SerialNoiseEngine` (key mixing and stream words, one bit per cycle) and
   :class:`CompactLowRankGenerator` (LRGEN + LRMUL keyed, built on it: the smallest);
+* :class:`PopulationEvaluator` (``rtl/evaluator/``: LRADD + POPEVAL, spec 5, 6, 7.1):
+  every member's perturbed forward pass of an ES step on pair-lanes;
 * :mod:`.catalog` names them for the CLI and the tests, :mod:`.synth` measures them.
 
 The classes are imported on first use, so that ``import pentegg.rtl`` (and the CLI) work
@@ -18,7 +20,7 @@ from __future__ import annotations
 import importlib
 
 #: Modules of ``pentegg verilog`` / ``pentegg synth`` (rtl/catalog.py defines them).
-MODULE_NAMES = ("pquant", "prng", "keyer", "lrgen", "lrgen-compact", "lrgen-lane")
+MODULE_NAMES = ("pquant", "prng", "keyer", "lrgen", "lrgen-compact", "evaluator", "lrgen-lane")
 
 _EXPORTS = {
     "PentaryQuantizer": ".pquant",
@@ -29,6 +31,7 @@ _EXPORTS = {
     "KeyedLowRankGenerator": ".noise.lrgen",
     "SerialNoiseEngine": ".noise.noise_engine",
     "CompactLowRankGenerator": ".noise.lrgen_compact",
+    "PopulationEvaluator": ".evaluator.evaluator",
 }
 
 __all__ = ["MODULE_NAMES", *_EXPORTS]

@@ -16,6 +16,7 @@ from amaranth import Shape
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
+from .evaluator.evaluator import PopulationEvaluator
 from .noise.keyer import StreamKeyer
 from .noise.lrgen import KeyedLowRankGenerator, LowRankGenerator
 from .noise.lrgen_compact import CompactLowRankGenerator
@@ -95,6 +96,24 @@ MODULES: dict[str, ModuleSpec] = {
             "CompactLowRankGenerator: LRGEN/LRMUL keyed by (seed, step, pair, layer) with "
             "one bit-serial noise engine, A, B and E = PQUANT(A.B^T) (spec 2, 3, 4.2)",
             LRGEN_PARAMS,
+        ),
+        ModuleSpec(
+            "evaluator",
+            PopulationEvaluator,
+            "PopulationEvaluator: every member's perturbed forward pass of an ES step on "
+            "pair-lanes, scored or as logits (spec 5, 6, 7.1)",
+            {
+                "lanes": "int",
+                "max_layers": "int",
+                "max_width": "int",
+                "rank": "int",
+                "mode": "str",
+                "digits": "str",
+                "group": "int|none",
+                "noise_depth": "int|none",
+                "max_batch": "int",
+                "mem_latency": "int",
+            },
         ),
         ModuleSpec(
             "lrgen-lane",

@@ -31,6 +31,8 @@ VERILOG_CASES = [
     ("lrgen-lane", ["rank=16", "digits=uniform"]),
     ("lrgen-compact", []),
     ("lrgen-compact", ["rank=16", "digits=uniform", "max_fan=65", "max_out=10"]),
+    ("evaluator", ["lanes=4"]),
+    ("evaluator", ["lanes=3", "rank=16", "digits=uniform", "max_layers=3", "max_width=12"]),
 ]
 
 
