@@ -43,6 +43,7 @@ def run(
     rank: int = 4,
     digits: str = "binomial",
     group: int | None = None,
+    noise_buffers: int = 1,
     simulator: str = "verilator",
     seed: int = 0,
     log=print,
@@ -57,6 +58,7 @@ def run(
         "rank": rank,
         "digits": digits,
         "mode": mode,
+        "noise_buffers": noise_buffers,
     }
     if group is not None:
         params["group"] = group
@@ -110,6 +112,7 @@ def run(
         "digits": digits,
         "group": ep.group_lanes,
         "finalizers": ep.finalizers,
+        "noise_buffers": noise_buffers,
         "cycles": cycles,
         "inference_macs": macs,
         "ideal_cycles": ideal,

@@ -40,6 +40,13 @@ def add_evaluator_suite(suites) -> None:
     e.add_argument("--population", type=int, default=256, help="even, 2..4096 (default 256)")
     e.add_argument("--rank", type=int, choices=(1, 4, 16, 64), default=4)
     e.add_argument("--group", type=int, help="lanes per finalizer (default: the build's)")
+    e.add_argument(
+        "--noise-buffers",
+        type=int,
+        choices=(1, 2),
+        default=1,
+        help="copies of the noise banks: 2 fills the next round during this one (default 1)",
+    )
     e.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
     e.add_argument("--seed", type=int, default=0, help="data and simulation seed (default 0)")
     e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
@@ -70,6 +77,7 @@ def run_evaluator(args) -> int:
         population=args.population,
         rank=args.rank,
         group=args.group,
+        noise_buffers=args.noise_buffers,
         simulator=args.simulator,
         seed=args.seed,
         log=log,

@@ -113,6 +113,7 @@ MODULES: dict[str, ModuleSpec] = {
                 "noise_depth": "int|none",
                 "max_batch": "int",
                 "mem_latency": "int",
+                "noise_buffers": "int",
             },
         ),
         ModuleSpec(

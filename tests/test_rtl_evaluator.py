@@ -65,11 +65,12 @@ def random_job(rng):
         digits=cfg.digits,
         group=group,
         mem_latency=int(rng.integers(1, 5)),
+        noise_buffers=int(rng.integers(1, 3)),
     )
     return job, dut
 
 
-@pytest.mark.parametrize("case", range(6))
+@pytest.mark.parametrize("case", range(8))
 def test_evaluator_equals_golden_on_random_configurations(case):
     rng = np.random.default_rng(harness.pick_seed(f"evaluator amaranth {case}"))
     job, dut = random_job(rng)

@@ -61,7 +61,7 @@ class PopulationEvaluator(wiring.Component):
     Parameters
     ----------
     lanes, max_layers, max_width, rank, mode, digits, group, noise_depth, max_batch,
-    mem_latency
+    mem_latency, noise_buffers
         Elaboration parameters: :class:`~pentegg.rtl.evaluator.params.EvaluatorParams`
         (ranges there; a bad value raises ``ValueError`` naming it).
 
@@ -108,6 +108,7 @@ class PopulationEvaluator(wiring.Component):
         noise_depth: int | None = None,
         max_batch: int = 1024,
         mem_latency: int = 2,
+        noise_buffers: int = 1,
     ):
         self.params = p = EvaluatorParams(
             lanes=lanes,
@@ -120,6 +121,7 @@ class PopulationEvaluator(wiring.Component):
             noise_depth=noise_depth,
             max_batch=max_batch,
             mem_latency=mem_latency,
+            noise_buffers=noise_buffers,
         ).check()
         if mode != "lowrank":
             raise ValueError(f"mode={mode!r}: only 'lowrank' is implemented in this build")
@@ -233,15 +235,19 @@ class PopulationEvaluator(wiring.Component):
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
         n_data = []
         for b in range(2):
-            mem = memory.Memory(shape=6 * L, depth=1 << nbits, init=[])
+            mem = memory.Memory(shape=6 * L, depth=p.noise_buffers << nbits, init=[])
             m.submodules[f"noise{b}"] = mem
             rp = mem.read_port()
             wp = mem.write_port(granularity=6)
             lanes_use = eng.nz_en & (eng.nz_bank == b)
+            rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
+            wr_addr = fill.w_addr[:nbits]
+            if p.noise_buffers == 2:
+                rd_addr, wr_addr = Cat(rd_addr, seq.nbuf), Cat(wr_addr, seq.fill_buf)
             m.d.comb += [
-                rp.addr.eq(Mux(lanes_use, eng.nz_addr, fin.n_addr)),
+                rp.addr.eq(rd_addr),
                 rp.en.eq(1),
-                wp.addr.eq(fill.w_addr),
+                wp.addr.eq(wr_addr),
                 wp.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
                 wp.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
             ]
@@ -317,8 +323,8 @@ class PopulationEvaluator(wiring.Component):
             fill.start.eq(seq.fill_start),
             fill.seed.eq(self.seed),
             fill.step.eq(self.step),
-            fill.first_pair.eq(seq.first_pair),
-            fill.lanes_active.eq(seq.lanes_active),
+            fill.first_pair.eq(seq.fill_pair),
+            fill.lanes_active.eq(seq.fill_active),
             fill.n_layers.eq(self.n_layers),
         ]
         for i in range(p.max_layers + 1):

@@ -112,6 +112,30 @@ def terms_layout(p: EvaluatorParams) -> data.StructLayout:
     )
 
 
+def _digit_times(code, value):
+    """``d * value`` for a digit code, as ``(term, carry)`` with ``d * value = term +
+    carry``: ``|d|`` selects ``value`` or ``value << 1``, a negative digit inverts it
+    (ones' complement; the carry adds the one), a zero digit gives ``(0, 0)``. No
+    negation adder: the carry enters the sum the term goes into."""
+    v = value.as_signed()
+    mag = Mux(code[1] & ~code[0], v << 1, v)
+    nz = code[0] | code[1]
+    return Mux(nz, Mux(code[2], ~mag, mag), 0).as_signed(), nz & code[2]
+
+
+def _times_bias(code):
+    """``127 * d`` of a digit code: a table of five constants."""
+
+    def c(v):
+        return Const(v, signed(10))
+
+    return Mux(
+        code == 0b001,
+        c(127),
+        Mux(code == 0b010, c(254), Mux(code == 0b111, c(-127), Mux(code == 0b110, c(-254), c(0)))),
+    )
+
+
 class Finalizer(wiring.Component):
     """The finalizer of all lanes (module docstring).
 
@@ -157,7 +181,7 @@ class Finalizer(wiring.Component):
     takes ``G * T`` cycles plus BIAS ops and bubbles at layer transitions.
     """
 
-    def __init__(self, p: EvaluatorParams, addr_bits: int, fifo_depth: int = 8):
+    def __init__(self, p: EvaluatorParams, addr_bits: int, fifo_depth: int = 4):
         self.p = p
         self.addr_bits = addr_bits
         self.fifo_depth = fifo_depth
@@ -247,8 +271,8 @@ class Finalizer(wiring.Component):
         # outputs reserved ahead: logits (2 beats per last-layer op) and terms (1)
         makes_logits = self.emit_logits & head.last_layer & (new.kind == KIND_ACT)
         makes_term = ~self.emit_logits & head.last_layer & head.last_row & (new.kind == KIND_ACT)
-        lq = fifo.SyncFIFOBuffered(width=logits_layout(p).size, depth=self.fifo_depth)
-        tq = fifo.SyncFIFOBuffered(width=terms_layout(p).size, depth=self.fifo_depth)
+        lq = fifo.SyncFIFO(width=logits_layout(p).size, depth=self.fifo_depth)
+        tq = fifo.SyncFIFO(width=terms_layout(p).size, depth=self.fifo_depth)
         m.submodules.logit_fifo, m.submodules.term_fifo = lq, tq
         wiring.connect(m, lq.r_stream, wiring.flipped(self.logits))
         wiring.connect(m, tq.r_stream, wiring.flipped(self.terms))
@@ -550,11 +574,9 @@ class Finalizer(wiring.Component):
         pw = p.p_bits + 1
         pacc = [sig(signed(pw), f"pacc{i}") for i in range(2)]
         for i in range(2):
-            code = nd[0][i]
-            mag = Mux(code[1] & ~code[0], u_P << 1, u_P)
-            prod = Mux(code[0] | code[1], Mux(code[2], -mag, mag), 0)
+            prod, cin = _digit_times(nd[0][i], u_P)
             with m.If(arr[1]):
-                m.d.sync += pacc[i].eq(Mux(arr_first[1], 0, pacc[i]) + prod)
+                m.d.sync += pacc[i].eq(Mux(arr_first[1], 0, pacc[i]) + prod + cin)
         bsrP = [sig(3 * r, f"bsrP{i}") for i in range(2)]
         with m.If(arr[1]):
             for i in range(2):
@@ -593,55 +615,59 @@ class Finalizer(wiring.Component):
         store2 = opP2.kind == KIND_STORE
         with m.If(wc == 0):
             for i in range(2):
-                digit = Mux(store2, bbP2[i], opP2.rec.wb[i]).as_signed()
-                m.d.sync += vc[i].eq(vP2[i] + digit * BIAS + Mux(store2, 0, rs_P2))
+                digit = Mux(store2, bbP2[i], opP2.rec.wb[i])
+                m.d.sync += vc[i].eq(vP2[i] + _times_bias(digit) + Mux(store2, 0, rs_P2))
         vcS = [sig(signed(w), f"vcS{i}") for i in range(2)]
         psS = [sig(signed(pw), f"psS{i}") for i in range(2)]
         with m.If(wc == T - 1):
             m.d.sync += [vcS[i].eq(vc[i]) for i in range(2)]
             m.d.sync += [psS[i].eq(ps[i]) for i in range(2)]
 
-        # ---- S: add (wc 0..3), shift (wc 1..3 and the next window's wc 0), saturate
+        # ---- S: one adder (wc 0..3), one barrel shifter (wc 1..3 and the next window's
+        # wc 0), one saturator (wc 0, 1 of the next window, the op then in U):
+        #   wc 0: add = p0 + rk      wc 1: t0 = add >> k, add = p1 + rk
+        #   wc 2: t1 = add >> k, add = vc0 +- t0
+        #   wc 3: y0 = add >> s_l, add = vc1 +- t1
+        #   wc 0': y1 = add >> s_l, h0 = sat(y0)       wc 1': h1 = sat(y1)
+        # (STORE ops: add = vc, no shift, no saturation: u_0 entries.) The subtraction is
+        # the ones' complement plus a carry-in.
         storeS = opS.kind == KIND_STORE
+        storeU = opU.kind == KIND_STORE
+        lastU = opU.rec.last_layer
         add = sig(signed(w), "add")
         t = [sig(signed(w), f"t{i}") for i in range(2)]
         y = [sig(signed(w), f"y{i}") for i in range(2)]
-        neg = opS.rec.s
+        late = wc[1]  # wc 2, 3: the vc +- t uses
+        odd = wc[0]  # the second value
+        neg_b = late & opS.rec.s & ~storeS
+        p_sel = Mux(odd, psS[1], psS[0])
+        vc_sel = Mux(odd, vcS[1], vcS[0])
+        t_sel = Mux(odd, t[1], t[0])
+        op_a = Mux(late, vc_sel, Mux(storeS, 0, p_sel))
+        op_b = Mux(late, Mux(storeS, 0, t_sel ^ neg_b.replicate(w)), Mux(storeS, 0, rk))
+        with m.If(opS.valid):
+            m.d.sync += add.eq(op_a + op_b + neg_b)
+        amt = Mux((wc == 1) | (wc == 2), kk, Mux(wc == 3, Mux(storeS, 0, sl), Mux(storeU, 0, sl_U)))
+        shifted = sig(signed(w), "shifted")
+        m.d.comb += shifted.eq(add >> amt)
         with m.If(opS.valid):
             with m.Switch(wc):
-                with m.Case(0):
-                    m.d.sync += add.eq(Mux(storeS, 0, psS[0] + rk))
                 with m.Case(1):
-                    m.d.sync += [
-                        t[0].eq(add >> kk),
-                        add.eq(Mux(storeS, 0, psS[1] + rk)),
-                    ]
+                    m.d.sync += t[0].eq(shifted)
                 with m.Case(2):
-                    m.d.sync += [
-                        t[1].eq(add >> kk),
-                        add.eq(Mux(storeS, vcS[0], Mux(neg, vcS[0] - t[0], vcS[0] + t[0]))),
-                    ]
+                    m.d.sync += t[1].eq(shifted)
                 with m.Case(3):
-                    m.d.sync += [
-                        y[0].eq(add >> Mux(storeS, 0, sl)),
-                        add.eq(Mux(storeS, vcS[1], Mux(neg, vcS[1] - t[1], vcS[1] + t[1]))),
-                    ]
-        # the spill: the op is now in U
-        storeU = opU.kind == KIND_STORE
-        lastU = opU.rec.last_layer
-        h = [sig(signed(uw), f"h{i}") for i in range(2)]
-
-        def saturate(v):
-            lo = Mux(lastU, -127, 0)
-            return Mux(v > 127, 127, Mux(v < lo, lo, v))
-
+                    m.d.sync += y[0].eq(shifted)
         with m.If(opU.valid & (wc == 0)):
-            m.d.sync += [
-                y[1].eq(add >> Mux(storeU, 0, sl_U)),
-                h[0].eq(Mux(storeU, y[0], saturate(y[0]))),
-            ]
+            m.d.sync += y[1].eq(shifted)
+        h = [sig(signed(uw), f"h{i}") for i in range(2)]
+        ysat = Mux(wc[0], y[1], y[0])
+        lo = Mux(lastU, -127, 0)
+        sat = Mux(storeU, ysat, Mux(ysat > 127, 127, Mux(ysat < lo, lo, ysat)))
+        with m.If(opU.valid & (wc == 0)):
+            m.d.sync += h[0].eq(sat)
         with m.If(opU.valid & (wc == 1)):
-            m.d.sync += h[1].eq(Mux(storeU, y[1], saturate(y[1])))
+            m.d.sync += h[1].eq(sat)
 
         # ---- U: outputs, u_{l+1} update, margin state
         # h as the U stage uses it (copied at wc 2; BIAS and the bias row forced)
@@ -663,13 +689,11 @@ class Finalizer(wiring.Component):
         hW[1] = Mux(wc == 2, Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, h[1])), hU[1])
         bcol = [Mux(wc == 2, bsrU[i][:3], bsrW[i][:3]) for i in range(2)]
 
-        def times(hv, code):
-            mag = Mux(code[1] & ~code[0], hv << 1, hv)
-            return Mux(code[0] | code[1], Mux(code[2], -mag, mag), 0)
-
         old = Mux(wr_first[1], 0, u_U)
         upd = sig(signed(uw + 2), "upd")
-        m.d.comb += upd.eq(old + times(hW[0], bcol[0]) + times(hW[1], bcol[1]))
+        t0, c0 = _digit_times(bcol[0], hW[0])
+        t1, c1 = _digit_times(bcol[1], hW[1])
+        m.d.comb += upd.eq(old + t0 + t1 + c0 + c1)
 
         # margin state: low byte the label's logit, high byte the largest other logit
         label = self.labels[opU.rec.sample]

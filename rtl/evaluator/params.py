@@ -56,8 +56,9 @@ class EvaluatorParams:
     digits : str
         ``"binomial"`` (default) or ``"uniform"`` (spec 2.5).
     group : int or None
-        Lanes per finalizer, 1..lanes; ``None``: 8 at ranks 1 and 4, 2 at rank 16, 1 at
-        rank 64 (a finalizer takes ``max(rank, 4)`` cycles per lane and pass).
+        Lanes per finalizer, 1..lanes; ``None``: up to 16 at ranks 1 and 4, 4 at rank 16,
+        1 at rank 64 (a finalizer takes ``max(rank, 4)`` cycles per lane and pass, so a
+        group of ``64 / max(rank, 4)`` lanes keeps up with passes of 64 inputs).
     noise_depth : int or None
         Slots per noise bank, 16..65536; ``None``: enough for ``max_layers`` layers of
         ``max_width`` (low-rank mode). Smaller values save block RAM; a network whose
@@ -67,6 +68,10 @@ class EvaluatorParams:
     mem_latency : int
         Read latency in cycles of the external memories (weights, samples, labels, batch
         indices, scores), 1..4.
+    noise_buffers : int
+        1 or 2 copies of the noise banks. With 2 the next round's noise is generated
+        while the current round runs (no fill between rounds), for twice the noise
+        block RAM.
     """
 
     lanes: int = 4
@@ -79,6 +84,7 @@ class EvaluatorParams:
     noise_depth: int | None = None
     max_batch: int = 1024
     mem_latency: int = 2
+    noise_buffers: int = 1
     _derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     def check(self) -> EvaluatorParams:
@@ -94,6 +100,7 @@ class EvaluatorParams:
             check_int("noise_depth", self.noise_depth, 16, 65536)
         check_int("max_batch", self.max_batch, 1, 65535)
         check_int("mem_latency", self.mem_latency, 1, 4)
+        check_int("noise_buffers", self.noise_buffers, 1, 2)
         return self
 
     # -------------------------------------------------------------------- structure
@@ -106,7 +113,7 @@ class EvaluatorParams:
     def group_lanes(self) -> int:
         if self.group is not None:
             return self.group
-        return min(self.lanes, max(1, 32 // self.period))
+        return min(self.lanes, max(1, 64 // self.period))
 
     @property
     def finalizers(self) -> int:
@@ -204,4 +211,5 @@ class EvaluatorParams:
             "noise_depth": self.noise_bank_depth,
             "max_batch": self.max_batch,
             "mem_latency": self.mem_latency,
+            "noise_buffers": self.noise_buffers,
         }

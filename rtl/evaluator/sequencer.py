@@ -90,6 +90,10 @@ class Sequencer(wiring.Component):
                 "wcmd": Out(stream.Signature(wpass_layout)),
                 "fill_start": Out(1),
                 "fill_busy": In(1),
+                "fill_pair": Out(12),
+                "fill_active": Out(range(p.lanes + 1)),
+                "fill_buf": Out(1),
+                "nbuf": Out(1),
                 "first_pair": Out(11),
                 "lanes_active": Out(range(p.lanes + 1)),
                 "load_start": Out(1),
@@ -184,6 +188,35 @@ class Sequencer(wiring.Component):
         naddr = Signal(nb + 2)
         u_addr = Signal(nb + 2)
 
+        # noise buffers: the round being evaluated reads `nbuf`; the fill writes `fill_buf`
+        # for the round of `fill_pair` (with two buffers, the next round's during this one)
+        nbuf = Signal()
+        fill_buf = Signal()
+        fill_pair = Signal(12)
+        m.d.comb += [self.nbuf.eq(nbuf), self.fill_buf.eq(fill_buf), self.fill_pair.eq(fill_pair)]
+        f_left = pairs - fill_pair
+        m.d.comb += self.fill_active.eq(Mux(f_left > L, L, f_left))
+
+        def begin_emit(mm):
+            mm.d.sync += [
+                phase.eq(PH_EMIT),
+                b.eq(0),
+                bk_u.eq(1),
+                bk_s.eq(0),
+                bk_l.eq(0),
+                ps.eq(0),
+                u_addr.eq(0),
+                naddr.eq(ub_base),
+            ]
+
+        def prefill(mm, current, buf):
+            # two buffers: fill the round after `current` (if any) into `buf`, the buffer
+            # `current` does not read, while `current` runs
+            if p.noise_buffers == 2:
+                with mm.If(current + L < pairs):
+                    mm.d.comb += self.fill_start.eq(1)
+                    mm.d.sync += [fill_pair.eq(current + L), fill_buf.eq(buf)]
+
         # rounds = ceil(pairs / lanes), counted during the configuration phase
         rounds = Signal(12)
         c_left = Signal(13)
@@ -253,6 +286,7 @@ class Sequencer(wiring.Component):
                             first_pair.eq(0),
                             blk.eq(0),
                             gs.eq(0),
+                            nbuf.eq(0),
                         ]
                         m.d.comb += self.load_start.eq(1)
                 with m.Else():
@@ -265,24 +299,23 @@ class Sequencer(wiring.Component):
             with m.Case(PH_ROUND):  # the previous round drained: fill the noise
                 with m.If(self.drained & ~self.fill_busy):
                     m.d.comb += self.fill_start.eq(1)
-                    m.d.sync += phase.eq(PH_FILL)
+                    m.d.sync += [phase.eq(PH_FILL), fill_pair.eq(first_pair), fill_buf.eq(nbuf)]
             with m.Case(PH_FILL):
                 with m.If(~self.fill_busy):
-                    m.d.sync += [
-                        phase.eq(PH_EMIT),
-                        b.eq(0),
-                        bk_u.eq(1),
-                        bk_s.eq(0),
-                        bk_l.eq(0),
-                        ps.eq(0),
-                        u_addr.eq(0),
-                        naddr.eq(ub_base),
-                    ]
+                    begin_emit(m)
+                    prefill(m, first_pair, ~nbuf)
             with m.Case(PH_EMIT):
                 self._emit(m, p, locals())
             with m.Case(PH_NEXT):
-                with m.If(self.drained):
-                    m.d.sync += [rnd.eq(rnd + 1), first_pair.eq(first_pair + L), phase.eq(PH_ROUND)]
+                with m.If(self.drained & ~self.fill_busy):
+                    m.d.sync += [rnd.eq(rnd + 1), first_pair.eq(first_pair + L)]
+                    if p.noise_buffers == 2:
+                        # the next round's noise is in the other buffer already
+                        m.d.sync += nbuf.eq(~nbuf)
+                        begin_emit(m)
+                        prefill(m, first_pair + L, nbuf)  # the buffer just finished
+                    else:
+                        m.d.sync += phase.eq(PH_ROUND)
             with m.Case(PH_END):
                 with m.If(self.drained):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
