@@ -128,9 +128,14 @@ def run_synth(args) -> int:
     print(f"FF       {r.ffs}")
     print(f"BRAM     {r.brams}")
     print(f"DSP      {r.dsps}")
-    print(f"fmax     {r.fmax_mhz:.1f} MHz (nextpnr, target {r.target_mhz:g} MHz, seed {args.seed})")
     wrapped = ", ".join(f"{k} {v}" for k, v in r.wrapped_utilisation.items())
-    print(f"placed   with the registered test wrapper: {wrapped}")
+    if r.placed:
+        target = f"nextpnr, target {r.target_mhz:g} MHz, seed {args.seed}"
+        print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
+        print(f"placed   with the registered test wrapper: {wrapped}")
+    else:
+        print("fmax     none: the design does not fit the device")
+        print(f"needs    with the registered test wrapper: {wrapped}")
     if r.flow != "default":
         print(
             "note     mapped with `-dff`: Yosys's default ABC9 run failed on this module "

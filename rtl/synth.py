@@ -93,17 +93,19 @@ class SynthResult:
     ffs: int
     brams: int
     dsps: int
-    fmax_mhz: float
+    fmax_mhz: float | None
     cells: dict[str, int]
     wrapped_utilisation: dict[str, str]
     target_mhz: float
     #: "default", or "abc9-dff" when a Yosys run of this result needed ``-dff``
     #: (its default ABC9 mapping failed; see _yosys_map)
     flow: str = "default"
+    #: False: the design does not fit the device (no fmax; the utilisation says by how much)
+    placed: bool = True
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
-        d["fmax_mhz"] = round(self.fmax_mhz, 2)
+        d["fmax_mhz"] = None if self.fmax_mhz is None else round(self.fmax_mhz, 2)
         return d
 
 
@@ -227,6 +229,22 @@ def _yosys_map(work: Path, what: str, script, flow: str = "default") -> str:
     return "abc9-dff"
 
 
+def _failed_placement(log: Path) -> dict[str, str]:
+    """``{resource: "used/available"}`` from nextpnr's "Device utilisation" block when it
+    could not place the design for lack of cells; empty otherwise."""
+    try:
+        text = log.read_text()
+    except OSError:
+        return {}
+    if "Unable to place" not in text and "no BELs remaining" not in text:
+        return {}
+    util = {}
+    for name, used, avail in re.findall(r"Info:\s+(\w+):\s+(\d+)/\s*(\d+)", text):
+        if int(used):
+            util[name] = f"{used}/{avail}"
+    return util
+
+
 def _yosys_stat(path: Path) -> dict[str, int]:
     cells: dict[str, int] = {}
     for line in path.read_text().splitlines():
@@ -311,32 +329,41 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         flow,
     )
     target = freq or dev.default_freq
-    _run(
-        [
-            tool(dev.nextpnr),
-            *dev.nextpnr_args,
-            "--json",
-            "wrapped.json",
-            "--freq",
-            str(target),
-            "--timing-allow-fail",
-            "--seed",
-            str(seed),
-            "--report",
-            "report.json",
-        ],
-        work,
-        "nextpnr.log",
-    )
-    report = json.loads((work / "report.json").read_text())
-    fmax = [v["achieved"] for v in report.get("fmax", {}).values()]
-    if not fmax:
-        raise SynthError(f"nextpnr reported no clock (see {work / 'nextpnr.log'})")
-    util = {
-        k: f"{v['used']}/{v['available']}"
-        for k, v in report.get("utilization", {}).items()
-        if v.get("used")
-    }
+    placed = True
+    try:
+        _run(
+            [
+                tool(dev.nextpnr),
+                *dev.nextpnr_args,
+                "--json",
+                "wrapped.json",
+                "--freq",
+                str(target),
+                "--timing-allow-fail",
+                "--seed",
+                str(seed),
+                "--report",
+                "report.json",
+            ],
+            work,
+            "nextpnr.log",
+        )
+    except SynthError:
+        # a design larger than the device: its utilisation is in the log, no fmax
+        util = _failed_placement(work / "nextpnr.log")
+        if not util:
+            raise
+        placed = False
+    if placed:
+        report = json.loads((work / "report.json").read_text())
+        fmax = [v["achieved"] for v in report.get("fmax", {}).values()]
+        if not fmax:
+            raise SynthError(f"nextpnr reported no clock (see {work / 'nextpnr.log'})")
+        util = {
+            k: f"{v['used']}/{v['available']}"
+            for k, v in report.get("utilization", {}).items()
+            if v.get("used")
+        }
     return SynthResult(
         module=module,
         device=dev.name,
@@ -345,7 +372,8 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         ffs=ffs,
         brams=brams,
         dsps=dsps,
-        fmax_mhz=min(fmax),
+        fmax_mhz=min(fmax) if placed else None,
+        placed=placed,
         cells=cells,
         wrapped_utilisation=util,
         target_mhz=target,

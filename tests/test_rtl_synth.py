@@ -75,3 +75,20 @@ def test_yosys_map_falls_back_to_dff_when_the_default_run_fails(tmp_path, monkey
     # the wrapped run of a module that needed -dff uses it from the start
     assert synth._yosys_map(tmp_path, "w", lambda opt: f"x{opt}", "abc9-dff") == "abc9-dff"
     assert scripts[-1] == "x -dff"
+
+
+def test_failed_placement_reads_utilisation_of_a_design_too_large(tmp_path):
+    from pentegg.rtl.synth import _failed_placement
+
+    log = tmp_path / "nextpnr.log"
+    log.write_text(
+        "Info: Device utilisation:\n"
+        "Info: \t         ICESTORM_LC:  8734/  5280   165%\n"
+        "Info: \t        ICESTORM_RAM:    12/    30    40%\n"
+        "Info: \t               SB_IO:     0/    96     0%\n"
+        "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type 'ICESTORM_LC'\n"
+    )
+    assert _failed_placement(log) == {"ICESTORM_LC": "8734/5280", "ICESTORM_RAM": "12/30"}
+    log.write_text("ERROR: something else\n")
+    assert _failed_placement(log) == {}
+    assert _failed_placement(tmp_path / "missing.log") == {}
