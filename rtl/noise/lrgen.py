@@ -1,16 +1,18 @@
 """LRGEN + LRMUL (spec 3 and 4.2): the low-rank factors A, B and E = PQUANT(A.B^T, f).
 
-One :class:`~pentegg.rtl.noise.prng.PentaryPRNG` (``digits_per_beat = rank``, one beat is one
-row of A or B) serves both streams of a job, one after the other:
-
-1. B: the B stream's ``fan`` rows go into a block RAM (``rank`` digit codes per word) and,
-   in low-rank mode, out on ``b``;
-2. A: the A stream's ``out`` rows either go out on ``a`` (low-rank mode) or, in quantized
-   mode, each A row is held while the B rows are read back from the RAM, one per cycle,
-   and LRMUL forms ``E[i, k]`` and the raw dot product ``A[i] . B[k]`` in row-major order.
-
-The B stream is therefore generated once per job instead of once per output row (spec 3
-allows either: both give the same digits).
+* :class:`LowRankGenerator` (catalog ``lrgen-lane``): one lane. It takes the start states
+  of a job's B and A streams from its ``x0`` stream (e.g. from a shared
+  :class:`~pentegg.rtl.noise.keyer.StreamKeyer`) and has its own
+  :class:`~pentegg.rtl.noise.prng.PentaryStreamCore` (``digits_per_beat = rank``: a beat
+  is a row). The ``fan`` rows of B go into a block RAM (and out on ``b`` in low-rank
+  mode); then the ``out`` rows of A go out on ``a`` (low-rank mode) or, in quantized mode,
+  each row of A is held while the rows of B are read back from the RAM, one per cycle,
+  and LRMUL forms ``E[i, k]`` and the raw dot product ``A[i] . B[k]`` row-major. B is
+  generated once per job instead of once per output row (spec 3 allows either).
+* :class:`KeyedLowRankGenerator` (catalog ``lrgen``): a StreamKeyer and one lane, keyed by
+  (seed, step, pair, layer).
+* :func:`lrmul_stages`: LRMUL and PQUANT as pipeline stages, shared with
+  :class:`~pentegg.rtl.noise.lrgen_compact.CompactLowRankGenerator`.
 """
 
 from __future__ import annotations
