@@ -98,7 +98,15 @@ class CartPoleTask(Task):
             4,
             2,
             "mean_return",
-            defaults=dict(steps=100, population=64, hidden=(16,), batch=1, eval_every=1),
+            defaults=dict(
+                steps=100,
+                population=64,
+                hidden=(16,),
+                batch=1,
+                eval_every=1,
+                latent_shift=1,  # spec 12: one vote moves a weight off 0
+                sigma_shift=0,  # spec 12: noise of one level
+            ),
         )
         try:
             import gymnasium  # noqa: F401

@@ -310,8 +310,21 @@ def get_task(name: str, split_seed: int = 0, meta: dict | None = None) -> Task:
     raise TaskError(f"unknown task '{name}' (choose from {', '.join(TASK_NAMES)})")
 
 
+# run-time parameters (spec 9.1) a task may set for itself (spec 12)
+TASK_RUNTIME_PARAMS = (
+    "sigma_shift",
+    "act_shifts",
+    "shaping",
+    "tau",
+    "latent_shift",
+    "margin",
+    "init",
+)
+
+
 def task_defaults(name: str) -> dict:
-    """The defaults of spec section 12 for a task: layers, population, batch, steps."""
+    """The defaults of spec section 12 for a task: layers, population, batch, steps, and
+    the run-time parameters the task sets for itself."""
     if name.startswith("csv:"):
         d = CSV_DEFAULTS
         layers = ("n", *d["hidden"], "c")
@@ -324,4 +337,5 @@ def task_defaults(name: str) -> dict:
         "population": d["population"],
         "batch": d["batch"],
         "steps": d["steps"],
+        **{k: d[k] for k in TASK_RUNTIME_PARAMS if k in d},
     }
