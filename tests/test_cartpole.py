@@ -55,7 +55,7 @@ def test_defaults_solve_cartpole_in_a_median_of_at_most_15_steps_over_seeds_0_to
         [*pentegg_cmd, "bench", "seeds", "0-4", "--task", "cartpole", "--json"],
         capture_output=True,
         text=True,
-        timeout=600,
+        stdin=subprocess.DEVNULL,
     )
     assert r.returncode == 0, r.stderr
     runs = json.loads(r.stdout.strip().splitlines()[-1])["runs"]
