@@ -1,0 +1,206 @@
+"""Regenerate the measured tables of docs/resources.md.
+
+    python -m pentegg.benchmarks.make_resources [--only TABLE,...] [--match TEXT] [--rerun]
+
+Every row is one ``pentegg synth ...`` or ``pentegg bench evaluator ...`` command, printed
+in the table with the commit it was measured at. Its JSON record is cached in
+``build/resources/`` under the command; a cached record of another commit is measured
+again (``--keep`` reuses it and the table then names the commit it came from, so no row
+claims a commit it was not measured at). The tables replace the text between the
+``BEGIN GENERATED: <table>`` and ``END GENERATED: <table>`` markers of docs/resources.md;
+the prose around them is written by hand from these figures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+CACHE = ROOT / "build" / "resources"
+DOC = ROOT / "docs" / "resources.md"
+
+SYNTH = ["synth"]
+#: (table, label, pentegg arguments)
+ROWS: list[tuple[str, str, list[str]]] = [
+    *[
+        ("noise", f"{mod} {label}".strip(), [*SYNTH, mod, "--device", dev, *extra, "--json"])
+        for mod, label, extra in (
+            (
+                "pquant",
+                "width 6, f = 1 + shift",
+                ["--param", "width=6", "--param", "shift_offset=1", "--param", "max_shift=8"],
+            ),
+            ("keyer", "", []),
+            ("keyer", "serial", ["--param", "keyer=serial"]),
+            ("prng", "4 digits per beat", []),
+            ("lrgen", "rank 4", []),
+            ("lrgen-lane", "rank 4", []),
+            ("lrgen-compact", "rank 4", []),
+        )
+        for dev in ("up5k", "ecp5-85")
+    ],
+    *[
+        (
+            "evaluator-synth",
+            f"lanes {lanes}" + (f", {note}" if note else ""),
+            [*SYNTH, "evaluator", "--device", dev, "--param", f"lanes={lanes}", *extra, "--json"],
+        )
+        for dev, lanes, extra, note in (
+            ("up5k", 4, ["--param", "noise_depth=256"], "noise_depth 256"),
+            ("up5k", 8, ["--param", "noise_depth=256"], "noise_depth 256"),
+            ("up5k", 16, ["--param", "noise_depth=256"], "noise_depth 256"),
+            ("ecp5-85", 16, [], ""),
+            ("ecp5-85", 32, [], ""),
+        )
+    ],
+    *[
+        (
+            "evaluator-cycles",
+            f"lanes {lanes}, {inputs} inputs, noise buffers {nb}",
+            [
+                "bench",
+                "evaluator",
+                "--lanes",
+                str(lanes),
+                "--batch",
+                "16",
+                "--inputs",
+                inputs,
+                "--noise-buffers",
+                str(nb),
+                "--json",
+            ],
+        )
+        for nb in (1, 2)
+        for inputs in ("shared", "member")
+        for lanes in (8, 16)
+    ],
+]
+
+
+def commit() -> str:
+    r = subprocess.run(
+        ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return r.stdout.strip() + ("+dirty" if dirty else "")
+
+
+def _key(args: list[str]) -> str:
+    return hashlib.sha256(json.dumps(args).encode()).hexdigest()[:16]
+
+
+def measure(args: list[str], *, rerun: bool, keep: bool, head: str) -> dict:
+    path = CACHE / f"{_key(args)}.json"
+    if path.exists() and not rerun:
+        rec = json.loads(path.read_text())
+        if keep or rec.get("commit") == head:
+            return rec
+    cmd = [sys.executable, "-m", "pentegg", *args]
+    print("$ pentegg " + shlex.join(args), file=sys.stderr, flush=True)
+    t = time.perf_counter()
+    r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(f"failed ({r.returncode}): pentegg {shlex.join(args)}\n{r.stderr[-2000:]}")
+    rec = json.loads(r.stdout.strip().splitlines()[-1])
+    rec["commit"] = head
+    rec["wall_s_command"] = time.perf_counter() - t
+    CACHE.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(rec))
+    return rec
+
+
+def _synth_row(label, args, rec) -> str:
+    dev = "UP5K" if rec["device"] == "up5k" else "ECP5-85"
+    fmax = f"{rec['fmax_mhz']:.2f}" if rec.get("fmax_mhz") else "did not place"
+    lc = rec.get("wrapped_utilisation", {}).get("ICESTORM_LC") or rec.get(
+        "wrapped_utilisation", {}
+    ).get("TRELLIS_COMB", "")
+    return (
+        f"| {rec['module']} {label} | {dev} | {rec['luts']} | {rec['ffs']} | {rec['brams']} | "
+        f"{rec['dsps']} | {fmax} | {lc} | `{rec['commit']}` | `pentegg {shlex.join(args)}` |"
+    )
+
+
+def _cycles_row(label, args, rec) -> str:
+    a = rec["activity"]
+    total = rec["cycles"]
+    waits = ", ".join(f"{k} {100 * v / total:.1f}" for k, v in a.items() if k != "mac" and v)
+    return (
+        f"| {label} | {rec['cycles']} | {rec['ideal_cycles']:.0f} | "
+        f"{rec['throughput_ratio']:.3f} | {100 * a['mac'] / total:.1f} | {waits} | "
+        f"`{rec['commit']}` | `pentegg {shlex.join(args)}` |"
+    )
+
+
+def _header(*cols: str) -> str:
+    return "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols)
+
+
+_SYNTH_COLS = ("module", "device", "LUT4", "FF", "BRAM", "DSP", "fmax MHz")
+_SYNTH_COLS += ("logic cells placed", "commit", "command")
+HEADERS = {
+    "noise": _header(*_SYNTH_COLS),
+    "evaluator-synth": _header(*_SYNTH_COLS),
+    "evaluator-cycles": _header(
+        "configuration (digits network, population 256, batch 16)",
+        "cycles",
+        "ideal",
+        "throughput_ratio",
+        "MAC %",
+        "other cycles %",
+        "commit",
+        "command",
+    ),
+}
+
+
+def render(table: str, recs: list[tuple[str, list[str], dict]]) -> str:
+    fmt = _cycles_row if table == "evaluator-cycles" else _synth_row
+    return "\n".join([HEADERS[table], *(fmt(lab, args, rec) for lab, args, rec in recs)])
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--only", help="tables, comma-separated: " + ", ".join(HEADERS))
+    ap.add_argument("--match", help="only rows whose command contains this text")
+    ap.add_argument("--rerun", action="store_true", help="measure even if cached at HEAD")
+    ap.add_argument("--keep", action="store_true", help="reuse cached records of any commit")
+    args = ap.parse_args(argv)
+    tables = args.only.split(",") if args.only else list(HEADERS)
+    head = commit()
+    text = DOC.read_text()
+    for table in tables:
+        recs = []
+        for tab, label, cmd in ROWS:
+            if tab != table:
+                continue
+            if args.match and args.match not in " ".join(cmd):
+                path = CACHE / f"{_key(cmd)}.json"
+                if path.exists():
+                    recs.append((label, cmd, json.loads(path.read_text())))
+                continue
+            recs.append((label, cmd, measure(cmd, rerun=args.rerun, keep=args.keep, head=head)))
+        begin, end = f"<!-- BEGIN GENERATED: {table} -->", f"<!-- END GENERATED: {table} -->"
+        if begin not in text:
+            raise SystemExit(f"docs/resources.md has no marker {begin}")
+        a, b = text.index(begin) + len(begin), text.index(end)
+        text = text[:a] + "\n" + render(table, recs) + "\n" + text[b:]
+    DOC.write_text(text)
+    print(f"docs/resources.md: {', '.join(tables)} regenerated at {head}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
