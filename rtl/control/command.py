@@ -1,0 +1,164 @@
+"""CommandDecoder: the accelerator's word-level command set (docs/rtl.md, "Commands").
+
+A command is a 32-bit header word, ``op`` in bits ``[31:28]``, followed by its operands:
+
+========  ====================================  =======================================
+op        header fields, following words        response words
+========  ====================================  =======================================
+1 WREG    ``reg = [7:0]``; value                none
+2 RREG    ``reg = [7:0]``                       the register's value
+3 WMEM    ``sel = [27:24]``, ``addr = [23:0]``;  none
+          count ``n``; ``n`` data words
+4 RMEM    ``sel``, ``addr``; count ``n``        ``n`` words
+5 RUN     ``kind = [3:0]``                      none (poll ``status``)
+========  ====================================  =======================================
+
+Memory words carry their value in the low bits (a weight word 16 bits, a sample byte 8,
+a score ``score_bits`` sign-extended). Writes (registers and memories), memory reads and
+``RUN`` wait while the accelerator is ``busy``; ``RREG`` never waits, so a host polls
+``status`` and ``step`` during a run. An unknown ``op`` sets ``bad_command`` and the
+word is dropped (the next word is read as a header).
+
+Throughput: one command or data word per cycle on writes; three cycles per word read from
+a memory (address, data, response beat), more under back-pressure.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import enum, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["CommandDecoder", "Op"]
+
+
+class Op(enum.Enum, shape=4):
+    WREG = 1
+    RREG = 2
+    WMEM = 3
+    RMEM = 4
+    RUN = 5
+
+
+class CommandDecoder(wiring.Component):
+    """Commands in, register and memory accesses and run strobes out (module docstring).
+
+    Interface attributes
+    --------------------
+    cmd : In(stream.Signature(32)), rsp : Out(stream.Signature(32))
+    busy : In(1)
+        The accelerator runs: writes, memory reads and RUN wait.
+    reg_waddr : Out(8), reg_wdata : Out(32), reg_wen : Out(1)
+    reg_raddr : Out(8), reg_rdata : In(32)
+        Register file ports (read combinational).
+    mem_sel : Out(4), mem_addr : Out(24), mem_wdata : Out(32), mem_wen : Out(1),
+    mem_ren : Out(1), mem_rdata : In(32)
+        Host memory port; ``mem_rdata`` is valid one cycle after ``mem_ren``.
+    run : Out(1), run_kind : Out(4)
+        Strobe: start a run of ``run_kind``.
+    bad_command : Out(1)
+        Sticky: an unknown op was received (cleared by a RUN).
+    """
+
+    def __init__(self):
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(32)),
+                "rsp": Out(stream.Signature(32)),
+                "busy": In(1),
+                "reg_waddr": Out(8),
+                "reg_wdata": Out(32),
+                "reg_wen": Out(1),
+                "reg_raddr": Out(8),
+                "reg_rdata": In(32),
+                "mem_sel": Out(4),
+                "mem_addr": Out(24),
+                "mem_wdata": Out(32),
+                "mem_wen": Out(1),
+                "mem_ren": Out(1),
+                "mem_rdata": In(32),
+                "run": Out(1),
+                "run_kind": Out(4),
+                "bad_command": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        head = Signal(32)
+        count = Signal(32)
+        addr = Signal(24)
+        rdata = Signal(32)
+        word = self.cmd.payload
+        take = self.cmd.valid & self.cmd.ready
+        m.d.comb += [
+            self.reg_waddr.eq(head[:8]),
+            self.reg_raddr.eq(head[:8]),
+            self.reg_wdata.eq(word),
+            self.mem_sel.eq(head[24:28]),
+            self.mem_addr.eq(addr),
+            self.mem_wdata.eq(word),
+            self.run_kind.eq(head[:4]),
+        ]
+
+        with m.FSM():
+            with m.State("HEAD"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += [head.eq(word), addr.eq(word[:24])]
+                    with m.Switch(word[28:]):
+                        with m.Case(Op.WREG):
+                            m.next = "WREG"
+                        with m.Case(Op.RREG):
+                            m.next = "RREG"
+                        with m.Case(Op.WMEM, Op.RMEM):
+                            m.next = "COUNT"
+                        with m.Case(Op.RUN):
+                            m.next = "RUN"
+                        with m.Default():
+                            m.d.sync += self.bad_command.eq(1)
+            with m.State("WREG"):
+                m.d.comb += [self.cmd.ready.eq(~self.busy), self.reg_wen.eq(take)]
+                with m.If(take):
+                    m.next = "HEAD"
+            with m.State("RREG"):
+                m.d.comb += [self.rsp.valid.eq(1), self.rsp.payload.eq(self.reg_rdata)]
+                with m.If(self.rsp.ready):
+                    m.next = "HEAD"
+            with m.State("COUNT"):
+                m.d.comb += self.cmd.ready.eq(1)
+                with m.If(self.cmd.valid):
+                    m.d.sync += count.eq(word)
+                    with m.If(word == 0):
+                        m.next = "HEAD"
+                    with m.Elif(head[28:] == Op.WMEM):
+                        m.next = "WDATA"
+                    with m.Else():
+                        m.next = "RADDR"
+            with m.State("WDATA"):
+                m.d.comb += [self.cmd.ready.eq(~self.busy), self.mem_wen.eq(take)]
+                with m.If(take):
+                    m.d.sync += [addr.eq(addr + 1), count.eq(count - 1)]
+                    with m.If(count == 1):
+                        m.next = "HEAD"
+            with m.State("RADDR"):
+                m.d.comb += self.mem_ren.eq(~self.busy)
+                with m.If(~self.busy):
+                    m.next = "RDATA"
+            with m.State("RDATA"):
+                m.d.sync += rdata.eq(self.mem_rdata)
+                m.next = "RSEND"
+            with m.State("RSEND"):
+                m.d.comb += [self.rsp.valid.eq(1), self.rsp.payload.eq(rdata)]
+                with m.If(self.rsp.ready):
+                    m.d.sync += [addr.eq(addr + 1), count.eq(count - 1)]
+                    with m.If(count == 1):
+                        m.next = "HEAD"
+                    with m.Else():
+                        m.next = "RADDR"
+            with m.State("RUN"):
+                m.d.comb += self.run.eq(~self.busy)
+                with m.If(~self.busy):
+                    m.d.sync += self.bad_command.eq(0)
+                    m.next = "HEAD"
+        return m
