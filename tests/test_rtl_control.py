@@ -8,6 +8,7 @@ from amaranth.lib import memory
 from amaranth.sim import Simulator
 
 from pentegg.rtl.control import ID_VALUE, CommandDecoder, Op, RegisterFile, register_map
+from pentegg.rtl.control.controller import RUN_KINDS, Controller
 
 
 class _Bench:
@@ -114,3 +115,94 @@ def test_unknown_op_sets_bad_command_and_the_next_word_is_a_header():
 def test_register_map_rejects_max_layers_out_of_range(max_layers):
     with pytest.raises(ValueError, match=r"max_layers=.* 1\.\.8"):
         register_map(max_layers)
+
+
+def _controller_run(kind, *, steps=1, step=0, n_layers=2, errors=None, block_cycles=5):
+    """Drive a Controller with model blocks that stay busy ``block_cycles`` cycles;
+    returns the phases it started, in order, and its final outputs."""
+    errors = errors or {}
+    ctl = Controller()
+    log = []
+
+    def block(name, start, busy, err=None):
+        async def proc(ctx):
+            left = 0
+            async for _, _, st, layer, base in ctx.tick().sample(start, ctl.layer, ctl.batch_base):
+                if st:
+                    log.append((name, layer, base))
+                    left = block_cycles
+                    if err is not None:
+                        ctx.set(err, errors.get(name, 0))
+                elif left:
+                    left -= 1
+                ctx.set(busy, left > 0)
+
+        return proc
+
+    out = {}
+
+    async def bench(ctx):
+        ctx.set(ctl.steps, steps)
+        ctx.set(ctl.step, step)
+        ctx.set(ctl.stride, 7)
+        ctx.set(ctl.n_layers, n_layers)
+        ctx.set(ctl.run_kind, kind)
+        ctx.set(ctl.run, 1)
+        await ctx.tick()
+        ctx.set(ctl.run, 0)
+        cur = step
+        for _ in range(5000):
+            await ctx.tick()
+            if ctx.get(ctl.step_wr):
+                cur += 1
+            ctx.set(ctl.step, cur)
+            if not ctx.get(ctl.busy):
+                break
+        out.update(
+            step=cur,
+            error=ctx.get(ctl.error),
+            cycles=ctx.get(ctl.cycles),
+            split=[ctx.get(getattr(ctl, f"{p}_cycles")) for p in ("eval", "shape", "update")],
+        )
+
+    sim = Simulator(ctl)
+    sim.add_clock(1e-6)
+    sim.add_process(block("eval", ctl.ev_start, ctl.ev_busy, ctl.ev_error))
+    sim.add_process(block("shape", ctl.sh_start, ctl.sh_busy, ctl.sh_error))
+    sim.add_process(block("vote", ctl.vote_start, ctl.vote_busy))
+    sim.add_process(block("apply", ctl.apply_start, ctl.apply_busy, ctl.up_error))
+    sim.add_process(block("init", ctl.init_start, ctl.init_busy))
+    sim.add_testbench(bench)
+    sim.run()
+    return log, out
+
+
+def test_controller_train_runs_the_steps_of_spec_10_2_in_order():
+    log, out = _controller_run(RUN_KINDS["train"], steps=2, step=5, n_layers=2)
+    one = [("shape", 0), ("vote", 0), ("apply", 0), ("vote", 1), ("apply", 1)]
+    assert [(n, l) for n, l, _ in log] == [("eval", 0), *one, ("eval", 0), *one]
+    assert [b for n, _, b in log if n == "eval"] == [0, 7]  # batch indices of step i
+    assert out["step"] == 7 and out["error"] == 0
+    assert sum(out["split"]) <= out["cycles"] and min(out["split"]) > 0
+
+
+def test_controller_update_only_shapes_and_updates_once_and_eval_only_evaluates():
+    log, out = _controller_run(RUN_KINDS["update"], step=3, n_layers=1)
+    assert [n for n, _, _ in log] == ["shape", "vote", "apply"] and out["step"] == 4
+    log, out = _controller_run(RUN_KINDS["eval"], step=3)
+    assert [n for n, _, _ in log] == ["eval"] and out["step"] == 3
+
+
+def test_controller_stops_on_a_block_error_and_flags_it():
+    log, out = _controller_run(RUN_KINDS["train"], steps=3, errors={"shape": 1})
+    assert [n for n, _, _ in log] == ["eval", "shape"]
+    assert out["error"] == 1 << 9 and out["step"] == 0
+    log, out = _controller_run(RUN_KINDS["train"], errors={"eval": 0b100})
+    assert [n for n, _, _ in log] == ["eval"] and out["error"] == 0b100
+
+
+def test_controller_refuses_steps_past_65534_and_unknown_kinds():
+    log, out = _controller_run(RUN_KINDS["train"], steps=2, step=65534)
+    assert log == [] and out["error"] == 1 << 11
+    log, out = _controller_run(9)
+    assert log == [] and out["error"] == 1 << 12

@@ -1,0 +1,226 @@
+"""Controller: the schedule of spec 10.2, one ES step after another.
+
+A run (``run`` strobe, ``run_kind``) sequences the blocks through start/busy handshakes
+(a block's ``busy`` rises the cycle after its ``start`` and falls when it is done):
+
+=========  ================================================================  ===========
+kind       phases                                                            ``step``
+=========  ================================================================  ===========
+0 TRAIN    ``steps`` times: EVAL, SHAPE, then VOTE and APPLY for each layer  +1 a step
+1 EVAL     EVAL (scores in shared mode, logits in per-member mode)           unchanged
+2 UPDATE   SHAPE, then VOTE and APPLY per layer (host-written scores: RL)     +1
+3 INIT     INIT (spec 10.1: zero or random weights, and V)                   unchanged
+=========  ================================================================  ===========
+
+The EVAL of step ``i`` of a TRAIN run reads its batch indices at ``batch_base = i *
+stride`` of the batch-index memory (the host loads the indices of all ``steps`` steps
+before the run). A block's error ends the run with its flag set; so does a run whose last
+step would pass 65534.
+
+Error flags (``error``; bits 0-8 are the evaluator's, ``ERROR_FLAGS`` of
+rtl/evaluator/sequencer.py):
+
+* 9 ``shaper``: the shaper refused its run-time values (population, tau);
+* 10 ``update``: the vote or apply block refused its values (latent_shift);
+* 11 ``steps``: ``step + steps - 1`` above 65534, or ``steps`` 0;
+* 12 ``kind``: an unknown run kind.
+
+Counters (``cycles``, ``eval_cycles``, ``shape_cycles``, ``update_cycles``) count the
+cycles of the last run, by phase.
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Signal
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+__all__ = ["CONTROL_ERRORS", "Controller", "RUN_KINDS"]
+
+RUN_KINDS = {"train": 0, "eval": 1, "update": 2, "init": 3}
+CONTROL_ERRORS = {9: "shaper", 10: "update", 11: "steps", 12: "kind"}
+MAX_STEP = 65534
+
+
+class Controller(wiring.Component):
+    """Sequences runs (module docstring).
+
+    Parameters
+    ----------
+    eval_error_bits : int
+        Width of the evaluator's error flags (bits 0.. of ``error``).
+
+    Interface attributes
+    --------------------
+    run : In(1), run_kind : In(4)
+    steps : In(16), step : In(16), stride : In(16), n_layers : In(4)
+    busy : Out(1), error : Out(16)
+    step_wr : Out(1), step_next : Out(16)
+        ``step`` + 1 after each step of TRAIN or UPDATE.
+    batch_base : Out(16), layer : Out(3)
+    ev_start, sh_start, vote_start, apply_start, init_start : Out(1)
+    ev_busy, sh_busy, vote_busy, apply_busy, init_busy : In(1)
+    ev_error : In(eval_error_bits), sh_error, up_error : In(1)
+    phase : Out(3)
+        0 idle, 1 eval, 2 shape, 3 vote, 4 apply, 5 init: which block owns the shared
+        memory ports.
+    cycles, eval_cycles, shape_cycles, update_cycles : Out(32)
+    """
+
+    def __init__(self, eval_error_bits: int = 9):
+        self.eval_error_bits = eval_error_bits
+        super().__init__(
+            {
+                "run": In(1),
+                "run_kind": In(4),
+                "steps": In(16),
+                "step": In(16),
+                "stride": In(16),
+                "n_layers": In(4),
+                "busy": Out(1),
+                "error": Out(16),
+                "step_wr": Out(1),
+                "step_next": Out(16),
+                "batch_base": Out(16),
+                "layer": Out(3),
+                "ev_start": Out(1),
+                "ev_busy": In(1),
+                "ev_error": In(eval_error_bits),
+                "sh_start": Out(1),
+                "sh_busy": In(1),
+                "sh_error": In(1),
+                "vote_start": Out(1),
+                "vote_busy": In(1),
+                "apply_start": Out(1),
+                "apply_busy": In(1),
+                "up_error": In(1),
+                "init_start": Out(1),
+                "init_busy": In(1),
+                "phase": Out(3),
+                "cycles": Out(32),
+                "eval_cycles": Out(32),
+                "shape_cycles": Out(32),
+                "update_cycles": Out(32),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        kind = Signal(4)
+        left = Signal(16)  # steps left in this run, the current one included
+        m.d.comb += self.step_next.eq(self.step + 1)
+
+        with m.If(self.busy):
+            m.d.sync += self.cycles.eq(self.cycles + 1)
+            with m.Switch(self.phase):
+                with m.Case(1):
+                    m.d.sync += self.eval_cycles.eq(self.eval_cycles + 1)
+                with m.Case(2):
+                    m.d.sync += self.shape_cycles.eq(self.shape_cycles + 1)
+                with m.Case(3, 4):
+                    m.d.sync += self.update_cycles.eq(self.update_cycles + 1)
+
+        def phase(name, start, busy, nxt, code):
+            """States NAME (strobe ``start``), NAME_1 (one cycle), NAME_W (until idle)."""
+            with m.State(name):
+                m.d.comb += [start.eq(1), self.phase.eq(code)]
+                m.next = name + "_1"
+            with m.State(name + "_1"):
+                m.d.comb += self.phase.eq(code)
+                m.next = name + "_W"
+            with m.State(name + "_W"):
+                m.d.comb += self.phase.eq(code)
+                with m.If(~busy):
+                    nxt()
+
+        def fail(bit, value=1):
+            m.d.sync += self.error.bit_select(bit, 1).eq(value)
+            m.next = "IDLE"
+
+        def to_idle():
+            m.next = "IDLE"
+
+        def after_eval():
+            with m.If(self.ev_error.any()):
+                m.d.sync += self.error[: self.eval_error_bits].eq(self.ev_error)
+                m.next = "IDLE"
+            with m.Elif(kind == RUN_KINDS["eval"]):
+                m.next = "IDLE"
+            with m.Else():
+                m.next = "SHAPE"
+
+        def after_shape():
+            with m.If(self.sh_error):
+                fail(9)
+            with m.Else():
+                m.d.sync += self.layer.eq(0)
+                m.next = "VOTE"
+
+        def after_vote():
+            with m.If(self.up_error):
+                fail(10)
+            with m.Else():
+                m.next = "APPLY"
+
+        def after_apply():
+            with m.If(self.up_error):
+                fail(10)
+            with m.Elif(self.layer + 1 < self.n_layers):
+                m.d.sync += self.layer.eq(self.layer + 1)
+                m.next = "VOTE"
+            with m.Else():
+                m.next = "NEXT"
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(self.run):
+                    m.d.sync += [
+                        kind.eq(self.run_kind),
+                        left.eq(self.steps),
+                        self.error.eq(0),
+                        self.batch_base.eq(0),
+                        self.layer.eq(0),
+                        self.cycles.eq(0),
+                        self.eval_cycles.eq(0),
+                        self.shape_cycles.eq(0),
+                        self.update_cycles.eq(0),
+                    ]
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                last = self.step + self.steps - 1
+                with m.Switch(kind):
+                    with m.Case(RUN_KINDS["train"]):
+                        with m.If((self.steps == 0) | (last > MAX_STEP)):
+                            fail(11)
+                        with m.Else():
+                            m.next = "EVAL"
+                    with m.Case(RUN_KINDS["eval"]):
+                        m.next = "EVAL"
+                    with m.Case(RUN_KINDS["update"]):
+                        with m.If(self.step > MAX_STEP):
+                            fail(11)
+                        with m.Else():
+                            m.d.sync += left.eq(1)
+                            m.next = "SHAPE"
+                    with m.Case(RUN_KINDS["init"]):
+                        m.next = "INIT"
+                    with m.Default():
+                        fail(12)
+            phase("EVAL", self.ev_start, self.ev_busy, after_eval, 1)
+            phase("SHAPE", self.sh_start, self.sh_busy, after_shape, 2)
+            phase("VOTE", self.vote_start, self.vote_busy, after_vote, 3)
+            phase("APPLY", self.apply_start, self.apply_busy, after_apply, 4)
+            phase("INIT", self.init_start, self.init_busy, to_idle, 5)
+            with m.State("NEXT"):
+                m.d.comb += self.step_wr.eq(1)
+                m.d.sync += [
+                    left.eq(left - 1),
+                    self.batch_base.eq(self.batch_base + self.stride),
+                    self.layer.eq(0),
+                ]
+                with m.If((left == 1) | (kind != RUN_KINDS["train"])):
+                    m.next = "IDLE"
+                with m.Else():
+                    m.next = "EVAL"
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        return m
