@@ -35,7 +35,7 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["CONTROL_ERRORS", "Controller", "RUN_KINDS"]
+__all__ = ["CONTROL_ERRORS", "RUN_KINDS", "Controller"]
 
 RUN_KINDS = {"train": 0, "eval": 1, "update": 2, "init": 3}
 CONTROL_ERRORS = {9: "shaper", 10: "update", 11: "steps", 12: "kind"}
