@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from amaranth import Module
 from amaranth.lib import memory
 from amaranth.sim import Simulator
 
+from pentegg.golden.config import Config
+from pentegg.golden.digit import pack
+from pentegg.golden.model import init_state
 from pentegg.rtl.control import ID_VALUE, CommandDecoder, Op, RegisterFile, register_map
 from pentegg.rtl.control.controller import RUN_KINDS, Controller
+from pentegg.rtl.control.init import InitWriter
+from pentegg.sim.scoreboard import Scoreboard
 
 
 class _Bench:
@@ -206,3 +212,84 @@ def test_controller_refuses_steps_past_65534_and_unknown_kinds():
     assert log == [] and out["error"] == 1 << 11
     log, out = _controller_run(9)
     assert log == [] and out["error"] == 1 << 12
+
+
+def _init_run(cfg, update="latent"):
+    wb = max(cfg.layers).bit_length() + 1
+    dut = InitWriter(
+        max_layers=3,
+        width_bits=wb,
+        waddr_bits=12,
+        vaddr_bits=14,
+        update=update,
+        latent_bits=cfg.latent_bits,
+        digits=cfg.digits,
+    )
+    words, lat = {}, {}
+
+    async def bench(ctx):
+        ctx.set(dut.init, cfg.init == "random")
+        ctx.set(dut.seed, cfg.seed)
+        ctx.set(dut.n_layers, cfg.n_layers)
+        for i, w in enumerate(cfg.layers):
+            ctx.set(dut.widths[i], w)
+        ctx.set(dut.latent_shift, cfg.latent_shift)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for _ in range(100_000):
+            _, _, busy, we, wa, wd, ve, va, vd = await ctx.tick().sample(
+                dut.busy, dut.w_en, dut.w_addr, dut.w_data, dut.v_en, dut.v_addr, dut.v_data
+            )
+            if we:
+                assert wa not in words, f"weight word {wa} written twice"
+                words[wa] = wd
+            if ve:
+                lat[va] = vd
+            if not busy:
+                break
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    return words, lat
+
+
+@pytest.mark.parametrize(
+    "layers, init, digits, latent_bits, q",
+    [
+        ((2, 8, 2), "random", "binomial", 8, 3),
+        ((5, 3, 1, 4), "random", "uniform", 6, 2),
+        ((4, 16, 2), "zero", "binomial", 8, 1),
+        ((1, 1), "random", "binomial", 3, 0),
+        ((7, 6), "random", "uniform", 8, 6),
+    ],
+)
+def test_init_writer_writes_golden_initial_weights_and_latent(layers, init, digits, latent_bits, q):
+    cfg = Config(
+        layers=layers,
+        init=init,
+        digits=digits,
+        latent_bits=latent_bits,
+        latent_shift=q,
+        seed=0xC0FFEE + len(layers),
+    ).validate()
+    state = init_state(cfg)
+    want_w = np.concatenate([pack(w) for w in state.weights])
+    want_v = np.concatenate([v.ravel() for v in state.latent])
+    words, lat = _init_run(cfg)
+    board = Scoreboard(f"init {layers} {init} {digits}")
+    board.check("weight words", want_w, np.array([words.get(i, -1) for i in range(len(want_w))]))
+    board.check("latent", want_v, np.array([lat.get(i, -999) for i in range(len(want_v))]))
+    assert len(words) == len(want_w) and len(lat) == len(want_v)
+
+
+def test_init_writer_pentary_update_writes_no_latent():
+    cfg = Config(layers=(3, 4), init="random", update="pentary").validate()
+    words, lat = _init_run(cfg, update="pentary")
+    assert lat == {}
+    want = np.concatenate([pack(w) for w in init_state(cfg).weights])
+    Scoreboard("init pentary").check(
+        "weight words", want, np.array([words[i] for i in range(len(want))])
+    )

@@ -1,0 +1,197 @@
+"""InitWriter: the initial training state of spec 10.1, written into the weight and latent
+memories.
+
+``init = 0`` (zero): every weight 0. ``init = 1`` (random): ``W_l`` is the row-major
+digits of the stream (step 65535, pair 0, layer ``l``, A) under the run's digit
+distribution, from one :class:`~pentegg.rtl.noise.keyer.StreamKeyer` and one
+:class:`~pentegg.rtl.noise.prng.PentaryStreamCore` (one digit per beat). With the latent
+update, ``V = sat(W << q, -Vmax, Vmax)`` (``q = latent_shift``), so ``PQUANT(V, q) = W``.
+
+Memory layouts (the accelerator's, docs/rtl.md):
+
+* weights: spec 1.4, each matrix packed row-major five digits to a 16-bit word (digit
+  ``i`` in bits ``[3i+2:3i]``), starting on a word boundary, layers one after another;
+* latent: one ``V`` per word, in the order of the weights (layers one after another,
+  row-major), no padding.
+
+Throughput: one weight per cycle (zero), one per cycle after each layer's stream start
+(random: the keyer's 29 cycles for the first layer, 15 for the others). Widths: a layer
+of ``out x fan`` weights is walked by a row and a column counter (no multiplier).
+"""
+
+from __future__ import annotations
+
+from amaranth import Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..noise.keyer import StreamKeyer
+from ..noise.prng import DIGIT_DISTS, PentaryStreamCore
+from ..params import check_choice, check_int
+
+__all__ = ["InitWriter"]
+
+INIT_STEP = 0xFFFF
+
+
+class InitWriter(wiring.Component):
+    """Writes the initial weights (and latent integers) of a network (module docstring).
+
+    Parameters
+    ----------
+    max_layers : int
+        1..8.
+    width_bits : int
+        Width of a layer-width input (``n_l`` up to ``2**width_bits - 1``).
+    waddr_bits, vaddr_bits : int
+        Address widths of the weight and latent memories.
+    update : str
+        ``"latent"`` (write V too) or ``"pentary"`` (weights only).
+    latent_bits : int
+        3..8.
+    digits : str
+        ``"binomial"`` or ``"uniform"``.
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe; the other inputs stay stable until ``busy`` falls.
+    init : In(1)
+        0 zero, 1 random.
+    seed : In(32), n_layers : In(4), widths : In(ArrayLayout(width_bits, max_layers + 1)),
+    latent_shift : In(4)
+    busy : Out(1)
+    w_addr : Out(waddr_bits), w_data : Out(16), w_en : Out(1)
+    v_addr : Out(vaddr_bits), v_data : Out(signed(latent_bits)), v_en : Out(1)
+    """
+
+    def __init__(
+        self,
+        *,
+        max_layers: int,
+        width_bits: int,
+        waddr_bits: int,
+        vaddr_bits: int,
+        update: str = "latent",
+        latent_bits: int = 8,
+        digits: str = "binomial",
+    ):
+        self.max_layers = check_int("max_layers", max_layers, 1, 8)
+        self.width_bits = check_int("width_bits", width_bits, 1, 16)
+        self.update = check_choice("update", update, ("latent", "pentary"))
+        self.latent_bits = check_int("latent_bits", latent_bits, 3, 8)
+        self.digits = check_choice("digits", digits, DIGIT_DISTS)
+        super().__init__(
+            {
+                "start": In(1),
+                "init": In(1),
+                "seed": In(32),
+                "n_layers": In(4),
+                "widths": In(data.ArrayLayout(width_bits, max_layers + 1)),
+                "latent_shift": In(4),
+                "busy": Out(1),
+                "w_addr": Out(waddr_bits),
+                "w_data": Out(16),
+                "w_en": Out(1),
+                "v_addr": Out(vaddr_bits),
+                "v_data": Out(signed(latent_bits)),
+                "v_en": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.keyer = keyer = StreamKeyer()
+        m.submodules.core = core = PentaryStreamCore(digits=self.digits, digits_per_beat=1)
+        wb = self.width_bits
+        layer = Signal(3)
+        o = Signal(wb)  # row
+        k = Signal(wb + 1)  # column, 0..fan-1
+        pos = Signal(range(5))  # digit position in the word being packed
+        word = Signal(15)  # the digits of the word so far (code i at bits 3i)
+        first_key = Signal()
+        outs = self.widths[layer + 1]
+        fan = self.widths[layer] + 1
+        last_k = k == fan - 1
+        last_o = o == outs - 1
+
+        m.d.comb += [
+            keyer.seed.eq(self.seed),
+            keyer.cancel.eq(0),
+            keyer.k.payload.ab.eq(0),  # A
+            keyer.k.payload.layer.eq(layer),
+            keyer.k.payload.pair.eq(0),
+            keyer.k.payload.step.eq(INIT_STEP),
+            keyer.k.payload.reseed.eq(first_key),
+            core.x0.valid.eq(keyer.x0.valid),
+            core.x0.payload.eq(keyer.x0.payload),
+            keyer.x0.ready.eq(1),
+        ]
+
+        # the digit of this cycle (valid when `take`)
+        digit = Signal(signed(3))
+        take = Signal()
+        code = digit.as_unsigned()
+        m.d.comb += self.w_data.eq(word | (code << (3 * pos)))
+
+        vmax = (1 << (self.latent_bits - 1)) - 1
+        wide = Signal(signed(3 + 15))
+        m.d.comb += wide.eq(digit << self.latent_shift)
+        m.d.comb += self.v_data.eq(Mux(wide > vmax, vmax, Mux(wide < -vmax, -vmax, wide)))
+        m.d.comb += [
+            self.v_en.eq(take if self.update == "latent" else 0),
+            self.w_en.eq(take & ((pos == 4) | (last_k & last_o))),
+        ]
+        with m.If(take):
+            m.d.sync += self.v_addr.eq(self.v_addr + 1)
+            with m.If((pos == 4) | (last_k & last_o)):
+                m.d.sync += [pos.eq(0), word.eq(0), self.w_addr.eq(self.w_addr + 1)]
+            with m.Else():
+                m.d.sync += [pos.eq(pos + 1), word.eq(self.w_data[:15])]
+            with m.If(last_k):
+                m.d.sync += [k.eq(0), o.eq(o + 1)]
+            with m.Else():
+                m.d.sync += k.eq(k + 1)
+
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [
+                        layer.eq(0),
+                        first_key.eq(1),
+                        self.w_addr.eq(0),
+                        self.v_addr.eq(0),
+                    ]
+                    m.next = "LAYER"
+            with m.State("LAYER"):
+                m.d.sync += [o.eq(0), k.eq(0), pos.eq(0), word.eq(0)]
+                with m.If(layer == self.n_layers):
+                    m.next = "IDLE"
+                with m.Elif(self.init):
+                    m.next = "KEY"
+                with m.Else():
+                    m.next = "ZERO"
+            with m.State("KEY"):
+                m.d.comb += keyer.k.valid.eq(1)
+                with m.If(keyer.k.ready):
+                    m.d.sync += first_key.eq(0)
+                    m.next = "WAIT"
+            with m.State("WAIT"):  # the core loads x0 in the cycle the keyer answers
+                with m.If(keyer.x0.valid):
+                    m.next = "RANDOM"
+            with m.State("RANDOM"):
+                m.d.comb += [
+                    core.o.ready.eq(1),
+                    digit.eq(core.o.payload[0]),
+                    take.eq(core.o.valid),
+                ]
+                with m.If(core.o.valid & last_k & last_o):
+                    m.d.sync += layer.eq(layer + 1)
+                    m.next = "LAYER"
+            with m.State("ZERO"):
+                m.d.comb += [digit.eq(0), take.eq(1)]
+                with m.If(last_k & last_o):
+                    m.d.sync += layer.eq(layer + 1)
+                    m.next = "LAYER"
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        return m
