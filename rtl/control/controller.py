@@ -23,7 +23,10 @@ rtl/evaluator/sequencer.py):
 * 9 ``shaper``: the shaper refused its run-time values (population, tau);
 * 10 ``update``: the vote or apply block refused its values (latent_shift);
 * 11 ``steps``: ``step + steps - 1`` above 65534, or ``steps`` 0;
-* 12 ``kind``: an unknown run kind.
+* 12 ``kind``: an unknown run kind;
+* 13 ``params``: ``params_ok`` low at the start (a register outside what the build
+  holds: a width above ``max_width``, ``n_layers`` above ``max_layers``, a population
+  above ``max_population``).
 
 Counters (``cycles``, ``eval_cycles``, ``shape_cycles``, ``update_cycles``) count the
 cycles of the last run, by phase.
@@ -38,7 +41,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["CONTROL_ERRORS", "RUN_KINDS", "Controller"]
 
 RUN_KINDS = {"train": 0, "eval": 1, "update": 2, "init": 3}
-CONTROL_ERRORS = {9: "shaper", 10: "update", 11: "steps", 12: "kind"}
+CONTROL_ERRORS = {9: "shaper", 10: "update", 11: "steps", 12: "kind", 13: "params"}
 MAX_STEP = 65534
 
 
@@ -77,6 +80,7 @@ class Controller(wiring.Component):
                 "step": In(16),
                 "stride": In(16),
                 "n_layers": In(4),
+                "params_ok": In(1, init=1),
                 "busy": Out(1),
                 "error": Out(16),
                 "step_wr": Out(1),
@@ -188,24 +192,27 @@ class Controller(wiring.Component):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 last = self.step + self.steps - 1
-                with m.Switch(kind):
-                    with m.Case(RUN_KINDS["train"]):
-                        with m.If((self.steps == 0) | (last > MAX_STEP)):
-                            fail(11)
-                        with m.Else():
+                with m.If(~self.params_ok & (kind != RUN_KINDS["init"])):
+                    fail(13)
+                with m.Else():
+                    with m.Switch(kind):
+                        with m.Case(RUN_KINDS["train"]):
+                            with m.If((self.steps == 0) | (last > MAX_STEP)):
+                                fail(11)
+                            with m.Else():
+                                m.next = "EVAL"
+                        with m.Case(RUN_KINDS["eval"]):
                             m.next = "EVAL"
-                    with m.Case(RUN_KINDS["eval"]):
-                        m.next = "EVAL"
-                    with m.Case(RUN_KINDS["update"]):
-                        with m.If(self.step > MAX_STEP):
-                            fail(11)
-                        with m.Else():
-                            m.d.sync += left.eq(1)
-                            m.next = "SHAPE"
-                    with m.Case(RUN_KINDS["init"]):
-                        m.next = "INIT"
-                    with m.Default():
-                        fail(12)
+                        with m.Case(RUN_KINDS["update"]):
+                            with m.If(self.step > MAX_STEP):
+                                fail(11)
+                            with m.Else():
+                                m.d.sync += left.eq(1)
+                                m.next = "SHAPE"
+                        with m.Case(RUN_KINDS["init"]):
+                            m.next = "INIT"
+                        with m.Default():
+                            fail(12)
             phase("EVAL", self.ev_start, self.ev_busy, after_eval, 1)
             phase("SHAPE", self.sh_start, self.sh_busy, after_shape, 2)
             phase("VOTE", self.vote_start, self.vote_busy, after_vote, 3)

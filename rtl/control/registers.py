@@ -65,6 +65,7 @@ def register_map(max_layers: int) -> list[Register]:
         Register(f"act_shift{l}", 0x20 + l, 4, "rw", 0, f"layer {l}'s shift, 0..15")
         for l in range(max_layers)
     ]
+    regs += [Register("shared", 0x28, 1, "rw", 1, "1 shared inputs (scores), 0 per-member")]
     regs += [
         Register("cycles", 0x30, 32, "ro", 0, "cycles of the last run"),
         Register("eval_cycles", 0x31, 32, "ro", 0, "of which evaluating"),
