@@ -1,0 +1,113 @@
+"""The Accelerator's word-level commands, host side (rtl/control/command.py is the device
+side; docs/rtl.md, "Commands", the reference).
+
+Pure Python: functions that turn a training configuration and data into command words and
+decode what comes back. The simulation tests drive the RTL with them; the host link
+(UART framing) carries the same words.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from .golden.config import Config
+from .golden.digit import pack
+from .rtl.accelerator import MEMORIES
+from .rtl.control.command import Op
+from .rtl.control.controller import CONTROL_ERRORS, RUN_KINDS
+from .rtl.control.registers import register_map
+from .rtl.evaluator.sequencer import ERROR_FLAGS
+
+__all__ = [
+    "config_words",
+    "decode_error",
+    "mem_read",
+    "mem_write",
+    "reg_read",
+    "reg_write",
+    "run",
+]
+
+
+def _addr(name: str, max_layers: int) -> int:
+    for r in register_map(max_layers):
+        if r.name == name:
+            return r.addr
+    raise KeyError(f"no register '{name}'")
+
+
+def reg_write(name: str, value: int, max_layers: int) -> list[int]:
+    return [(Op.WREG.value << 28) | _addr(name, max_layers), int(value) & 0xFFFF_FFFF]
+
+
+def reg_read(name: str, max_layers: int) -> list[int]:
+    return [(Op.RREG.value << 28) | _addr(name, max_layers)]
+
+
+def mem_write(mem: str, addr: int, values: Iterable[int]) -> list[int]:
+    vals = [int(v) & 0xFFFF_FFFF for v in values]
+    if not vals:
+        return []
+    return [(Op.WMEM.value << 28) | (MEMORIES[mem] << 24) | addr, len(vals), *vals]
+
+
+def mem_read(mem: str, addr: int, count: int) -> list[int]:
+    return [(Op.RMEM.value << 28) | (MEMORIES[mem] << 24) | addr, count]
+
+
+def run(kind: str) -> list[int]:
+    return [(Op.RUN.value << 28) | RUN_KINDS[kind]]
+
+
+def config_words(
+    cfg: Config, max_layers: int, *, step: int, steps: int = 1, batch: int = 1, shared=True
+) -> list[int]:
+    """Register writes for a run of ``cfg`` (its run-time parameters, spec 9.1)."""
+    words = []
+    regs = {
+        "population": cfg.population,
+        "batch": batch,
+        "n_layers": cfg.n_layers,
+        "sigma_shift": cfg.sigma_shift,
+        "shaping": int(cfg.shaping == "sign"),
+        "tau": cfg.tau_q4(),
+        "latent_shift": cfg.latent_shift,
+        "margin": cfg.margin,
+        "seed": cfg.seed,
+        "init": int(cfg.init == "random"),
+        "step": step,
+        "steps": steps,
+        "batch_stride": batch,
+        "shared": int(shared),
+    }
+    for i, w in enumerate(cfg.layers):
+        regs[f"width{i}"] = w
+    for l, s in enumerate(cfg.shifts()):
+        regs[f"act_shift{l}"] = s
+    for name, value in regs.items():
+        words += reg_write(name, value, max_layers)
+    return words
+
+
+def weight_words(weights: Sequence[np.ndarray]) -> list[int]:
+    """The weight memory image (spec 1.4)."""
+    return [int(v) for w in weights for v in pack(w)]
+
+
+def latent_words(latent: Sequence[np.ndarray]) -> list[int]:
+    """The latent memory image: one V per word, layers one after another, row-major."""
+    return [int(v) for x in latent for v in np.asarray(x).ravel()]
+
+
+def to_signed(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return value - (1 << bits) if value >> (bits - 1) else value
+
+
+def decode_error(flags: int) -> list[str]:
+    """Names of the error flags set in the ``error`` register."""
+    names = {**{b: f"evaluator {t}" for b, t in ERROR_FLAGS.items()}, **CONTROL_ERRORS}
+    names[14] = "bad command"
+    return [names.get(b, f"bit {b}") for b in range(16) if flags >> b & 1]

@@ -1,0 +1,422 @@
+"""Accelerator: the whole Pentary-EGGROLL trainer behind one command/response stream.
+
+Blocks (docs/rtl.md has the diagram, the schedule and the maps):
+
+* :class:`~pentegg.rtl.control.command.CommandDecoder` and
+  :class:`~pentegg.rtl.control.registers.RegisterFile`: the host's word-level commands;
+* :class:`~pentegg.rtl.control.controller.Controller`: spec 10.2's schedule;
+* :class:`~pentegg.rtl.evaluator.evaluator.PopulationEvaluator`: every member's forward
+  pass and score (spec 5, 6, 7.1);
+* :class:`~pentegg.rtl.update.shaper.Shaper`: ``g`` and ``theta`` (spec 7.2, 8.2);
+* :class:`~pentegg.rtl.update.votes.VoteAccumulator` and
+  :class:`~pentegg.rtl.update.apply.WeightUpdater`: ``Z`` per layer and the update (8);
+* :class:`~pentegg.rtl.control.init.InitWriter`: the initial state (10.1);
+* memories: weights (spec 1.4 words), latent ``V``, samples (bytes), labels, batch
+  indices, scores, ``g``. Each has one read and one write port, shared by phase (the
+  controller's ``phase``; the host's accesses when idle).
+
+Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`.
+
+Per-member inputs (RL, ``shared = 0``) enter on ``inp`` and the logits leave on
+``logits`` (the evaluator's streams); the host then writes the members' returns into the
+score memory and runs ``UPDATE``.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Mux, Signal
+from amaranth.lib import memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from .control.command import CommandDecoder
+from .control.controller import Controller
+from .control.init import InitWriter
+from .control.registers import RegisterFile
+from .evaluator.evaluator import PopulationEvaluator, out_logits_layout
+from .params import check_int
+from .update.apply import WeightUpdater
+from .update.shaper import Shaper
+from .update.votes import VoteAccumulator
+
+__all__ = ["MEMORIES", "Accelerator"]
+
+#: Host memory selects.
+MEMORIES = {"weights": 0, "latent": 1, "samples": 2, "labels": 3, "batch": 4, "scores": 5, "g": 6}
+
+
+class Accelerator(wiring.Component):
+    """The accelerator top (module docstring).
+
+    Parameters
+    ----------
+    lanes, max_layers, max_width, rank, mode, digits, group, noise_depth, max_batch,
+    mem_latency, noise_buffers
+        The PopulationEvaluator's (rtl/evaluator/params.py).
+    max_population : int
+        Even, 2..4096: sizes the score, g and Z memories and their widths.
+    update : str
+        ``"latent"`` (default) or ``"pentary"``.
+    latent_bits : int
+        3..8.
+    update_lanes : int
+        Z entries per cycle of the VoteAccumulator, 1..64 (default: ``min(lanes, 64)``).
+    pivots : int
+        Pairs per sweep of the Shaper's rank shaping, 1..16.
+    sample_bytes, label_words, batch_words : int
+        Depths of the sample, label and batch-index memories (16..2**20).
+
+    Interface attributes
+    --------------------
+    cmd : In(stream.Signature(32)), rsp : Out(stream.Signature(32))
+        Commands and responses (rtl/control/command.py).
+    inp : In(stream.Signature(8 * lanes)), logits : Out(stream.Signature(...))
+        Per-member inputs and logits (the evaluator's).
+    busy : Out(1)
+    """
+
+    def __init__(
+        self,
+        *,
+        lanes: int = 4,
+        max_layers: int = 2,
+        max_width: int = 64,
+        rank: int = 4,
+        mode: str = "lowrank",
+        digits: str = "binomial",
+        group: int | None = None,
+        noise_depth: int | None = None,
+        max_batch: int = 1024,
+        mem_latency: int = 2,
+        noise_buffers: int = 1,
+        max_population: int = 256,
+        update: str = "latent",
+        latent_bits: int = 8,
+        update_lanes: int | None = None,
+        pivots: int = 1,
+        sample_bytes: int = 4096,
+        label_words: int = 1024,
+        batch_words: int = 1024,
+    ):
+        self.evaluator = PopulationEvaluator(
+            lanes=lanes,
+            max_layers=max_layers,
+            max_width=max_width,
+            rank=rank,
+            mode=mode,
+            digits=digits,
+            group=group,
+            noise_depth=noise_depth,
+            max_batch=max_batch,
+            mem_latency=mem_latency,
+            noise_buffers=noise_buffers,
+        )
+        p = self.params = self.evaluator.params
+        if max_population % 2:
+            raise ValueError(f"max_population={max_population!r} is not an even integer in 2..4096")
+        self.max_population = check_int("max_population", max_population, 2, 4096)
+        update_lanes = min(lanes, 64) if update_lanes is None else update_lanes
+        self.update_lanes = check_int("update_lanes", update_lanes, 1, 64)
+        self.depths = {
+            "samples": check_int("sample_bytes", sample_bytes, 16, 1 << 20),
+            "labels": check_int("label_words", label_words, 16, 1 << 20),
+            "batch": check_int("batch_words", batch_words, 16, 1 << 20),
+        }
+        self.shaper = Shaper(
+            max_population=max_population,
+            score_bits=max(8, p.score_bits),
+            mem_latency=mem_latency,
+            pivots=pivots,
+        )
+        self.votes = VoteAccumulator(
+            lanes=update_lanes,
+            rank=rank,
+            mode=mode,
+            digits=digits,
+            max_width=max_width,
+            max_population=max_population,
+        )
+        # weight memory: the evaluator's worst case; latent: one word per weight
+        self.weight_words = 1 << self.evaluator.waddr_bits
+        self.latent_words = 1 << max(1, ceil_log2(max_layers * max_width * (max_width + 1)))
+        addr_bits = max(self.evaluator.waddr_bits, ceil_log2(self.latent_words))
+        self.updater = WeightUpdater(
+            update=update,
+            latent_bits=latent_bits,
+            lanes=update_lanes,
+            max_width=max_width,
+            z_bits=self.votes.z_bits,
+            addr_bits=addr_bits,
+        )
+        self.init = InitWriter(
+            max_layers=max_layers,
+            width_bits=p.width_bits + 1,
+            waddr_bits=addr_bits,
+            vaddr_bits=addr_bits,
+            update=update,
+            latent_bits=latent_bits,
+            digits=digits,
+        )
+        self.update, self.latent_bits, self.addr_bits = update, latent_bits, addr_bits
+        self.max_layers, self.max_width, self.lanes = max_layers, max_width, lanes
+        super().__init__(
+            {
+                "cmd": In(stream.Signature(32)),
+                "rsp": Out(stream.Signature(32)),
+                "inp": In(stream.Signature(8 * lanes)),
+                "logits": Out(stream.Signature(out_logits_layout(p))),
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.params
+        lat = p.mem_latency
+        m.submodules.dec = dec = CommandDecoder()
+        m.submodules.regs = regs = RegisterFile(self.max_layers)
+        m.submodules.ctl = ctl = Controller(eval_error_bits=len(self.evaluator.error))
+        m.submodules.ev = ev = self.evaluator
+        m.submodules.shaper = sh = self.shaper
+        m.submodules.votes = vo = self.votes
+        m.submodules.updater = up = self.updater
+        m.submodules.init = ini = self.init
+
+        wiring.connect(m, wiring.flipped(self.cmd), dec.cmd)
+        wiring.connect(m, dec.rsp, wiring.flipped(self.rsp))
+        wiring.connect(m, wiring.flipped(self.inp), ev.inp)
+        wiring.connect(m, ev.logits, wiring.flipped(self.logits))
+        phase = ctl.phase
+        idle = ~ctl.busy
+        m.d.comb += self.busy.eq(ctl.busy)
+
+        # ---- registers, decoder, controller
+        m.d.comb += [
+            dec.busy.eq(ctl.busy),
+            regs.w_addr.eq(dec.reg_waddr),
+            regs.w_data.eq(dec.reg_wdata),
+            regs.w_en.eq(dec.reg_wen),
+            regs.r_addr.eq(dec.reg_raddr),
+            dec.reg_rdata.eq(regs.r_data),
+            regs.step_wr.eq(ctl.step_wr),
+            regs.step_next.eq(ctl.step_next),
+            ctl.run.eq(dec.run),
+            ctl.run_kind.eq(dec.run_kind),
+            ctl.steps.eq(regs.steps),
+            ctl.step.eq(regs.step),
+            ctl.stride.eq(Mux(regs.batch_stride == 0, regs.batch, regs.batch_stride)),
+            ctl.n_layers.eq(regs.n_layers),
+            regs.status.eq(Cat(ctl.busy, ctl.error.any() | dec.bad_command)),
+            regs.error.eq(ctl.error | (dec.bad_command << 14)),
+            regs.cycles.eq(ctl.cycles),
+            regs.eval_cycles.eq(ctl.eval_cycles),
+            regs.shape_cycles.eq(ctl.shape_cycles),
+            regs.update_cycles.eq(ctl.update_cycles),
+            regs.theta.eq(sh.theta),
+        ]
+        widths = [getattr(regs, f"width{i}") for i in range(self.max_layers + 1)]
+        ok = (regs.n_layers >= 1) & (regs.n_layers <= self.max_layers)
+        for i, w in enumerate(widths):
+            used = regs.n_layers >= i  # width i is n_i of a used layer boundary
+            ok &= ~used | ((w >= 1) & (w <= self.max_width))
+        ok &= regs.population <= self.max_population
+        m.d.comb += ctl.params_ok.eq(ok)
+
+        # ---- evaluator
+        m.d.comb += [
+            ev.start.eq(ctl.ev_start),
+            ctl.ev_busy.eq(ev.busy),
+            ctl.ev_error.eq(ev.error),
+            ev.n_layers.eq(regs.n_layers),
+            ev.sigma_shift.eq(regs.sigma_shift),
+            ev.margin.eq(regs.margin),
+            ev.population.eq(regs.population),
+            ev.batch.eq(regs.batch),
+            ev.seed.eq(regs.seed),
+            ev.step.eq(regs.step),
+            ev.shared.eq(regs.shared),
+        ]
+        for i, w in enumerate(widths):
+            m.d.comb += ev.widths[i].eq(w)
+        for l in range(self.max_layers):
+            m.d.comb += ev.act_shifts[l].eq(getattr(regs, f"act_shift{l}"))
+
+        # ---- shaper, votes, updater, init
+        layer = ctl.layer
+        w_arr = ev.widths  # the same values as the registers, as an indexable view
+        out = w_arr[layer + 1]
+        fan = w_arr[layer] + 1
+        m.d.comb += [
+            sh.start.eq(ctl.sh_start),
+            sh.population.eq(regs.population),
+            sh.shaping.eq(regs.shaping),
+            sh.tau.eq(regs.tau),
+            ctl.sh_busy.eq(sh.busy),
+            ctl.sh_error.eq(sh.error),
+            vo.start.eq(ctl.vote_start),
+            vo.population.eq(regs.population),
+            vo.out.eq(out),
+            vo.fan.eq(fan),
+            vo.seed.eq(regs.seed),
+            vo.step.eq(regs.step),
+            vo.layer.eq(layer),
+            vo.sigma_shift.eq(regs.sigma_shift),
+            ctl.vote_busy.eq(vo.busy),
+            up.start.eq(ctl.apply_start),
+            up.out.eq(out),
+            up.fan.eq(fan),
+            up.theta.eq(sh.theta),
+            vo.z_addr.eq(up.z_addr),
+            up.z_data.eq(vo.z_data),
+            ctl.apply_busy.eq(up.busy),
+            ctl.up_error.eq(vo.error | up.error),
+            ini.start.eq(ctl.init_start),
+            ini.init.eq(regs.init),
+            ini.seed.eq(regs.seed),
+            ini.n_layers.eq(regs.n_layers),
+            ini.latent_shift.eq(regs.latent_shift),
+            ctl.init_busy.eq(ini.busy),
+        ]
+        for i, w in enumerate(widths):
+            m.d.comb += ini.widths[i].eq(w)
+
+        # the layer's first weight word and latent word: where the last layer's writes
+        # ended (layers are updated in order), captured at the updater's start
+        w_next, v_next = Signal(self.addr_bits), Signal(self.addr_bits)
+        w_base, v_base = Signal(self.addr_bits), Signal(self.addr_bits)
+        with m.If(ctl.sh_start):
+            m.d.sync += [w_next.eq(0), v_next.eq(0)]
+        with m.If(up.w_wen):
+            m.d.sync += w_next.eq(up.w_waddr + 1)
+        if self.update == "latent":
+            with m.If(up.v_wen):
+                m.d.sync += v_next.eq(up.v_waddr + 1)
+        with m.If(ctl.apply_start):
+            m.d.sync += [w_base.eq(w_next), v_base.eq(v_next)]
+        m.d.comb += up.w_base.eq(Mux(ctl.apply_start, w_next, w_base))
+        if self.update == "latent":
+            m.d.comb += [
+                up.v_base.eq(Mux(ctl.apply_start, v_next, v_base)),
+                up.latent_shift.eq(regs.latent_shift),
+            ]
+
+        # ---- memories
+        def delayed(value, n, name):
+            for j in range(n):
+                reg = Signal.like(value, name=f"{name}_d{j}")
+                m.d.sync += reg.eq(value)
+                value = reg
+            return value
+
+        host_sel = dec.mem_sel
+        host_addr = dec.mem_addr
+        rd_data = {}
+
+        def mem(name, shape, depth):
+            mm = memory.Memory(shape=shape, depth=depth, init=[])
+            m.submodules[f"mem_{name}"] = mm
+            return mm.read_port(), mm.write_port()
+
+        def host_write(wp, name):
+            return idle & dec.mem_wen & (host_sel == MEMORIES[name])
+
+        # weights: read by the evaluator (eval), the updater (pentary, apply), the host
+        rp, wp = mem("weights", 16, self.weight_words)
+        m.d.comb += [
+            rp.en.eq(1),
+            rp.addr.eq(
+                Mux(phase == 1, ev.w_addr, Mux(phase == 4, up.w_raddr if self.update == "pentary" else 0, host_addr))
+            ),
+            ev.w_data.eq(delayed(rp.data, lat - 1, "w")),
+        ]
+        if self.update == "pentary":
+            m.d.comb += up.w_rdata.eq(rp.data)
+        rd_data["weights"] = rp.data
+        with m.If(phase == 4):
+            m.d.comb += [wp.addr.eq(up.w_waddr), wp.data.eq(up.w_wdata), wp.en.eq(up.w_wen)]
+        with m.Elif(phase == 5):
+            m.d.comb += [wp.addr.eq(ini.w_addr), wp.data.eq(ini.w_data), wp.en.eq(ini.w_en)]
+        with m.Else():
+            m.d.comb += [
+                wp.addr.eq(host_addr),
+                wp.data.eq(dec.mem_wdata),
+                wp.en.eq(host_write(wp, "weights")),
+            ]
+
+        # latent V
+        if self.update == "latent":
+            rp, wp = mem("latent", self.updater.v_rdata.shape(), self.latent_words)
+            m.d.comb += [
+                rp.en.eq(1),
+                rp.addr.eq(Mux(phase == 4, up.v_raddr, host_addr)),
+                up.v_rdata.eq(rp.data),
+            ]
+            rd_data["latent"] = rp.data.as_signed()
+            with m.If(phase == 4):
+                m.d.comb += [wp.addr.eq(up.v_waddr), wp.data.eq(up.v_wdata), wp.en.eq(up.v_wen)]
+            with m.Elif(phase == 5):
+                m.d.comb += [wp.addr.eq(ini.v_addr), wp.data.eq(ini.v_data), wp.en.eq(ini.v_en)]
+            with m.Else():
+                m.d.comb += [
+                    wp.addr.eq(host_addr),
+                    wp.data.eq(dec.mem_wdata),
+                    wp.en.eq(host_write(wp, "latent")),
+                ]
+
+        # samples, labels, batch indices: read by the evaluator, written by the host
+        for name, width, en, addr, dout in (
+            ("samples", 8, ev.s_en, ev.s_addr, ev.s_data),
+            ("labels", 16, ev.l_en, ev.l_addr, ev.l_data),
+            ("batch", 16, ev.b_en, ev.b_addr + ctl.batch_base, ev.b_data),
+        ):
+            rp, wp = mem(name, width, self.depths[name])
+            m.d.comb += [
+                rp.en.eq(1),
+                rp.addr.eq(Mux(phase == 1, addr, host_addr)),
+                dout.eq(delayed(rp.data, lat - 1, name)),
+                wp.addr.eq(host_addr),
+                wp.data.eq(dec.mem_wdata),
+                wp.en.eq(host_write(wp, name)),
+            ]
+            rd_data[name] = rp.data
+
+        # scores: the evaluator accumulates (eval), the shaper reads (shape), the host
+        # reads and writes (host-scored runs)
+        sb = p.score_bits
+        rp, wp = mem("scores", sb, self.max_population)
+        m.d.comb += [
+            rp.en.eq(1),
+            rp.addr.eq(Mux(phase == 1, ev.sc_raddr, Mux(phase == 2, sh.s_addr, host_addr))),
+            ev.sc_rdata.eq(delayed(rp.data, lat - 1, "sc")),
+            sh.s_data.eq(delayed(rp.data, lat - 1, "sc").as_signed()),
+        ]
+        rd_data["scores"] = rp.data.as_signed()
+        with m.If(phase == 1):
+            m.d.comb += [wp.addr.eq(ev.sc_waddr), wp.data.eq(ev.sc_wdata), wp.en.eq(ev.sc_wen)]
+        with m.Else():
+            m.d.comb += [
+                wp.addr.eq(host_addr),
+                wp.data.eq(dec.mem_wdata),
+                wp.en.eq(host_write(wp, "scores")),
+            ]
+
+        # g: the shaper writes, the accumulator reads (the host reads when idle)
+        rp, wp = mem("g", sh.g_data.shape(), max(2, self.max_population // 2))
+        m.d.comb += [
+            rp.en.eq(1),
+            rp.addr.eq(Mux(phase == 3, vo.g_addr, host_addr)),
+            vo.g_data.eq(rp.data),
+            wp.addr.eq(sh.g_addr),
+            wp.data.eq(sh.g_data),
+            wp.en.eq(sh.g_en),
+        ]
+        rd_data["g"] = rp.data.as_signed()
+
+        # host reads: one cycle after mem_ren, from the selected memory's read port
+        sel_d = Signal.like(host_sel)
+        m.d.sync += sel_d.eq(host_sel)
+        with m.Switch(sel_d):
+            for name, value in rd_data.items():
+                with m.Case(MEMORIES[name]):
+                    m.d.comb += dec.mem_rdata.eq(value)  # sign-extended if signed
+        return m
