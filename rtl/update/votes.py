@@ -48,6 +48,7 @@ __all__ = [
     "g_bound",
     "times_digit",
     "z_bound",
+    "z_layout",
 ]
 
 RANKS = (1, 4, 16, 64)
@@ -72,6 +73,13 @@ def g_bound(population: int) -> int:
 def z_bound(population: int, rank: int, mode: str) -> int:
     """Spec 9.2: ``|Z| <= P * max|g| * max|e|`` (``max|e|`` = 2 quantized, 4r low-rank)."""
     return (population // 2) * g_bound(population) * (2 if mode == "quantized" else 4 * rank)
+
+
+def z_layout(lanes: int, max_width: int) -> tuple[int, int]:
+    """``(depth, addr_bits)`` of the ``Z`` memory: ``max_width * ceil((max_width + 1) /
+    lanes)`` words of ``lanes`` entries."""
+    depth = max_width * -(-(max_width + 1) // lanes)
+    return depth, max(1, ceil_log2(depth))
 
 
 def _rank_shift(rank: int) -> int:
@@ -172,8 +180,7 @@ class VoteAccumulator(wiring.Component):
         self.max_pairs = max_population // 2
         self.max_fan = max_width + 1
         self.nkb_max = -(-self.max_fan // lanes)
-        self.z_depth = max_width * self.nkb_max
-        self.z_addr_bits = max(1, ceil_log2(self.z_depth))
+        self.z_depth, self.z_addr_bits = z_layout(lanes, max_width)
         self.g_bits = bits_for(g_bound(max_population))
         self.z_bits = bits_for(z_bound(max_population, rank, mode))
         gmax = g_bound(max_population)
