@@ -47,6 +47,7 @@ __all__ = [
     "bits_for",
     "g_bound",
     "times_digit",
+    "vote_cycles",
     "z_bound",
     "z_layout",
 ]
@@ -80,6 +81,24 @@ def z_layout(lanes: int, max_width: int) -> tuple[int, int]:
     lanes)`` words of ``lanes`` entries."""
     depth = max_width * -(-(max_width + 1) // lanes)
     return depth, max(1, ceil_log2(depth))
+
+
+def vote_cycles(
+    *, pairs: int, out: int, fan: int, lanes: int, rank: int, digits: str = "binomial"
+) -> int:
+    """Cycles of one :class:`VoteAccumulator` run, from the ``start`` cycle to the ``done``
+    cycle inclusive (validated by simulation in tests/test_rtl_update.py)::
+
+        pairs * (out * ceil(fan / lanes) * rank + 31 + max(0, fan * Wb - 15)) + 18
+
+    ``Wb = max(1, rank / D)`` (``D`` = 8 binomial, 4 uniform digits per word) is the
+    stream core's cycles per row of ``B``; 31 = the keyer's two requests (15 each) and
+    the pair's first cycle; ``fan * Wb - 15``: the part of the ``B`` fill that the
+    request of ``A`` does not hide; 18 = the run key (14), the start and the pipeline.
+    """
+    wb = max(1, rank // (8 if digits == "binomial" else 4))
+    nkb = -(-fan // lanes)
+    return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15)) + 18
 
 
 def _rank_shift(rank: int) -> int:
@@ -147,14 +166,11 @@ class VoteAccumulator(wiring.Component):
         Read port of ``Z`` while ``busy`` is low: ``z_data`` is the word at the ``z_addr``
         of the previous cycle (latency 1).
 
-    Timing, with ``nkb = ceil(fan / lanes)`` and ``Tb`` the cycles per ``B`` row of the
-    stream core (1 for ``rank * bits_per_digit <= 32``, else ``rank / D``, ``D`` = digits
-    per word)::
-
-        cycles = sum over pairs of (out * nkb * rank + fan * Tb + overhead)
-
-    ``overhead`` is the keyer's two requests and the pipeline; the measured formula is
-    in tests/test_rtl_update.py (``test_cycle_formula``).
+    Timing: :func:`vote_cycles`, ``pairs * (out * ceil(fan / lanes) * rank + 31 +
+    max(0, fan * Wb - 15)) + 18`` cycles from ``start`` to ``done`` (``Wb`` cycles per
+    row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform). One
+    ``(o, kb, c)`` per cycle while computing; the keyer requests and the ``B`` fill of a
+    pair are not overlapped with the previous pair's computation.
     """
 
     def __init__(
