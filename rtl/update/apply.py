@@ -82,8 +82,9 @@ class WeightUpdater(wiring.Component):
     v_waddr : Out(addr_bits), v_wdata : Out(signed(latent_bits)), v_wen : Out(1)
         Latent update only: write port of the latent memory.
 
-    Timing: ``done`` ``out * fan + 2`` cycles after ``start``; one weight per cycle, one
-    ``W`` word write every five.
+    Timing: ``done`` is high ``out * fan + 1`` cycles after the ``start`` cycle: one weight
+    per cycle (a ``V`` write per cycle, a ``W`` word write every five), one cycle of
+    pipeline.
     """
 
     def __init__(

@@ -86,19 +86,20 @@ def z_layout(lanes: int, max_width: int) -> tuple[int, int]:
 def vote_cycles(
     *, pairs: int, out: int, fan: int, lanes: int, rank: int, digits: str = "binomial"
 ) -> int:
-    """Cycles of one :class:`VoteAccumulator` run, from the ``start`` cycle to the ``done``
-    cycle inclusive (validated by simulation in tests/test_rtl_update.py)::
+    """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
+    the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
 
-        pairs * (out * ceil(fan / lanes) * rank + 31 + max(0, fan * Wb - 15)) + 18
+        pairs * (out * ceil(fan / lanes) * rank + 31 + max(0, fan * Wb - 15, Wb - 2)) + 18
 
     ``Wb = max(1, rank / D)`` (``D`` = 8 binomial, 4 uniform digits per word) is the
-    stream core's cycles per row of ``B``; 31 = the keyer's two requests (15 each) and
-    the pair's first cycle; ``fan * Wb - 15``: the part of the ``B`` fill that the
-    request of ``A`` does not hide; 18 = the run key (14), the start and the pipeline.
+    stream core's cycles per row of ``A`` or ``B``; 31 = the keyer's two requests (15
+    each) and the pair's first cycle; ``fan * Wb - 15``: the part of the ``B`` fill that
+    the request of ``A`` does not hide; ``Wb - 2``: the wait for the first row of ``A``
+    when the fill is short; 18 = the run key (14), the start and the pipeline.
     """
     wb = max(1, rank // (8 if digits == "binomial" else 4))
     nkb = -(-fan // lanes)
-    return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15)) + 18
+    return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15, wb - 2)) + 18
 
 
 def _rank_shift(rank: int) -> int:
@@ -167,7 +168,7 @@ class VoteAccumulator(wiring.Component):
         of the previous cycle (latency 1).
 
     Timing: :func:`vote_cycles`, ``pairs * (out * ceil(fan / lanes) * rank + 31 +
-    max(0, fan * Wb - 15)) + 18`` cycles from ``start`` to ``done`` (``Wb`` cycles per
+    max(0, fan * Wb - 15, Wb - 2)) + 18`` cycles from ``start`` to ``done`` (``Wb`` cycles per
     row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform). One
     ``(o, kb, c)`` per cycle while computing; the keyer requests and the ``B`` fill of a
     pair are not overlapped with the previous pair's computation.
