@@ -119,6 +119,12 @@ MODULES: dict[str, ModuleSpec] = {
             },
         ),
         ModuleSpec(
+            "lrgen-lane",
+            LowRankGenerator,
+            "LowRankGenerator: one LRGEN/LRMUL lane fed with start states (spec 3, 4.2)",
+            LRGEN_PARAMS,
+        ),
+        ModuleSpec(
             "votes",
             VoteAccumulator,
             "VoteAccumulator: Z of one layer, sum over pairs of g_j A_j B_j^T (low-rank) or "
@@ -145,12 +151,6 @@ MODULES: dict[str, ModuleSpec] = {
                 "z_bits": "int",
                 "addr_bits": "int",
             },
-        ),
-        ModuleSpec(
-            "lrgen-lane",
-            LowRankGenerator,
-            "LowRankGenerator: one LRGEN/LRMUL lane fed with start states (spec 3, 4.2)",
-            LRGEN_PARAMS,
         ),
     )
 }
