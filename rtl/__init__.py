@@ -20,7 +20,17 @@ from __future__ import annotations
 import importlib
 
 #: Modules of ``pentegg verilog`` / ``pentegg synth`` (rtl/catalog.py defines them).
-MODULE_NAMES = ("pquant", "prng", "keyer", "lrgen", "lrgen-compact", "evaluator", "lrgen-lane")
+MODULE_NAMES = (
+    "pquant",
+    "prng",
+    "keyer",
+    "lrgen",
+    "lrgen-compact",
+    "evaluator",
+    "lrgen-lane",
+    "votes",
+    "weight-update",
+)
 
 _EXPORTS = {
     "PentaryQuantizer": ".pquant",

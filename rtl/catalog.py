@@ -22,6 +22,8 @@ from .noise.lrgen import KeyedLowRankGenerator, LowRankGenerator
 from .noise.lrgen_compact import CompactLowRankGenerator
 from .noise.prng import PentaryPRNG
 from .pquant import PentaryQuantizer
+from .update.apply import WeightUpdater
+from .update.votes import VoteAccumulator
 
 __all__ = [
     "MODULES",
@@ -121,6 +123,34 @@ MODULES: dict[str, ModuleSpec] = {
             LowRankGenerator,
             "LowRankGenerator: one LRGEN/LRMUL lane fed with start states (spec 3, 4.2)",
             LRGEN_PARAMS,
+        ),
+        ModuleSpec(
+            "votes",
+            VoteAccumulator,
+            "VoteAccumulator: Z of one layer, sum over pairs of g_j A_j B_j^T (low-rank) or "
+            "g_j PQUANT(A_j B_j^T) (quantized), noise regenerated from the keys (spec 8.1)",
+            {
+                "lanes": "int",
+                "rank": "int",
+                "mode": "str",
+                "digits": "str",
+                "max_width": "int",
+                "max_population": "int",
+            },
+        ),
+        ModuleSpec(
+            "weight-update",
+            WeightUpdater,
+            "WeightUpdater: moves sign(Z) where |Z| > theta, pentary or latent update, W "
+            "written packed (spec 8.2-8.4, 1.3)",
+            {
+                "update": "str",
+                "latent_bits": "int",
+                "lanes": "int",
+                "max_width": "int",
+                "z_bits": "int",
+                "addr_bits": "int",
+            },
         ),
     )
 }

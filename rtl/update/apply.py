@@ -1,0 +1,260 @@
+"""WeightUpdater (spec 8.2 moves, 8.3 pentary update, 8.4 latent update).
+
+After :class:`~pentegg.rtl.update.votes.VoteAccumulator` has completed ``Z`` of a layer,
+the updater walks the layer row-major, one weight per cycle::
+
+    move = sign(Z) if |Z| > theta else 0            (strict: Z = 0 never moves)
+    pentary:  W = sat(W + move, -2, 2)
+    latent:   V = sat(V + move, -Vmax, Vmax),  W = PQUANT(V, latent_shift)
+
+and writes ``W`` to the weight memory in the spec 1.3/1.4 storage format (five 3-bit
+codes per 16-bit word, digit ``i`` in bits ``[3i+2:3i]``, the matrix from word
+``w_base`` on, its last word padded with the code of 0): the layout the evaluator's
+:class:`~pentegg.rtl.evaluator.weights.WeightStreamer` reads. In latent mode ``V`` (one
+word of ``latent_bits`` per weight, at ``v_base + o * fan + k``) is read and written
+back; the old ``W`` is not needed. In pentary mode the old ``W`` words are read.
+"""
+
+from __future__ import annotations
+
+from amaranth import Const, Module, Mux, Signal, signed
+from amaranth.lib import data, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..params import check_choice, check_int
+from ..pquant import PentaryQuantizer
+from .votes import LANES_MAX, MAX_WIDTH, z_layout
+
+__all__ = ["UPDATES", "WeightUpdater", "latent_shift_max"]
+
+UPDATES = ("latent", "pentary")
+DIGITS_PER_WORD = 5
+THETA_BITS = 32
+
+
+def latent_shift_max(latent_bits: int) -> int:
+    """Largest ``latent_shift`` (spec 9.1): ``3 * 2^q <= 2 * Vmax``."""
+    vmax = (1 << (latent_bits - 1)) - 1
+    return max(q for q in range(8) if 3 << q <= 2 * vmax)
+
+
+class WeightUpdater(wiring.Component):
+    """Moves and the update of one layer's weights, one weight per cycle.
+
+    Parameters
+    ----------
+    update : str
+        ``"latent"`` (default, spec 8.4) or ``"pentary"`` (spec 8.3).
+    latent_bits : int
+        3..8 (latent update): ``Vmax = 2^(latent_bits - 1) - 1``.
+    lanes, max_width : int
+        As the :class:`~pentegg.rtl.update.votes.VoteAccumulator` whose ``Z`` is read
+        (1..64, 1..4096): they fix the ``Z`` word layout.
+    z_bits : int
+        Width of a ``Z`` entry, 2..48 (the accumulator's ``z_bits``).
+    addr_bits : int
+        Width of the weight and latent memory addresses, 1..32 (default 16).
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe, taken while ``busy`` is low; the other inputs stay stable until ``done``.
+    out : In(range(max_width + 1)), fan : In(range(max_width + 2))
+        The layer's shape (1..max_width, 1..max_width + 1).
+    theta : In(32)
+        Threshold (spec 8.2), unsigned.
+    latent_shift : In(3)
+        ``q`` of spec 8.4, 0..latent_shift_max(latent_bits) (latent update only).
+    w_base : In(addr_bits), v_base : In(addr_bits)
+        First word of the layer's packed weights; first latent word (latent only).
+    busy : Out(1), done : Out(1), error : Out(1)
+        ``busy`` from the cycle after an accepted start; ``done`` a one-cycle strobe when
+        the last word is written (or the start was refused); ``error`` set with ``done``
+        when a run-time input is out of range (nothing is written), cleared by ``start``.
+    z_addr : Out(range), z_data : In(ArrayLayout(signed(z_bits), lanes))
+        ``Z`` read port, latency 1 (the accumulator's ``z_addr``/``z_data``).
+    w_raddr : Out(addr_bits), w_rdata : In(16)
+        Pentary update only: read port of the weight memory, latency 1.
+    w_waddr : Out(addr_bits), w_wdata : Out(16), w_wen : Out(1)
+        Write port of the weight memory.
+    v_raddr : Out(addr_bits), v_rdata : In(signed(latent_bits))
+        Latent update only: read port of the latent memory, latency 1.
+    v_waddr : Out(addr_bits), v_wdata : Out(signed(latent_bits)), v_wen : Out(1)
+        Latent update only: write port of the latent memory.
+
+    Timing: ``done`` is high ``out * fan + 1`` cycles after the ``start`` cycle: one weight
+    per cycle (a ``V`` write per cycle, a ``W`` word write every five), one cycle of
+    pipeline.
+    """
+
+    def __init__(
+        self,
+        *,
+        update: str = "latent",
+        latent_bits: int = 8,
+        lanes: int = 4,
+        max_width: int = 64,
+        z_bits: int = 21,
+        addr_bits: int = 16,
+    ):
+        self.update = check_choice("update", update, UPDATES)
+        self.latent_bits = check_int("latent_bits", latent_bits, 3, 8)
+        self.lanes = check_int("lanes", lanes, 1, LANES_MAX)
+        self.max_width = check_int("max_width", max_width, 1, MAX_WIDTH)
+        self.z_bits = check_int("z_bits", z_bits, 2, 48)
+        self.addr_bits = check_int("addr_bits", addr_bits, 1, 32)
+        self.q_max = latent_shift_max(latent_bits)
+        self.z_depth, self.z_addr_bits = z_layout(lanes, max_width)
+        members = {
+            "start": In(1),
+            "out": In(range(max_width + 1)),
+            "fan": In(range(max_width + 2)),
+            "theta": In(THETA_BITS),
+            "w_base": In(addr_bits),
+            "busy": Out(1),
+            "done": Out(1),
+            "error": Out(1),
+            "z_addr": Out(self.z_addr_bits),
+            "z_data": In(data.ArrayLayout(signed(z_bits), lanes)),
+            "w_waddr": Out(addr_bits),
+            "w_wdata": Out(16),
+            "w_wen": Out(1),
+        }
+        if update == "pentary":
+            members |= {"w_raddr": Out(addr_bits), "w_rdata": In(16)}
+        else:
+            members |= {
+                "latent_shift": In(3),
+                "v_base": In(addr_bits),
+                "v_raddr": Out(addr_bits),
+                "v_rdata": In(signed(latent_bits)),
+                "v_waddr": Out(addr_bits),
+                "v_wdata": Out(signed(latent_bits)),
+                "v_wen": Out(1),
+            }
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        lanes = self.lanes
+        latent = self.update == "latent"
+        ab = self.addr_bits
+
+        # ---- stage 0: walk (o, k), row-major
+        walking = Signal()
+        o = Signal(range(self.max_width + 1))
+        k = Signal(range(self.max_width + 2))
+        lane = Signal(range(max(lanes, 2)))
+        zaddr = Signal(self.z_addr_bits)
+        n = Signal(ab)  # v_base + flat index
+        wi = Signal(ab)  # w_base + word index
+        dpos = Signal(range(DIGITS_PER_WORD))
+        last_k = k + 1 == self.fan
+        last = last_k & (o + 1 == self.out)
+        m.d.comb += self.z_addr.eq(zaddr)
+        if latent:
+            m.d.comb += self.v_raddr.eq(n)
+        else:
+            m.d.comb += self.w_raddr.eq(wi)
+        with m.If(walking):
+            m.d.sync += n.eq(n + 1)
+            with m.If(dpos == DIGITS_PER_WORD - 1):
+                m.d.sync += [dpos.eq(0), wi.eq(wi + 1)]
+            with m.Else():
+                m.d.sync += dpos.eq(dpos + 1)
+            with m.If(last_k):
+                m.d.sync += [k.eq(0), lane.eq(0), o.eq(o + 1), zaddr.eq(zaddr + 1)]
+            with m.Elif(lane == lanes - 1):
+                m.d.sync += [k.eq(k + 1), lane.eq(0), zaddr.eq(zaddr + 1)]
+            with m.Else():
+                m.d.sync += [k.eq(k + 1), lane.eq(lane + 1)]
+            with m.If(last):
+                m.d.sync += walking.eq(0)
+
+        # ---- stage 1: the data of stage 0's addresses
+        s1_valid = Signal()
+        s1_last = Signal()
+        s1_lane = Signal.like(lane)
+        s1_n = Signal(ab)
+        s1_wi = Signal(ab)
+        s1_dpos = Signal.like(dpos)
+        m.d.sync += [
+            s1_valid.eq(walking),
+            s1_last.eq(last),
+            s1_lane.eq(lane),
+            s1_n.eq(n),
+            s1_wi.eq(wi),
+            s1_dpos.eq(dpos),
+        ]
+        z = Signal(signed(self.z_bits))
+        zw = self.z_data.as_value()
+        m.d.comb += z.eq((zw.word_select(s1_lane, self.z_bits) if lanes > 1 else zw).as_signed())
+        move = Signal(signed(2))
+        with m.If(z > self.theta):
+            m.d.comb += move.eq(1)
+        with m.Elif(z < -self.theta):
+            m.d.comb += move.eq(-1)
+
+        code = Signal(3)  # the new W digit
+        if latent:
+            vmax = (1 << (self.latent_bits - 1)) - 1
+            vsum = Signal(signed(self.latent_bits + 1))
+            vnew = Signal(signed(self.latent_bits))
+            m.d.comb += vsum.eq(self.v_rdata + move)
+            m.d.comb += vnew.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
+            m.submodules.pquant = pq = PentaryQuantizer(self.latent_bits, max_shift=self.q_max)
+            m.d.comb += [pq.x.eq(vnew), pq.shift.eq(self.latent_shift), code.eq(pq.q)]
+            m.d.comb += [
+                self.v_waddr.eq(s1_n),
+                self.v_wdata.eq(vnew),
+                self.v_wen.eq(s1_valid),
+            ]
+        else:
+            old = self.w_rdata.word_select(s1_dpos, 3).as_signed()
+            wsum = Signal(signed(4))
+            m.d.comb += wsum.eq(old + move)
+            m.d.comb += code.eq(Mux(wsum > 2, 2, Mux(wsum < -2, -2, wsum)))
+
+        # the word being assembled: digits 0..dpos-1 of it in word
+        word = Signal(15)
+        placed = Signal(15)
+        m.d.comb += placed.eq(Mux(s1_dpos == 0, 0, word) | (code << (s1_dpos * 3)))
+        with m.If(s1_valid):
+            m.d.sync += word.eq(placed)
+        m.d.comb += [
+            self.w_waddr.eq(s1_wi),
+            self.w_wdata.eq(placed),
+            self.w_wen.eq(s1_valid & ((s1_dpos == DIGITS_PER_WORD - 1) | s1_last)),
+        ]
+
+        # ---- control
+        bad = (
+            (self.out == 0)
+            | (self.out > self.max_width)
+            | (self.fan == 0)
+            | (self.fan > self.max_width + 1)
+            | ((self.latent_shift > self.q_max) if latent else Const(0))
+        )
+        busy = Signal()
+        refused = Signal()
+        m.d.comb += [self.busy.eq(busy), self.done.eq(refused | (s1_valid & s1_last))]
+        m.d.sync += refused.eq(0)
+        with m.If(self.start & ~busy):
+            m.d.sync += self.error.eq(bad)
+            with m.If(bad):
+                m.d.sync += refused.eq(1)
+            with m.Else():
+                m.d.sync += [
+                    busy.eq(1),
+                    walking.eq(1),
+                    o.eq(0),
+                    k.eq(0),
+                    lane.eq(0),
+                    zaddr.eq(0),
+                    dpos.eq(0),
+                    n.eq(self.v_base if latent else 0),
+                    wi.eq(self.w_base),
+                ]
+        with m.If(s1_valid & s1_last):
+            m.d.sync += busy.eq(0)
+        return m

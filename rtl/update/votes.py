@@ -1,0 +1,462 @@
+"""VoteAccumulator (spec 8.1): the votes ``Z`` of one layer, from the regenerated noise.
+
+For ES step ``t``, layer ``l`` of shape ``(out, fan)`` and pairs ``j = 0..P-1``::
+
+    low-rank:   Z[o, k] = sum_j g_j * sum_c A_j[o, c] * B_j[k, c]
+    quantized:  Z[o, k] = sum_j g_j * PQUANT(sum_c A_j[o, c] * B_j[k, c], f)
+
+with ``f = log4(r) + sigma_shift`` (spec 4.2). The noise of a pair is regenerated from its
+keys (spec 2.3) by one :class:`~pentegg.rtl.noise.keyer.StreamKeyer` and two
+:class:`~pentegg.rtl.noise.prng.PentaryStreamCore` (one row of ``rank`` digits per beat),
+as in :class:`~pentegg.rtl.evaluator.noise_fill.NoiseFill`, and never kept beyond the
+pair: ``B_j`` (``fan`` rows) is written into a buffer of ``lanes`` small memories (row
+``k`` in memory ``k % lanes`` at address ``k // lanes``), ``A_j`` is taken one row per
+output row ``o``.
+
+Per pair, the datapath walks ``o`` (rows), ``kb`` (groups of ``lanes`` columns,
+``k = kb * lanes + lane``) and ``c`` (rank), one ``(o, kb, c)`` per cycle. The
+coefficient of a cycle, shared by the ``lanes`` columns, is ``g_j * A[o, c]`` (low-rank)
+or ``A[o, c]`` (quantized): with ``A`` a digit, a select of ``0``, ``g`` or ``2g`` and a
+negation. Each lane adds the coefficient times its ``B[k, c]`` (again a select and a
+negation, no multiplier) to its accumulator; after the ``r`` cycles of a group the
+accumulators are added to the ``Z`` words (read-modify-write, the first pair writes), in
+quantized mode as ``g_j * PQUANT(acc, f)``.
+
+``Z`` is a memory of ``max_width * ceil((max_width + 1) / lanes)`` words of ``lanes``
+entries of ``z_bits`` (spec 9.2's worst case for ``max_population``): entry ``(o, k)``
+is lane ``k % lanes`` of word ``o * ceil(fan / lanes) + k // lanes``. Its read port is
+the component's (``z_addr``/``z_data``) while the accumulator is idle.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import data, memory, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from ..noise.keyer import StreamKeyer
+from ..noise.prng import DIGIT_DISTS, PentaryStreamCore
+from ..params import check_choice, check_int
+from ..pquant import PentaryQuantizer
+
+__all__ = [
+    "MODES",
+    "RANKS",
+    "VoteAccumulator",
+    "bits_for",
+    "g_bound",
+    "times_digit",
+    "vote_cycles",
+    "z_bound",
+    "z_layout",
+]
+
+RANKS = (1, 4, 16, 64)
+MODES = ("lowrank", "quantized")
+MAX_WIDTH = 4096
+MAX_POPULATION = 4096
+MAX_STEP = 65534
+SIGMA_SHIFT_MAX = 8
+LANES_MAX = 64
+
+
+def bits_for(bound: int) -> int:
+    """Width of a two's-complement register holding every integer in [-bound, bound]."""
+    return max(1, bound).bit_length() + 1
+
+
+def g_bound(population: int) -> int:
+    """Largest ``|g_j|`` (spec 7.2, rank shaping): ``2 * (population - 1)``."""
+    return 2 * (population - 1)
+
+
+def z_bound(population: int, rank: int, mode: str) -> int:
+    """Spec 9.2: ``|Z| <= P * max|g| * max|e|`` (``max|e|`` = 2 quantized, 4r low-rank)."""
+    return (population // 2) * g_bound(population) * (2 if mode == "quantized" else 4 * rank)
+
+
+def z_layout(lanes: int, max_width: int) -> tuple[int, int]:
+    """``(depth, addr_bits)`` of the ``Z`` memory: ``max_width * ceil((max_width + 1) /
+    lanes)`` words of ``lanes`` entries."""
+    depth = max_width * -(-(max_width + 1) // lanes)
+    return depth, max(1, ceil_log2(depth))
+
+
+def vote_cycles(
+    *, pairs: int, out: int, fan: int, lanes: int, rank: int, digits: str = "binomial"
+) -> int:
+    """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
+    the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
+
+        pairs * (out * ceil(fan / lanes) * rank + 31 + max(0, fan * Wb - 15, Wb - 2)) + 18
+
+    ``Wb = max(1, rank / D)`` (``D`` = 8 binomial, 4 uniform digits per word) is the
+    stream core's cycles per row of ``A`` or ``B``; 31 = the keyer's two requests (15
+    each) and the pair's first cycle; ``fan * Wb - 15``: the part of the ``B`` fill that
+    the request of ``A`` does not hide; ``Wb - 2``: the wait for the first row of ``A``
+    when the fill is short; 18 = the run key (14), the start and the pipeline.
+    """
+    wb = max(1, rank // (8 if digits == "binomial" else 4))
+    nkb = -(-fan // lanes)
+    return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15, wb - 2)) + 18
+
+
+def _rank_shift(rank: int) -> int:
+    return (rank.bit_length() - 1) // 2
+
+
+def times_digit(x, d):
+    """``x * d`` for a digit code ``d`` (spec 1.2): select ``0``, ``x`` or ``x << 1``,
+    negate when ``d < 0``. No multiplier."""
+    is2 = d[1] & ~d[0]
+    nz = d[0] | d[1]
+    mag = Mux(nz, Mux(is2, x << 1, x), 0)
+    return Mux(d[2], -mag, mag)
+
+
+class VoteAccumulator(wiring.Component):
+    """``Z`` of one layer of one ES step (spec 8.1), accumulated over all pairs.
+
+    Parameters
+    ----------
+    lanes : int
+        ``Z`` entries (columns ``k``) updated per cycle, 1..64.
+    rank : int
+        1, 4, 16 or 64 (spec 3).
+    mode : str
+        ``"lowrank"`` (default): ``Z = sum_j g_j A_j B_j^T``; ``"quantized"``:
+        ``Z = sum_j g_j PQUANT(A_j B_j^T, f)``.
+    digits : str
+        ``"binomial"`` (default) or ``"uniform"`` (spec 2.5).
+    max_width : int
+        Largest layer width, 1..4096: ``out <= max_width``, ``fan <= max_width + 1``.
+    max_population : int
+        Largest population, even, 2..4096. Sizes ``g_bits`` and ``z_bits``.
+
+    Derived attributes: ``g_bits = bits_for(2 * (max_population - 1))``,
+    ``z_bits = bits_for(P * 2 * (max_population - 1) * max|e|)`` (spec 9.2, equal to
+    golden ``Config.widths()["z"]``), ``z_depth`` words of the ``Z`` memory,
+    ``z_addr_bits``.
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe, taken while ``busy`` is low. The run-time inputs must stay stable until
+        ``busy`` falls.
+    population : In(range(max_population + 1))
+        Even, 2..max_population; pairs ``P = population / 2``.
+    out : In(range(max_width + 1)), fan : In(range(max_width + 2))
+        The layer's shape, 1..max_width and 1..max_width + 1 (``fan`` counts the bias).
+    seed : In(32), step : In(16), layer : In(3)
+        Keys of the noise (spec 2.3). ``step`` 0..65534.
+    sigma_shift : In(4)
+        Quantized mode: ``f = log4(rank) + sigma_shift``, 0..8. Ignored in low-rank mode.
+    busy : Out(1)
+        From the cycle after an accepted ``start`` until ``done``.
+    done : Out(1)
+        One-cycle strobe: ``Z`` is complete (or the start was refused, ``error``).
+    error : Out(1)
+        Set with ``done`` when a start had a run-time input out of range (nothing is
+        computed, ``Z`` unchanged); cleared by the next ``start``.
+    g_addr : Out(range(max_population // 2)), g_data : In(signed(g_bits))
+        Read port of the shaped fitness (``g_j`` at address ``j``). ``g_addr`` is held
+        for at least 30 cycles before ``g_data`` is sampled: any synchronous read latency
+        up to 2 cycles works.
+    z_addr : In(z_addr_bits), z_data : Out(ArrayLayout(signed(z_bits), lanes))
+        Read port of ``Z`` while ``busy`` is low: ``z_data`` is the word at the ``z_addr``
+        of the previous cycle (latency 1).
+
+    Timing: :func:`vote_cycles`, ``pairs * (out * ceil(fan / lanes) * rank + 31 +
+    max(0, fan * Wb - 15, Wb - 2)) + 18`` cycles from ``start`` to ``done`` (``Wb`` cycles per
+    row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform). One
+    ``(o, kb, c)`` per cycle while computing; the keyer requests and the ``B`` fill of a
+    pair are not overlapped with the previous pair's computation.
+    """
+
+    def __init__(
+        self,
+        *,
+        lanes: int = 4,
+        rank: int = 4,
+        mode: str = "lowrank",
+        digits: str = "binomial",
+        max_width: int = 64,
+        max_population: int = 256,
+    ):
+        self.lanes = check_int("lanes", lanes, 1, LANES_MAX)
+        self.rank = check_choice("rank", rank, RANKS)
+        self.mode = check_choice("mode", mode, MODES)
+        self.digits = check_choice("digits", digits, DIGIT_DISTS)
+        self.max_width = check_int("max_width", max_width, 1, MAX_WIDTH)
+        self.max_population = check_int("max_population", max_population, 2, MAX_POPULATION)
+        if max_population % 2:
+            raise ValueError(
+                f"max_population={max_population!r} is not an even integer in 2..{MAX_POPULATION}"
+            )
+        self.max_pairs = max_population // 2
+        self.max_fan = max_width + 1
+        self.nkb_max = -(-self.max_fan // lanes)
+        self.z_depth, self.z_addr_bits = z_layout(lanes, max_width)
+        self.g_bits = bits_for(g_bound(max_population))
+        self.z_bits = bits_for(z_bound(max_population, rank, mode))
+        gmax = g_bound(max_population)
+        if mode == "lowrank":
+            self.coef_bits = bits_for(2 * gmax)
+            self.acc_bits = bits_for(4 * rank * gmax)
+        else:
+            self.coef_bits = 3
+            self.acc_bits = bits_for(4 * rank)
+        super().__init__(
+            {
+                "start": In(1),
+                "population": In(range(max_population + 1)),
+                "out": In(range(max_width + 1)),
+                "fan": In(range(max_width + 2)),
+                "seed": In(32),
+                "step": In(16),
+                "layer": In(3),
+                "sigma_shift": In(4),
+                "busy": Out(1),
+                "done": Out(1),
+                "error": Out(1),
+                "g_addr": Out(range(max(self.max_pairs, 2))),
+                "g_data": In(signed(self.g_bits)),
+                "z_addr": In(self.z_addr_bits),
+                "z_data": Out(data.ArrayLayout(signed(self.z_bits), lanes)),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        r, lanes = self.rank, self.lanes
+        m.submodules.keyer = keyer = StreamKeyer()
+        m.submodules.core_a = core_a = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
+        m.submodules.core_b = core_b = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
+
+        # ---- memories: B rows (one small memory per lane) and Z
+        b_depth = max(self.nkb_max, 2)
+        b_mem, b_rd, b_wr = [], [], []
+        for i in range(lanes):
+            mem = memory.Memory(shape=3 * r, depth=b_depth, init=[])
+            m.submodules[f"b_mem{i}"] = mem
+            b_mem.append(mem)
+            b_rd.append(mem.read_port())
+            b_wr.append(mem.write_port())
+        zshape = data.ArrayLayout(signed(self.z_bits), lanes)
+        m.submodules.z_mem = z_mem = memory.Memory(
+            shape=zshape, depth=max(self.z_depth, 2), init=[]
+        )
+        z_rd = z_mem.read_port()
+        z_wr = z_mem.write_port()
+
+        busy = Signal()
+        m.d.comb += self.busy.eq(busy)
+        pairs = Signal(range(self.max_pairs + 1))
+        m.d.comb += pairs.eq(self.population >> 1)
+        j = Signal(range(max(self.max_pairs, 2)))
+        m.d.comb += self.g_addr.eq(j)
+        g = Signal(signed(self.g_bits))
+        reseed = Signal()
+
+        # ---- keyer: per pair, B then A
+        req_taken = Signal()
+        key_ab = Signal()  # 1: B (the request of the KEY_B state)
+        in_key = Signal()
+        m.d.comb += [
+            keyer.seed.eq(self.seed),
+            keyer.cancel.eq(0),
+            keyer.k.valid.eq(in_key & ~req_taken),
+            keyer.k.payload.ab.eq(key_ab),
+            keyer.k.payload.layer.eq(self.layer),
+            keyer.k.payload.pair.eq(j),
+            keyer.k.payload.step.eq(self.step),
+            keyer.k.payload.reseed.eq(reseed),
+            keyer.x0.ready.eq(in_key),
+            core_b.x0.payload.eq(keyer.x0.payload),
+            core_a.x0.payload.eq(keyer.x0.payload),
+            core_b.x0.valid.eq(in_key & key_ab & keyer.x0.valid),
+            core_a.x0.valid.eq(in_key & ~key_ab & keyer.x0.valid),
+        ]
+        with m.If(keyer.k.valid & keyer.k.ready):
+            m.d.sync += [req_taken.eq(1), reseed.eq(0)]
+        answered = in_key & keyer.x0.valid
+
+        # ---- B fill: fan rows from core_b into the lane memories
+        fill_on = Signal()
+        fill_k = Signal(range(self.max_fan + 1))
+        fill_lane = Signal(range(max(lanes, 2)))
+        fill_addr = Signal(range(b_depth))
+        take_b = fill_on & core_b.o.valid
+        m.d.comb += core_b.o.ready.eq(fill_on)
+        for i in range(lanes):
+            m.d.comb += [
+                b_wr[i].addr.eq(fill_addr),
+                b_wr[i].data.eq(core_b.o.payload.as_value()),
+                b_wr[i].en.eq(take_b & (fill_lane == i)),
+            ]
+        with m.If(take_b):
+            m.d.sync += fill_k.eq(fill_k + 1)
+            with m.If(fill_lane == lanes - 1):
+                m.d.sync += [fill_lane.eq(0), fill_addr.eq(fill_addr + 1)]
+            with m.Else():
+                m.d.sync += fill_lane.eq(fill_lane + 1)
+            with m.If(fill_k + 1 == self.fan):
+                m.d.sync += fill_on.eq(0)
+
+        # ---- issue stage: one (o, kb, c) per cycle
+        o = Signal(range(self.max_width + 1))
+        kcol = Signal(range(self.max_fan + lanes + 1))  # kb * lanes
+        kb = Signal(range(b_depth))
+        c = Signal(range(r + 1))
+        zaddr = Signal(self.z_addr_bits)
+        need_a = Signal()
+        a_row = Signal(3 * r)  # the row of A, rotated so that digit c is at the bottom
+        a_now = Mux(need_a, core_a.o.payload.as_value(), a_row)
+        a_dig = a_now[0:3]
+        computing = Signal()
+        issue = computing & (~need_a | core_a.o.valid)
+        m.d.comb += core_a.o.ready.eq(computing & need_a)
+        last_c = c == r - 1
+        last_kb = kcol + lanes >= self.fan
+        last_o = o + 1 == self.out
+        last_issue = issue & last_c & last_kb & last_o
+        for i in range(lanes):
+            m.d.comb += [b_rd[i].addr.eq(kb), b_rd[i].en.eq(1)]
+
+        # stage 1: B digits, products, lane accumulators
+        s1_valid = Signal()
+        s1_coef = Signal(signed(self.coef_bits))
+        s1_c = Signal(range(r))
+        s1_first = Signal()
+        s1_last = Signal()
+        s1_zaddr = Signal(self.z_addr_bits)
+        s1_fresh = Signal()  # the first pair: Z is written, not accumulated
+        coef = times_digit(g, a_dig) if self.mode == "lowrank" else a_dig.as_signed()
+        m.d.sync += [
+            s1_valid.eq(issue),
+            s1_coef.eq(coef),
+            s1_c.eq(c),
+            s1_first.eq(c == 0),
+            s1_last.eq(last_c),
+            s1_zaddr.eq(zaddr),
+            s1_fresh.eq(j == 0),
+        ]
+        with m.If(issue):
+            m.d.sync += [a_row.eq(Cat(a_now[3:], a_now[:3])), need_a.eq(0)]
+            with m.If(last_c):
+                m.d.sync += [c.eq(0), zaddr.eq(zaddr + 1)]
+                with m.If(last_kb):
+                    m.d.sync += [kb.eq(0), kcol.eq(0), o.eq(o + 1), need_a.eq(1)]
+                with m.Else():
+                    m.d.sync += [kb.eq(kb + 1), kcol.eq(kcol + lanes)]
+            with m.Else():
+                m.d.sync += c.eq(c + 1)
+
+        acc = [Signal(signed(self.acc_bits), name=f"acc{i}") for i in range(lanes)]
+        with m.If(s1_valid):
+            for i in range(lanes):
+                row = b_rd[i].data
+                bdig = row.word_select(s1_c, 3) if r > 1 else row
+                prod = times_digit(s1_coef, bdig)
+                m.d.sync += acc[i].eq(Mux(s1_first, 0, acc[i]) + prod)
+
+        # stage 2: the group's sums (acc) -> contributions; Z read
+        s2_valid = Signal()
+        s2_zaddr = Signal(self.z_addr_bits)
+        s2_fresh = Signal()
+        m.d.sync += [s2_valid.eq(s1_valid & s1_last), s2_zaddr.eq(s1_zaddr), s2_fresh.eq(s1_fresh)]
+        s3_valid = Signal()
+        s3_zaddr = Signal(self.z_addr_bits)
+        s3_fresh = Signal()
+        s3_add = [Signal(signed(self.z_bits), name=f"s3_add{i}") for i in range(lanes)]
+        m.d.sync += [s3_valid.eq(s2_valid), s3_zaddr.eq(s2_zaddr), s3_fresh.eq(s2_fresh)]
+        for i in range(lanes):
+            if self.mode == "lowrank":
+                contrib = acc[i]
+            else:
+                pq = PentaryQuantizer(
+                    self.acc_bits, shift_offset=_rank_shift(r), max_shift=SIGMA_SHIFT_MAX
+                )
+                m.submodules[f"pquant{i}"] = pq
+                m.d.comb += [pq.x.eq(acc[i]), pq.shift.eq(self.sigma_shift)]
+                contrib = times_digit(g, pq.q)
+            m.d.sync += s3_add[i].eq(contrib)
+        m.d.comb += [
+            z_rd.addr.eq(Mux(busy, s2_zaddr, self.z_addr)),
+            z_rd.en.eq(1),
+            self.z_data.eq(z_rd.data),
+        ]
+        # stage 3: write back
+        m.d.comb += [z_wr.addr.eq(s3_zaddr), z_wr.en.eq(s3_valid)]
+        for i in range(lanes):
+            m.d.comb += z_wr.data[i].eq(Mux(s3_fresh, 0, z_rd.data[i]) + s3_add[i])
+
+        # ---- control
+        bad = Signal()
+        m.d.comb += bad.eq(
+            self.population[0]
+            | (self.population < 2)
+            | (self.population > self.max_population)
+            | (self.out == 0)
+            | (self.out > self.max_width)
+            | (self.fan == 0)
+            | (self.fan > self.max_fan)
+            | (self.step > MAX_STEP)
+            | ((self.sigma_shift > SIGMA_SHIFT_MAX) if self.mode == "quantized" else Const(0))
+        )
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += self.error.eq(bad)
+                    with m.If(bad):
+                        m.next = "REFUSED"
+                    with m.Else():
+                        m.d.sync += [busy.eq(1), j.eq(0), reseed.eq(1)]
+                        m.next = "KEY_B"
+            with m.State("REFUSED"):
+                m.d.comb += self.done.eq(1)
+                m.next = "IDLE"
+            with m.State("KEY_B"):
+                m.d.comb += [in_key.eq(1), key_ab.eq(1)]
+                with m.If(answered):
+                    m.d.sync += [
+                        req_taken.eq(0),
+                        fill_on.eq(1),
+                        fill_k.eq(0),
+                        fill_lane.eq(0),
+                        fill_addr.eq(0),
+                    ]
+                    m.next = "KEY_A"
+            with m.State("KEY_A"):
+                m.d.comb += [in_key.eq(1), key_ab.eq(0)]
+                with m.If(answered):
+                    m.d.sync += req_taken.eq(0)
+                    m.next = "FILL"
+            with m.State("FILL"):
+                with m.If(~fill_on):
+                    m.d.sync += [
+                        g.eq(self.g_data),
+                        computing.eq(1),
+                        need_a.eq(1),
+                        o.eq(0),
+                        kb.eq(0),
+                        kcol.eq(0),
+                        c.eq(0),
+                        zaddr.eq(0),
+                    ]
+                    m.next = "COMPUTE"
+            with m.State("COMPUTE"):
+                with m.If(last_issue):
+                    m.d.sync += computing.eq(0)
+                    with m.If(j + 1 == pairs):
+                        m.next = "FINISH"
+                    with m.Else():
+                        m.d.sync += j.eq(j + 1)
+                        m.next = "KEY_B"
+            with m.State("FINISH"):
+                with m.If(~computing & ~s1_valid & ~s2_valid & ~s3_valid):
+                    m.d.sync += busy.eq(0)
+                    m.d.comb += self.done.eq(1)
+                    m.next = "IDLE"
+        return m
