@@ -186,18 +186,22 @@ class Shaper(wiring.Component):
         n = self.population
         rank = ~self.shaping
         pairs = n[1:]  # N / 2
-        n_ok = ~n[0] & (n >= 2) & (n <= nmax)
+        # population is stable while busy: everything derived from it is registered
+        n_ok = Signal()
+        m.d.sync += n_ok.eq(~n[0] & (n >= 2) & (n <= nmax))
+        n_last = Signal(range(nmax))  # N - 1, loaded at the run's start
 
         # ---- issue side: the read addresses, in sweeps ------------------------------
         busy = Signal()
         issuing = Signal()
         in_stream = Signal()  # 0: pivot reads, 1: the stream (rank only)
         base = Signal(range(self.max_pairs + p + 1))  # first pair of the sweep
+        left = Signal(range(self.max_pairs + 1))  # pairs from base on
         piv_i = Signal(range(P2))
         k = Signal(range(nmax + 1))  # stream address
-        last_pair = base + p >= pairs
+        last_pair = left <= p
         piv_end = piv_i == P2 - 1
-        stream_end = k == n - 1
+        stream_end = k == n_last
         # the tag of this cycle's read (fin: the last read of a sweep)
         t_piv = Signal()
         t_str = Signal()
@@ -218,13 +222,13 @@ class Shaper(wiring.Component):
                     with m.If(rank):
                         m.d.sync += [in_stream.eq(1), k.eq(0)]
                     with m.Else():
-                        m.d.sync += base.eq(base + p)
+                        m.d.sync += [base.eq(base + p), left.eq(left - p)]
                         with m.If(last_pair):
                             m.d.sync += issuing.eq(0)
             with m.Else():
                 m.d.sync += k.eq(k + 1)
                 with m.If(stream_end):
-                    m.d.sync += [in_stream.eq(0), base.eq(base + p)]
+                    m.d.sync += [in_stream.eq(0), base.eq(base + p), left.eq(left - p)]
                     with m.If(last_pair):
                         m.d.sync += issuing.eq(0)
 
@@ -293,8 +297,9 @@ class Shaper(wiring.Component):
         out_n = [Signal(name=f"out_neg{j}") for j in range(p)]
         w_left = Signal(range(p + 1))
         w_pair = Signal(range(self.max_pairs + p + 1))
+        w_rem = Signal(range(self.max_pairs + 1))  # pairs not yet written
         acc = Signal(self.sum_bits)
-        w_ok = (w_left != 0) & (w_pair < pairs)
+        w_ok = (w_left != 0) & (w_rem != 0)
         m.d.comb += [
             self.g_en.eq(w_ok),
             self.g_addr.eq(w_pair),
@@ -317,7 +322,7 @@ class Shaper(wiring.Component):
                     out_n[j].eq(out_n[j + 1]),
                 ]
             with m.If(w_ok):
-                m.d.sync += acc.eq(acc + out_q[0])
+                m.d.sync += [acc.eq(acc + out_q[0]), w_rem.eq(w_rem - 1)]
 
         # ---- control: sweeps, then isqrt, then theta = (tau * root) >> 4 ---------------
         in_flight = Cat(
@@ -351,7 +356,10 @@ class Shaper(wiring.Component):
                         in_stream.eq(0),
                         piv_i.eq(0),
                         base.eq(0),
+                        left.eq(pairs),
+                        n_last.eq(n - 1),
                         w_pair.eq(0),
+                        w_rem.eq(pairs),
                         acc.eq(0),
                     ]
                     m.next = "SWEEP"
