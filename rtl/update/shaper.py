@@ -30,7 +30,7 @@ shift-add multiply 12 (one per bit of ``tau``).
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
@@ -44,7 +44,7 @@ __all__ = ["POPULATION_BITS", "TAU_BITS", "Shaper", "sum_g2_bound"]
 POPULATION_BITS = 13
 TAU_BITS = 12
 #: Fixed cycles of a run beside the sweeps (see :func:`shaper_cycles`).
-_OVERHEAD = 8
+_OVERHEAD = 10
 
 
 def sum_g2_bound(n: int) -> int:
@@ -189,19 +189,23 @@ class Shaper(wiring.Component):
         # population is stable while busy: everything derived from it is registered
         n_ok = Signal()
         m.d.sync += n_ok.eq(~n[0] & (n >= 2) & (n <= nmax))
-        n_last = Signal(range(nmax))  # N - 1, loaded at the run's start
+        n_m2 = Signal(signed(POPULATION_BITS + 1))  # N - 2, loaded at the run's start
 
         # ---- issue side: the read addresses, in sweeps ------------------------------
         busy = Signal()
         issuing = Signal()
         in_stream = Signal()  # 0: pivot reads, 1: the stream (rank only)
         base = Signal(range(self.max_pairs + p + 1))  # first pair of the sweep
-        left = Signal(range(self.max_pairs + 1))  # pairs from base on
+        # Down counters whose sign bit is the end condition (no comparator on the path):
+        # more = (pairs from base on) - p - 1 (the sweep is the last when negative);
+        # k_left = N - 2 - (stream reads done), negative at the last stream read.
+        more = Signal(signed(POPULATION_BITS + 1))
+        k_left = Signal(signed(POPULATION_BITS + 1))
         piv_i = Signal(range(P2))
         k = Signal(range(nmax + 1))  # stream address
-        last_pair = left <= p
+        last_pair = more[-1]
         piv_end = piv_i == P2 - 1
-        stream_end = k == n_last
+        stream_end = k_left[-1]
         # the tag of this cycle's read (fin: the last read of a sweep)
         t_piv = Signal()
         t_str = Signal()
@@ -220,15 +224,15 @@ class Shaper(wiring.Component):
                 m.d.sync += piv_i.eq(Mux(piv_end, 0, piv_i + 1))
                 with m.If(piv_end):
                     with m.If(rank):
-                        m.d.sync += [in_stream.eq(1), k.eq(0)]
+                        m.d.sync += [in_stream.eq(1), k.eq(0), k_left.eq(n_m2)]
                     with m.Else():
-                        m.d.sync += [base.eq(base + p), left.eq(left - p)]
+                        m.d.sync += [base.eq(base + p), more.eq(more - p)]
                         with m.If(last_pair):
                             m.d.sync += issuing.eq(0)
             with m.Else():
-                m.d.sync += k.eq(k + 1)
+                m.d.sync += [k.eq(k + 1), k_left.eq(k_left - 1)]
                 with m.If(stream_end):
-                    m.d.sync += [in_stream.eq(0), base.eq(base + p), left.eq(left - p)]
+                    m.d.sync += [in_stream.eq(0), base.eq(base + p), more.eq(more - p)]
                     with m.If(last_pair):
                         m.d.sync += issuing.eq(0)
 
@@ -266,46 +270,54 @@ class Shaper(wiring.Component):
             lt.eq(Cat(x1 < piv[i] for i in range(P2))),
             eq.eq(Cat(x1 == piv[i] for i in range(P2))),
         ]
-        # stage 3: M, Q per pair; the sign of each pair as its b passes
-        mag = [Signal(self.m_bits, name=f"m{j}") for j in range(p)]
-        sq = [Signal(self.q_bits, name=f"q{j}") for j in range(p)]
+        # stage 3: |d(x)| of each pair for a stream score: `two` strictly between a and
+        # b, `one` equal to one of them (a != b); the sign of each pair as its b passes
+        t3 = tag("s3")
+        m.d.sync += [t3[f].eq(t2[f]) for f in t3]
+        two = Signal(p)
+        one = Signal(p)
         neg = [Signal(name=f"neg{j}") for j in range(p)]  # a < b
         ne = [Signal(name=f"ne{j}") for j in range(p)]  # a != b
         for j in range(p):
             la, lb, ea, eb = lt[2 * j], lt[2 * j + 1], eq[2 * j], eq[2 * j + 1]
-            # |d|: 1 at x == a or x == b (a != b), 2 strictly between them
-            between = (la ^ lb) & ~ea & ~eb
-            one = ea ^ eb
-            mm = mag[j]
-            step = Mux(between, (mm << 2) + 4, Mux(one, (mm << 1) + 1, 0))
-            with m.If(t2["piv"] & (t2["idx"] == 0)):
-                m.d.sync += [mm.eq(0), sq[j].eq(0)]
-            with m.Elif(t2["str"]):
-                m.d.sync += [
-                    mm.eq(mm + Mux(between, 2, one)),
-                    sq[j].eq(sq[j] + step),
-                ]
-            # pivot b of pair j was compared with a (loaded before it)
+            m.d.sync += [
+                two[j].eq(t2["str"] & (la ^ lb) & ~ea & ~eb),
+                one[j].eq(t2["str"] & (ea ^ eb)),
+            ]
+            # pivot b of pair j was compared with a (loaded in an earlier cycle)
             with m.If(t2["piv"] & (t2["idx"] == 2 * j + 1)):
-                m.d.sync += [neg[j].eq(~lt[2 * j] & ~eq[2 * j]), ne[j].eq(~eq[2 * j])]
+                m.d.sync += [neg[j].eq(~la & ~ea), ne[j].eq(~ea)]
+        # stage 4: M, M + 1 and Q = M^2 per pair
+        mag = [Signal(self.m_bits, name=f"m{j}") for j in range(p)]
+        mag1 = [Signal(self.m_bits + 1, name=f"m1_{j}") for j in range(p)]  # M + 1
+        sq = [Signal(self.q_bits, name=f"q{j}") for j in range(p)]
+        for j in range(p):
+            mm, m1 = mag[j], mag1[j]
+            # (M + e)^2 - M^2: 2M + 1 (e = 1) or 4(M + 1) (e = 2), wiring of M and M + 1
+            step = Mux(two[j], Cat(Const(0, 2), m1), Mux(one[j], Cat(Const(1, 1), mm), 0))
+            e = Cat(one[j], two[j])
+            with m.If(t3["piv"] & (t3["idx"] == 0)):
+                m.d.sync += [mm.eq(0), m1.eq(1), sq[j].eq(0)]
+            with m.Else():
+                m.d.sync += [mm.eq(mm + e), m1.eq(m1 + e), sq[j].eq(sq[j] + step)]
 
         # ---- write-out: one g per cycle after each sweep -----------------------------
-        fin3 = Signal()
-        m.d.sync += fin3.eq(t2["fin"])
+        fin_d = Signal()
+        m.d.sync += fin_d.eq(t3["fin"])
         out_m = [Signal(self.m_bits, name=f"out_m{j}") for j in range(p)]
         out_q = [Signal(self.q_bits, name=f"out_q{j}") for j in range(p)]
         out_n = [Signal(name=f"out_neg{j}") for j in range(p)]
         w_left = Signal(range(p + 1))
         w_pair = Signal(range(self.max_pairs + p + 1))
-        w_rem = Signal(range(self.max_pairs + 1))  # pairs not yet written
+        w_rem = Signal(signed(POPULATION_BITS))  # pairs not yet written - 1
         acc = Signal(self.sum_bits)
-        w_ok = (w_left != 0) & (w_rem != 0)
+        w_ok = (w_left != 0) & ~w_rem[-1]
         m.d.comb += [
             self.g_en.eq(w_ok),
             self.g_addr.eq(w_pair),
             self.g_data.eq(Mux(out_n[0], -out_m[0], out_m[0])),
         ]
-        with m.If(fin3):
+        with m.If(fin_d):
             m.d.sync += w_left.eq(p)
             for j in range(p):
                 m.d.sync += [
@@ -325,9 +337,8 @@ class Shaper(wiring.Component):
                 m.d.sync += [acc.eq(acc + out_q[0]), w_rem.eq(w_rem - 1)]
 
         # ---- control: sweeps, then isqrt, then theta = (tau * root) >> 4 ---------------
-        in_flight = Cat(
-            issuing, fin3, w_left != 0, *(t["piv"] | t["str"] for t in (*delayed, t1, t2))
-        ).any()
+        # Registered (one cycle late, set from the check on): once low it stays low.
+        in_flight = Signal()
         mul = Signal(self.root_bits + TAU_BITS)
         mul_i = Signal(range(TAU_BITS + 1))
         tsh = Signal(TAU_BITS)  # tau, MSB first
@@ -343,46 +354,56 @@ class Shaper(wiring.Component):
             self.sum_g2.eq(sum_g2),
             isq.n.eq(acc),
         ]
-        m.d.sync += done.eq(0)
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += [busy.eq(1), error.eq(0), theta.eq(0), sum_g2.eq(0)]
-                    m.next = "CHECK"
-            with m.State("CHECK"):
-                with m.If(n_ok):
-                    m.d.sync += [
-                        issuing.eq(1),
-                        in_stream.eq(0),
-                        piv_i.eq(0),
-                        base.eq(0),
-                        left.eq(pairs),
-                        n_last.eq(n - 1),
-                        w_pair.eq(0),
-                        w_rem.eq(pairs),
-                        acc.eq(0),
-                    ]
-                    m.next = "SWEEP"
-                with m.Else():
-                    m.d.sync += [error.eq(1), busy.eq(0), done.eq(1)]
-                    m.next = "IDLE"
-            with m.State("SWEEP"):
-                with m.If(~in_flight):
-                    m.d.comb += isq.start.eq(1)
-                    m.next = "ISQRT"
-            with m.State("ISQRT"):
-                with m.If(isq.done):
-                    m.d.sync += [mul.eq(0), mul_i.eq(TAU_BITS), tsh.eq(self.tau), sum_g2.eq(acc)]
-                    m.next = "MUL"
-            with m.State("MUL"):
-                m.d.sync += [
-                    mul.eq((mul << 1) + Mux(tsh[-1], isq.root, 0)),
-                    tsh.eq(tsh << 1),
-                    mul_i.eq(mul_i - 1),
-                ]
-                with m.If(mul_i == 1):
-                    m.next = "END"
-            with m.State("END"):
-                m.d.sync += [theta.eq(mul >> 4), busy.eq(0), done.eq(1)]
-                m.next = "IDLE"
+        # One flip-flop per phase (one-hot), so that no enable decodes a state number.
+        s_check = Signal()  # the cycle after start: population checked
+        s_sweep = Signal()  # reads, compares, write-out
+        s_isqrt = Signal()
+        s_mul = Signal()
+        s_end = Signal()
+        begin = self.start & ~busy
+        bad = s_check & ~n_ok
+        m.d.sync += in_flight.eq(
+            s_check
+            | Cat(
+                issuing, fin_d, w_left != 0, *(t["piv"] | t["str"] for t in (*delayed, t1, t2, t3))
+            ).any()
+        )
+        sweeps_over = s_sweep & ~in_flight
+        mul_last = s_mul & (mul_i == 1)
+        m.d.comb += isq.start.eq(sweeps_over)
+        m.d.sync += [
+            s_check.eq(begin),
+            s_sweep.eq((s_check & n_ok) | (s_sweep & in_flight)),
+            s_isqrt.eq(sweeps_over | (s_isqrt & ~isq.done)),
+            s_mul.eq((s_isqrt & isq.done) | (s_mul & ~mul_last)),
+            s_end.eq(mul_last),
+            done.eq(bad | s_end),
+            busy.eq(begin | (busy & ~bad & ~s_end)),
+        ]
+        with m.If(begin):
+            m.d.sync += [error.eq(0), theta.eq(0), sum_g2.eq(0)]
+        with m.If(bad):
+            m.d.sync += error.eq(1)
+        with m.If(s_check):
+            m.d.sync += [
+                issuing.eq(n_ok),
+                in_stream.eq(0),
+                piv_i.eq(0),
+                base.eq(0),
+                more.eq(pairs - (p + 1)),
+                n_m2.eq(n - 2),
+                w_pair.eq(0),
+                w_rem.eq(pairs - 1),
+                acc.eq(0),
+            ]
+        with m.If(s_isqrt & isq.done):
+            m.d.sync += [mul.eq(0), mul_i.eq(TAU_BITS), tsh.eq(self.tau), sum_g2.eq(acc)]
+        with m.If(s_mul):
+            m.d.sync += [
+                mul.eq((mul << 1) + Mux(tsh[-1], isq.root, 0)),
+                tsh.eq(tsh << 1),
+                mul_i.eq(mul_i - 1),
+            ]
+        with m.If(s_end):
+            m.d.sync += theta.eq(mul >> 4)
         return m
