@@ -1,0 +1,409 @@
+"""Shaper: the pair weights ``g`` (spec 7.2) and the threshold ``theta`` (spec 8.2).
+
+The first half of the FitnessAggregator. It reads the ``N`` member scores from an
+external score memory, writes ``g_j`` (one per pair) into the g memory, and computes
+``sum_j g_j^2``, ``isqrt`` of it and ``theta = (tau * isqrt(sum g^2)) >> 4``.
+
+Rank shaping without sorting. With ``less_m`` the number of scores below ``s_m`` and
+``equal_m`` the number equal to it (``m`` included), the centered rank of spec 7.2 is
+``c_m = 2*less_m + equal_m - N``, so for the pair ``(a, b) = (s_2j, s_2j+1)``
+
+    g_j = sum_x d(x),   d(x) = 2*([x < a] - [x < b]) + ([x == a] - [x == b])
+
+over all ``N`` scores ``x``. Every ``d(x)`` has the sign of ``a - b`` (for ``a > b`` it is
+1 at ``x == b`` and ``x == a``, 2 between them, else 0), so the hardware counts the
+magnitude ``M = |g_j|`` with ``e = |d(x)|`` in {0, 1, 2} and keeps ``Q = M^2`` up to
+date without a multiplier: ``(M + e)^2 = M^2 + (2M + 1)`` for ``e = 1`` and
+``M^2 + 4M + 4`` for ``e = 2``, one addition of shifted ``M`` per score. The sign of
+``g_j`` comes from comparing ``b`` with ``a`` as ``b`` is loaded (the same comparators).
+
+A *sweep* holds ``pivots`` pairs (their ``2*pivots`` scores loaded as pivots) and streams
+all ``N`` scores past them, one per cycle; sweeps follow each other without a gap (the
+next sweep's pivots are read right after the last score of this one). Sign shaping reads
+the pivots only: ``g_j = sign(a - b)``, ``g_j^2 = |g_j|``.
+
+At the end of a sweep its ``g`` values go out one per cycle on the g memory's write port
+(negated for ``a < b``) while the next sweep runs, and their squares are added to
+``sum_g2``. Then :class:`~pentegg.rtl.update.isqrt.Isqrt` takes ``k`` cycles and a
+shift-add multiply 12 (one per bit of ``tau``).
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth.lib import wiring
+from amaranth.lib.wiring import In, Out
+
+from ..params import check_int
+from .isqrt import Isqrt
+
+__all__ = ["POPULATION_BITS", "TAU_BITS", "Shaper", "sum_g2_bound"]
+
+#: Width of the run-time ``population`` input (spec 9.1: up to 4096; wider values are
+#: representable so that an out-of-range one is an error, not a truncation).
+POPULATION_BITS = 13
+TAU_BITS = 12
+#: Fixed cycles of a run beside the sweeps (see :func:`shaper_cycles`).
+_OVERHEAD = 10
+
+
+def sum_g2_bound(n: int) -> int:
+    """The largest ``sum_j g_j^2`` of rank shaping at population ``n``:
+    ``2n(n^2 - 1)/3``, reached without ties by pairing the highest rank with the lowest,
+    the second with the second lowest, ... (``g = 2(n-1), 2(n-3), ..., 2``). Ties average
+    ranks, which cannot raise it (the maximum over pairings is convex in ``c`` and
+    invariant under permuting it). Sign shaping gives at most ``n / 2``."""
+    return 2 * n * (n * n - 1) // 3
+
+
+class Shaper(wiring.Component):
+    """Pair weights ``g`` and the threshold ``theta`` from the members' scores.
+
+    Parameters
+    ----------
+    max_population : int
+        Even, 2..4096: the largest run-time ``population``.
+    score_bits : int
+        8..32: signed width of one member score (a classification score lies in
+        ``[-254*batch, margin*batch]``, a control task's return is a non-negative integer).
+    mem_latency : int
+        1..4: cycles from ``s_addr`` to its ``s_data`` (1: ``lib.memory`` synchronous
+        read port).
+    pivots : int
+        1..16 and at most ``max_population / 2``: pairs per sweep. Each pivot pair costs
+        two ``score_bits`` comparators (``<`` and ``==`` against each score), two pivot
+        registers, an ``M`` counter and a ``Q`` accumulator; rank shaping takes about
+        ``N^2 / (2 * pivots)`` cycles.
+
+    Widths (``Nmax = max_population``)
+    ----------------------------------
+    * ``g_bits = bits_for(-2(Nmax-1), 2(Nmax-1))`` (``|g| <= 2(N-1)`` under rank shaping);
+    * ``sum_g2``: unsigned, the width of ``2 Nmax (Nmax^2 - 1) / 3``
+      (:func:`sum_g2_bound`; 36 bits for 4096);
+    * ``isqrt``: ``k = ceil(sum_bits / 2)`` bits; ``theta``: ``k + 12 - 4`` bits.
+
+    Interface attributes
+    --------------------
+    population : In(13)
+        ``N``; valid when even and in ``2..max_population``, otherwise the run sets
+        ``error``, writes nothing and ends (``done``) two cycles after ``start``.
+    shaping : In(1)
+        0 rank, 1 sign.
+    tau : In(12)
+        The threshold scale (Q4), 0..4095.
+    start : In(1)
+        Strobe: begin a run (ignored while ``busy``). ``population``, ``shaping`` and
+        ``tau`` must stay unchanged until ``done``.
+    busy : Out(1)
+        High from the cycle after ``start`` to the ``done`` cycle.
+    done : Out(1)
+        Strobe, one cycle, at the end of a run.
+    error : Out(1)
+        Set at ``done`` if ``population`` was out of range; cleared by the next ``start``.
+    theta : Out(k + 8)
+        ``(tau * isqrt(sum_g2)) >> 4``, valid from ``done`` until the next ``start``
+        (0 after an error).
+    sum_g2 : Out(sum_bits)
+        ``sum_j g_j^2``, valid like ``theta``.
+    s_addr : Out(range(max_population)), s_en : Out(1), s_data : In(signed(score_bits))
+        The score memory's read port: ``s_data`` is the score of member ``s_addr`` read
+        ``mem_latency`` cycles after a cycle with ``s_en`` high.
+    g_addr : Out(range(max_population // 2)), g_data : Out(signed(g_bits)), g_en : Out(1)
+        The g memory's write port: ``g_j`` of pair ``g_addr`` when ``g_en``. Each pair is
+        written once per run, in ascending order.
+
+    Latency and throughput (``N`` = population, ``p`` = pivots, ``L`` = mem_latency,
+    ``S = ceil(N / (2p))`` sweeps, ``k`` isqrt bits): the scores are read in
+    ``S * (2p + N)`` cycles (rank) or ``S * 2p`` (sign), one per cycle without a gap,
+    from the second cycle after ``start``; ``done`` follows the last read after ``L`` (the
+    memory), 3 (register, compare, count), ``p + 1`` (write-out), ``k + 2`` (isqrt) and
+    ``12 + 1`` (tau * root) cycles::
+
+        rank:  done - start = S * (2p + N) + L + p + k + 20
+        sign:  done - start = S * 2p       + L + p + k + 20
+
+    (For ``p = 1``: ``N^2/2 + N`` reads in rank shaping, ``N`` in sign shaping.) One run
+    at a time: ``start`` is taken again in the cycle after ``done``.
+    """
+
+    def __init__(
+        self,
+        *,
+        max_population: int = 256,
+        score_bits: int = 16,
+        mem_latency: int = 1,
+        pivots: int = 1,
+    ):
+        self.max_population = check_int("max_population", max_population, 2, 4096)
+        if max_population % 2:
+            raise ValueError(f"max_population={max_population!r} is not an even integer in 2..4096")
+        self.score_bits = check_int("score_bits", score_bits, 8, 32)
+        self.mem_latency = check_int("mem_latency", mem_latency, 1, 4)
+        self.pivots = check_int("pivots", pivots, 1, min(16, max_population // 2))
+        nmax = max_population
+        self.max_pairs = nmax // 2
+        self.g_max = 2 * (nmax - 1)
+        self.g_bits = self.g_max.bit_length() + 1
+        self.m_bits = self.g_max.bit_length()
+        self.q_bits = (self.g_max * self.g_max).bit_length()
+        self.sum_bits = sum_g2_bound(nmax).bit_length()
+        self.root_bits = (self.sum_bits + 1) // 2
+        self.theta_bits = self.root_bits + TAU_BITS - 4
+        super().__init__(
+            {
+                "population": In(POPULATION_BITS),
+                "shaping": In(1),
+                "tau": In(TAU_BITS),
+                "start": In(1),
+                "busy": Out(1),
+                "done": Out(1),
+                "error": Out(1),
+                "theta": Out(self.theta_bits),
+                "sum_g2": Out(self.sum_bits),
+                "s_addr": Out(range(nmax)),
+                "s_en": Out(1),
+                "s_data": In(signed(self.score_bits)),
+                "g_addr": Out(range(self.max_pairs)),
+                "g_data": Out(signed(self.g_bits)),
+                "g_en": Out(1),
+            }
+        )
+
+    def cycles(self, n: int, shaping: str = "rank") -> int:
+        """``done`` cycle minus ``start`` cycle of a run at population ``n``."""
+        p = self.pivots
+        sweeps = -(-n // (2 * p))
+        reads = sweeps * (2 * p + (n if shaping == "rank" else 0))
+        return reads + self.mem_latency + p + self.root_bits + TAU_BITS + _OVERHEAD
+
+    def elaborate(self, platform):
+        m = Module()
+        p, lat, sb = self.pivots, self.mem_latency, self.score_bits
+        nmax = self.max_population
+        P2 = 2 * p
+        m.submodules.isqrt = isq = Isqrt(self.sum_bits)
+
+        n = self.population
+        rank = ~self.shaping
+        pairs = n[1:]  # N / 2
+        # population is stable while busy: everything derived from it is registered
+        n_ok = Signal()
+        m.d.sync += n_ok.eq(~n[0] & (n >= 2) & (n <= nmax))
+        n_m2 = Signal(signed(POPULATION_BITS + 1))  # N - 2, loaded at the run's start
+
+        # ---- issue side: the read addresses, in sweeps ------------------------------
+        busy = Signal()
+        issuing = Signal()
+        in_stream = Signal()  # 0: pivot reads, 1: the stream (rank only)
+        base = Signal(range(self.max_pairs + p + 1))  # first pair of the sweep
+        # Down counters whose sign bit is the end condition (no comparator on the path):
+        # more = (pairs from base on) - p - 1 (the sweep is the last when negative);
+        # k_left = N - 2 - (stream reads done), negative at the last stream read.
+        more = Signal(signed(POPULATION_BITS + 1))
+        k_left = Signal(signed(POPULATION_BITS + 1))
+        piv_i = Signal(range(P2))
+        k = Signal(range(nmax + 1))  # stream address
+        last_pair = more[-1]
+        piv_end = piv_i == P2 - 1
+        stream_end = k_left[-1]
+        # the tag of this cycle's read (fin: the last read of a sweep)
+        t_piv = Signal()
+        t_str = Signal()
+        t_fin = Signal()
+        t_idx = Signal(range(P2))
+        m.d.comb += [
+            t_piv.eq(issuing & ~in_stream),
+            t_str.eq(issuing & in_stream),
+            t_idx.eq(piv_i),
+            t_fin.eq(issuing & Mux(in_stream, stream_end, piv_end & ~rank)),
+            self.s_en.eq(issuing),
+            self.s_addr.eq(Mux(in_stream, k, (base << 1) + piv_i)),
+        ]
+        with m.If(issuing):
+            with m.If(~in_stream):
+                m.d.sync += piv_i.eq(Mux(piv_end, 0, piv_i + 1))
+                with m.If(piv_end):
+                    with m.If(rank):
+                        m.d.sync += [in_stream.eq(1), k.eq(0), k_left.eq(n_m2)]
+                    with m.Else():
+                        m.d.sync += [base.eq(base + p), more.eq(more - p)]
+                        with m.If(last_pair):
+                            m.d.sync += issuing.eq(0)
+            with m.Else():
+                m.d.sync += [k.eq(k + 1), k_left.eq(k_left - 1)]
+                with m.If(stream_end):
+                    m.d.sync += [in_stream.eq(0), base.eq(base + p), more.eq(more - p)]
+                    with m.If(last_pair):
+                        m.d.sync += issuing.eq(0)
+
+        # ---- the tags follow the reads through the memory's latency ------------------
+        def tag(name):
+            return {
+                "piv": Signal(name=f"{name}_piv"),
+                "str": Signal(name=f"{name}_str"),
+                "fin": Signal(name=f"{name}_fin"),
+                "idx": Signal(range(P2), name=f"{name}_idx"),
+            }
+
+        prev = {"piv": t_piv, "str": t_str, "fin": t_fin, "idx": t_idx}
+        delayed = []
+        for j in range(lat):
+            cur = tag(f"d{j}")
+            m.d.sync += [cur[f].eq(prev[f]) for f in cur]
+            delayed.append(cur)
+            prev = cur
+        # stage 1: the score arrives (s_data with tag `prev`) and is registered
+        t1 = tag("s1")
+        x1 = Signal(signed(sb))
+        m.d.sync += [t1[f].eq(prev[f]) for f in t1]
+        m.d.sync += x1.eq(self.s_data)
+        # stage 2: compared with every pivot; pivots are loaded here
+        piv = [Signal(signed(sb), name=f"piv{i}") for i in range(P2)]
+        for i in range(P2):
+            with m.If(t1["piv"] & (t1["idx"] == i)):
+                m.d.sync += piv[i].eq(x1)
+        t2 = tag("s2")
+        m.d.sync += [t2[f].eq(t1[f]) for f in t2]
+        lt = Signal(P2)  # x < pivot i
+        eq = Signal(P2)  # x == pivot i
+        m.d.sync += [
+            lt.eq(Cat(x1 < piv[i] for i in range(P2))),
+            eq.eq(Cat(x1 == piv[i] for i in range(P2))),
+        ]
+        # stage 3: |d(x)| of each pair for a stream score: `two` strictly between a and
+        # b, `one` equal to one of them (a != b); the sign of each pair as its b passes
+        t3 = tag("s3")
+        m.d.sync += [t3[f].eq(t2[f]) for f in t3]
+        two = Signal(p)
+        one = Signal(p)
+        neg = [Signal(name=f"neg{j}") for j in range(p)]  # a < b
+        ne = [Signal(name=f"ne{j}") for j in range(p)]  # a != b
+        for j in range(p):
+            la, lb, ea, eb = lt[2 * j], lt[2 * j + 1], eq[2 * j], eq[2 * j + 1]
+            m.d.sync += [
+                two[j].eq(t2["str"] & (la ^ lb) & ~ea & ~eb),
+                one[j].eq(t2["str"] & (ea ^ eb)),
+            ]
+            # pivot b of pair j was compared with a (loaded in an earlier cycle)
+            with m.If(t2["piv"] & (t2["idx"] == 2 * j + 1)):
+                m.d.sync += [neg[j].eq(~la & ~ea), ne[j].eq(~ea)]
+        # stage 4: M, M + 1 and Q = M^2 per pair
+        mag = [Signal(self.m_bits, name=f"m{j}") for j in range(p)]
+        mag1 = [Signal(self.m_bits + 1, name=f"m1_{j}") for j in range(p)]  # M + 1
+        sq = [Signal(self.q_bits, name=f"q{j}") for j in range(p)]
+        for j in range(p):
+            mm, m1 = mag[j], mag1[j]
+            # (M + e)^2 - M^2: 2M + 1 (e = 1) or 4(M + 1) (e = 2), wiring of M and M + 1
+            step = Mux(two[j], Cat(Const(0, 2), m1), Mux(one[j], Cat(Const(1, 1), mm), 0))
+            e = Cat(one[j], two[j])
+            with m.If(t3["piv"] & (t3["idx"] == 0)):
+                m.d.sync += [mm.eq(0), m1.eq(1), sq[j].eq(0)]
+            with m.Else():
+                m.d.sync += [mm.eq(mm + e), m1.eq(m1 + e), sq[j].eq(sq[j] + step)]
+
+        # ---- write-out: one g per cycle after each sweep -----------------------------
+        fin_d = Signal()
+        m.d.sync += fin_d.eq(t3["fin"])
+        out_m = [Signal(self.m_bits, name=f"out_m{j}") for j in range(p)]
+        out_q = [Signal(self.q_bits, name=f"out_q{j}") for j in range(p)]
+        out_n = [Signal(name=f"out_neg{j}") for j in range(p)]
+        w_left = Signal(range(p + 1))
+        w_pair = Signal(range(self.max_pairs + p + 1))
+        w_rem = Signal(signed(POPULATION_BITS))  # pairs not yet written - 1
+        acc = Signal(self.sum_bits)
+        w_ok = (w_left != 0) & ~w_rem[-1]
+        m.d.comb += [
+            self.g_en.eq(w_ok),
+            self.g_addr.eq(w_pair),
+            self.g_data.eq(Mux(out_n[0], -out_m[0], out_m[0])),
+        ]
+        with m.If(fin_d):
+            m.d.sync += w_left.eq(p)
+            for j in range(p):
+                m.d.sync += [
+                    out_m[j].eq(Mux(rank, mag[j], ne[j])),
+                    out_q[j].eq(Mux(rank, sq[j], ne[j])),
+                    out_n[j].eq(neg[j]),
+                ]
+        with m.Elif(w_left != 0):
+            m.d.sync += [w_left.eq(w_left - 1), w_pair.eq(w_pair + 1)]
+            for j in range(p - 1):
+                m.d.sync += [
+                    out_m[j].eq(out_m[j + 1]),
+                    out_q[j].eq(out_q[j + 1]),
+                    out_n[j].eq(out_n[j + 1]),
+                ]
+            with m.If(w_ok):
+                m.d.sync += [acc.eq(acc + out_q[0]), w_rem.eq(w_rem - 1)]
+
+        # ---- control: sweeps, then isqrt, then theta = (tau * root) >> 4 ---------------
+        # Registered (one cycle late, set from the check on): once low it stays low.
+        in_flight = Signal()
+        mul = Signal(self.root_bits + TAU_BITS)
+        mul_i = Signal(range(TAU_BITS + 1))
+        tsh = Signal(TAU_BITS)  # tau, MSB first
+        done = Signal()
+        error = Signal()
+        theta = Signal(self.theta_bits)
+        sum_g2 = Signal(self.sum_bits)
+        m.d.comb += [
+            self.busy.eq(busy),
+            self.done.eq(done),
+            self.error.eq(error),
+            self.theta.eq(theta),
+            self.sum_g2.eq(sum_g2),
+            isq.n.eq(acc),
+        ]
+        # One flip-flop per phase (one-hot), so that no enable decodes a state number.
+        s_check = Signal()  # the cycle after start: population checked
+        s_sweep = Signal()  # reads, compares, write-out
+        s_isqrt = Signal()
+        s_mul = Signal()
+        s_end = Signal()
+        begin = self.start & ~busy
+        bad = s_check & ~n_ok
+        m.d.sync += in_flight.eq(
+            s_check
+            | Cat(
+                issuing, fin_d, w_left != 0, *(t["piv"] | t["str"] for t in (*delayed, t1, t2, t3))
+            ).any()
+        )
+        sweeps_over = s_sweep & ~in_flight
+        mul_last = s_mul & (mul_i == 1)
+        m.d.comb += isq.start.eq(sweeps_over)
+        m.d.sync += [
+            s_check.eq(begin),
+            s_sweep.eq((s_check & n_ok) | (s_sweep & in_flight)),
+            s_isqrt.eq(sweeps_over | (s_isqrt & ~isq.done)),
+            s_mul.eq((s_isqrt & isq.done) | (s_mul & ~mul_last)),
+            s_end.eq(mul_last),
+            done.eq(bad | s_end),
+            busy.eq(begin | (busy & ~bad & ~s_end)),
+        ]
+        with m.If(begin):
+            m.d.sync += [error.eq(0), theta.eq(0), sum_g2.eq(0)]
+        with m.If(bad):
+            m.d.sync += error.eq(1)
+        with m.If(s_check):
+            m.d.sync += [
+                issuing.eq(n_ok),
+                in_stream.eq(0),
+                piv_i.eq(0),
+                base.eq(0),
+                more.eq(pairs - (p + 1)),
+                n_m2.eq(n - 2),
+                w_pair.eq(0),
+                w_rem.eq(pairs - 1),
+                acc.eq(0),
+            ]
+        with m.If(s_isqrt & isq.done):
+            m.d.sync += [mul.eq(0), mul_i.eq(TAU_BITS), tsh.eq(self.tau), sum_g2.eq(acc)]
+        with m.If(s_mul):
+            m.d.sync += [
+                mul.eq((mul << 1) + Mux(tsh[-1], isq.root, 0)),
+                tsh.eq(tsh << 1),
+                mul_i.eq(mul_i - 1),
+            ]
+        with m.If(s_end):
+            m.d.sync += theta.eq(mul >> 4)
+        return m
