@@ -322,11 +322,10 @@ class Accelerator(wiring.Component):
 
         # weights: read by the evaluator (eval), the updater (pentary, apply), the host
         rp, wp = mem("weights", 16, self.weight_words)
+        up_w_raddr = up.w_raddr if self.update == "pentary" else 0
         m.d.comb += [
             rp.en.eq(1),
-            rp.addr.eq(
-                Mux(phase == 1, ev.w_addr, Mux(phase == 4, up.w_raddr if self.update == "pentary" else 0, host_addr))
-            ),
+            rp.addr.eq(Mux(phase == 1, ev.w_addr, Mux(phase == 4, up_w_raddr, host_addr))),
             ev.w_data.eq(delayed(rp.data, lat - 1, "w")),
         ]
         if self.update == "pentary":
@@ -364,10 +363,10 @@ class Accelerator(wiring.Component):
                 ]
 
         # samples, labels, batch indices: read by the evaluator, written by the host
-        for name, width, en, addr, dout in (
-            ("samples", 8, ev.s_en, ev.s_addr, ev.s_data),
-            ("labels", 16, ev.l_en, ev.l_addr, ev.l_data),
-            ("batch", 16, ev.b_en, ev.b_addr + ctl.batch_base, ev.b_data),
+        for name, width, addr, dout in (
+            ("samples", 8, ev.s_addr, ev.s_data),
+            ("labels", 16, ev.l_addr, ev.l_data),
+            ("batch", 16, ev.b_addr + ctl.batch_base, ev.b_data),
         ):
             rp, wp = mem(name, width, self.depths[name])
             m.d.comb += [

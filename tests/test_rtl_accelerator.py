@@ -1,0 +1,126 @@
+"""The Accelerator trains: whole ES steps in the Amaranth simulator, every step's weights,
+latent integers and member scores equal to golden's (small networks; the cocotb tests
+run the larger ones)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from amaranth.sim import Simulator
+
+from pentegg import accel_protocol as ap
+from pentegg.golden import Config
+from pentegg.golden.digit import pack
+from pentegg.rtl.accelerator import Accelerator
+from pentegg.sim import harness
+from pentegg.sim.accelerator_host import golden_steps, load_words, random_job
+from pentegg.sim.scoreboard import Scoreboard
+
+
+def run_on(dut: Accelerator, script):
+    """Run ``script(send)`` where ``await send(words, n)`` sends command words and
+    returns the ``n`` response words."""
+
+    async def bench(ctx):
+        async def send(words, n_rsp=0):
+            got = []
+            ctx.set(dut.rsp.ready, 1)
+            for w in words:
+                ctx.set(dut.cmd.valid, 1)
+                ctx.set(dut.cmd.payload, w)
+                while True:
+                    _, _, rdy, rv, rp = await ctx.tick().sample(
+                        dut.cmd.ready, dut.rsp.valid, dut.rsp.payload
+                    )
+                    if rv:
+                        got.append(int(rp))
+                    if rdy:
+                        break
+            ctx.set(dut.cmd.valid, 0)
+            waited = 0
+            while len(got) < n_rsp:
+                _, _, rv, rp = await ctx.tick().sample(dut.rsp.valid, dut.rsp.payload)
+                if rv:
+                    got.append(int(rp))
+                waited += 1
+                assert waited < 10_000, "no response"
+            return got
+
+        await script(send)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+async def wait_idle(send, max_layers, limit=2_000_000):
+    for _ in range(limit):
+        (status,) = await send(ap.reg_read("status", max_layers), 1)
+        if not status & 1:
+            return status
+    raise AssertionError("the accelerator stayed busy")
+
+
+@pytest.mark.parametrize(
+    "layers, update, shaping, init",
+    [((3, 4, 2), "latent", "rank", "random"), ((2, 3, 3), "pentary", "sign", "zero")],
+)
+def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init):
+    rng = np.random.default_rng(harness.pick_seed(f"accelerator {layers} {update}"))
+    cfg = Config(
+        layers=layers,
+        population=6,
+        seed=int(rng.integers(1 << 32)),
+        update=update,
+        shaping=shaping,
+        init=init,
+        latent_shift=1,
+        tau=8,
+    ).validate()
+    job = random_job(rng, cfg, samples=5, batch=3, steps=2)
+    ref = golden_steps(job)
+    ml = 2
+    dut = Accelerator(
+        lanes=2,
+        max_layers=ml,
+        max_width=4,
+        max_population=8,
+        update=update,
+        max_batch=4,
+        sample_bytes=64,
+        label_words=16,
+        batch_words=16,
+        mem_latency=1,
+    )
+    n_w = sum(len(pack(w)) for w in ref[0][0].weights)
+    n_v = sum(w.size for w in ref[0][0].weights)
+    board = Scoreboard(f"accelerator {layers} {update} {shaping}")
+
+    async def script(send):
+        await send(load_words(job, ml, steps=len(job.batches)))
+        await send(ap.run("init"))
+        await wait_idle(send, ml)
+        for t, (state, info) in enumerate(ref):
+            words = await send(ap.mem_read("weights", 0, n_w), n_w)
+            board.check(f"step {t}: weight words", ap.weight_words(state.weights), words)
+            if update == "latent":
+                lat = await send(ap.mem_read("latent", 0, n_v), n_v)
+                board.check(
+                    f"step {t}: latent",
+                    ap.latent_words(state.latent),
+                    [ap.to_signed(v, 32) for v in lat],
+                )
+            if info is not None:
+                sc = await send(ap.mem_read("scores", 0, cfg.population), cfg.population)
+                board.check(f"step {t}: scores", info.scores, [ap.to_signed(v, 32) for v in sc])
+                (theta,) = await send(ap.reg_read("theta", ml), 1)
+                assert theta == info.theta, f"step {t}: theta {theta} != golden {info.theta}"
+            if t + 1 < len(ref):  # one step: its batch indices at 0
+                await send(ap.mem_write("batch", 0, job.batches[t]))
+                await send(ap.reg_write("steps", 1, ml) + ap.run("train"))
+                status = await wait_idle(send, ml)
+                (err,) = await send(ap.reg_read("error", ml), 1)
+                assert not status & 2, f"step {t}: error flags {ap.decode_error(err)}"
+
+    run_on(dut, script)
