@@ -8,7 +8,7 @@ import sys
 
 from .cli import UsageError
 
-__all__ = ["add_evaluator_suite"]
+__all__ = ["add_accelerator_suite", "add_evaluator_suite"]
 
 
 def _layers(text: str) -> tuple[int, ...]:
@@ -96,6 +96,94 @@ def run_evaluator(args) -> int:
         + ", ".join(f"{k} {v} ({100 * v / total:.1f} %)" for k, v in act.items())
     )
     log(f"bit-exact with golden: yes ({res['simulator']}, {res['wall_s']:.0f} s wall)")
+    if args.json:
+        print(json.dumps(res))
+    return 0
+
+
+def _batches(text: str) -> tuple[int, int]:
+    import argparse
+
+    try:
+        a, b = (int(v) for v in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}': give two batch sizes like 16,32") from None
+    if not 1 <= a < b <= 1024:
+        raise argparse.ArgumentTypeError(f"'{text}': two increasing batch sizes in 1..1024")
+    return a, b
+
+
+def add_accelerator_suite(suites) -> None:
+    e = suites.add_parser(
+        "accelerator",
+        help="whole ES step cycles of the Accelerator (evaluation, shaping, update)",
+        description="Run one ES step of the Accelerator RTL in Verilator at two batch sizes "
+        "(checked bit for bit against golden), split its cycles into evaluation, shaping "
+        "and update, extrapolate the evaluation to --batch and print cycles per step and "
+        "throughput_ratio = inference MACs / (2 * lanes * cycles).",
+    )
+    e.add_argument("--lanes", type=int, default=16, help="pair-lanes, 1..256 (default 16)")
+    e.add_argument("--batch", type=int, default=256, help="step batch, 1..1024 (default 256)")
+    e.add_argument(
+        "--sim-batches",
+        type=_batches,
+        default=(16, 32),
+        help="the two batch sizes simulated (default 16,32)",
+    )
+    e.add_argument("--layers", type=_layers, default=(64, 64, 10), help="default 64-64-10")
+    e.add_argument("--population", type=int, default=256, help="even, 2..4096 (default 256)")
+    e.add_argument("--rank", type=int, choices=(1, 4, 16, 64), default=4)
+    e.add_argument("--update", choices=("latent", "pentary"), default="latent")
+    e.add_argument("--update-lanes", type=int, help="Z entries per cycle, 1..64 (default: lanes)")
+    e.add_argument("--pivots", type=int, default=1, help="shaper pairs per sweep, 1..16")
+    e.add_argument("--seed", type=int, default=0, help="data and simulation seed (default 0)")
+    e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
+    e.set_defaults(func=run_accelerator)
+
+
+def run_accelerator(args) -> int:
+    if not 1 <= args.lanes <= 256:
+        raise UsageError(f"--lanes {args.lanes} out of range 1..256")
+    if not 1 <= args.batch <= 1024:
+        raise UsageError(f"--batch {args.batch} out of range 1..1024")
+    if args.population % 2 or not 2 <= args.population <= 4096:
+        raise UsageError(f"--population {args.population}: an even number in 2..4096")
+    if args.update_lanes is not None and not 1 <= args.update_lanes <= 64:
+        raise UsageError(f"--update-lanes {args.update_lanes} out of range 1..64")
+    if not 1 <= args.pivots <= min(16, args.population // 2):
+        raise UsageError(f"--pivots {args.pivots} out of range 1..{min(16, args.population // 2)}")
+    try:
+        from .benchmarks import accelerator_bench, timing
+    except ImportError as e:
+        raise UsageError(f"the hardware extras are not installed ({e.name})") from None
+    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+    load = timing.load_average()
+    res = accelerator_bench.run(
+        lanes=args.lanes,
+        batch=args.batch,
+        sim_batches=args.sim_batches,
+        layers=args.layers,
+        population=args.population,
+        rank=args.rank,
+        update=args.update,
+        update_lanes=args.update_lanes,
+        pivots=args.pivots,
+        seed=args.seed,
+        log=log,
+    )
+    res["machine"] = timing.machine_record(load)
+    total = res["cycles_per_step"]
+    log(
+        f"cycles per step  {total}  (batch {res['batch']}, extrapolated from batches "
+        f"{res['extrapolated_from_batches']})"
+    )
+    for k in ("eval_cycles", "shaping_cycles", "update_cycles", "other_cycles"):
+        log(f"  {k:<15}{round(res[k]):>10}  ({100 * res[k] / total:.1f} %)")
+    log(
+        f"ideal cycles     {res['ideal_cycles']:.0f}  (inference MACs / (2 * {res['lanes']} lanes))"
+    )
+    log(f"throughput_ratio {res['throughput_ratio']:.3f}")
+    log(f"bit-exact with golden: yes (verilator, {res['wall_s']:.0f} s wall)")
     if args.json:
         print(json.dumps(res))
     return 0

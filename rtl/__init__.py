@@ -28,6 +28,8 @@ MODULE_NAMES = (
     "lrgen-compact",
     "evaluator",
     "lrgen-lane",
+    "shaper",
+    "accelerator",
     "votes",
     "weight-update",
 )

@@ -217,9 +217,12 @@ class Accelerator(wiring.Component):
         widths = [getattr(regs, f"width{i}") for i in range(self.max_layers + 1)]
         ok = (regs.n_layers >= 1) & (regs.n_layers <= self.max_layers)
         for i, w in enumerate(widths):
-            used = regs.n_layers >= i  # width i is n_i of a used layer boundary
-            ok &= ~used | ((w >= 1) & (w <= self.max_width))
+            in_range = (w >= 1) & (w <= self.max_width)
+            # width i is n_i of a used layer boundary when i <= n_layers
+            ok &= in_range if i == 0 else (regs.n_layers < i) | in_range
         ok &= regs.population <= self.max_population
+        if self.update == "latent":
+            ok &= regs.latent_shift <= self.updater.q_max
         m.d.comb += ctl.params_ok.eq(ok)
 
         # ---- evaluator

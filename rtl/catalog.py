@@ -16,6 +16,7 @@ from amaranth import Shape
 from amaranth.back import verilog
 from amaranth.lib import wiring
 
+from .accelerator import Accelerator
 from .evaluator.evaluator import PopulationEvaluator
 from .noise.keyer import StreamKeyer
 from .noise.lrgen import KeyedLowRankGenerator, LowRankGenerator
@@ -23,6 +24,7 @@ from .noise.lrgen_compact import CompactLowRankGenerator
 from .noise.prng import PentaryPRNG
 from .pquant import PentaryQuantizer
 from .update.apply import WeightUpdater
+from .update.shaper import Shaper
 from .update.votes import VoteAccumulator
 
 __all__ = [
@@ -123,6 +125,40 @@ MODULES: dict[str, ModuleSpec] = {
             LowRankGenerator,
             "LowRankGenerator: one LRGEN/LRMUL lane fed with start states (spec 3, 4.2)",
             LRGEN_PARAMS,
+        ),
+        ModuleSpec(
+            "shaper",
+            Shaper,
+            "Shaper: pair weights g (rank or sign shaping), sum g^2, isqrt and theta "
+            "(spec 7.2, 8.2)",
+            {"max_population": "int", "score_bits": "int", "mem_latency": "int", "pivots": "int"},
+        ),
+        ModuleSpec(
+            "accelerator",
+            Accelerator,
+            "Accelerator: the whole trainer (evaluator, shaper, votes, update, init, "
+            "controller, registers, memories) behind one command stream (spec 10.2)",
+            {
+                "lanes": "int",
+                "max_layers": "int",
+                "max_width": "int",
+                "rank": "int",
+                "mode": "str",
+                "digits": "str",
+                "group": "int|none",
+                "noise_depth": "int|none",
+                "max_batch": "int",
+                "mem_latency": "int",
+                "noise_buffers": "int",
+                "max_population": "int",
+                "update": "str",
+                "latent_bits": "int",
+                "update_lanes": "int|none",
+                "pivots": "int",
+                "sample_bytes": "int",
+                "label_words": "int",
+                "batch_words": "int",
+            },
         ),
         ModuleSpec(
             "votes",

@@ -293,3 +293,12 @@ def test_init_writer_pentary_update_writes_no_latent():
     Scoreboard("init pentary").check(
         "weight words", want, np.array([words[i] for i in range(len(want))])
     )
+
+
+def test_docs_register_table_is_the_register_map():
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parents[1] / "docs" / "rtl.md").read_text()
+    rows = [line.split("|")[1:5] for line in text.splitlines() if line.startswith("| `0x")]
+    doc = [(int(a.strip(" `"), 16), n.strip(" `"), int(b), acc.strip()) for a, n, b, acc in rows]
+    assert doc == [(r.addr, r.name, r.width, r.access) for r in register_map(8)]

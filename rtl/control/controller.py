@@ -26,7 +26,7 @@ rtl/evaluator/sequencer.py):
 * 12 ``kind``: an unknown run kind;
 * 13 ``params``: ``params_ok`` low at the start (a register outside what the build
   holds: a width above ``max_width``, ``n_layers`` above ``max_layers``, a population
-  above ``max_population``).
+  above ``max_population``, ``latent_shift`` above ``q_max``).
 
 Counters (``cycles``, ``eval_cycles``, ``shape_cycles``, ``update_cycles``) count the
 cycles of the last run, by phase.
