@@ -9,6 +9,11 @@
   :class:`CompactLowRankGenerator` (LRGEN + LRMUL keyed, built on it: the smallest);
 * :class:`PopulationEvaluator` (``rtl/evaluator/``: LRADD + POPEVAL, spec 5, 6, 7.1):
   every member's perturbed forward pass of an ES step on pair-lanes;
+* ``rtl/update/``: :class:`Shaper` (g, sum g^2, isqrt, theta; spec 7.2, 8.2),
+  :class:`VoteAccumulator` (Z from regenerated noise, 8.1) and :class:`WeightUpdater`
+  (moves, pentary or latent update, 8.2-8.4);
+* ``rtl/control/``: command decoder, register file, controller (spec 10.2), init writer
+  (10.1); :class:`Accelerator` (``rtl/accelerator.py``) is the top that trains;
 * :mod:`.catalog` names them for the CLI and the tests, :mod:`.synth` measures them.
 
 The classes are imported on first use, so that ``import pentegg.rtl`` (and the CLI) work
@@ -44,6 +49,10 @@ _EXPORTS = {
     "SerialNoiseEngine": ".noise.noise_engine",
     "CompactLowRankGenerator": ".noise.lrgen_compact",
     "PopulationEvaluator": ".evaluator.evaluator",
+    "Shaper": ".update.shaper",
+    "VoteAccumulator": ".update.votes",
+    "WeightUpdater": ".update.apply",
+    "Accelerator": ".accelerator",
 }
 
 __all__ = ["MODULE_NAMES", *_EXPORTS]
