@@ -157,6 +157,8 @@ class Accelerator(wiring.Component):
             latent_bits=latent_bits,
             digits=digits,
         )
+        for block in (self.evaluator, self.shaper, self.votes, self.updater, self.init):
+            block._MustUse__silence = True  # built here, elaborated by elaborate()
         self.update, self.latent_bits, self.addr_bits = update, latent_bits, addr_bits
         self.max_layers, self.max_width, self.lanes = max_layers, max_width, lanes
         super().__init__(
