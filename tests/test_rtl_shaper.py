@@ -6,6 +6,7 @@ The score memory is modelled by a process with the DUT's read latency; every g-m
 write is recorded (a pair written twice, or not at all, is a failure).
 """
 
+import itertools
 import math
 import random
 
@@ -14,6 +15,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from pentegg.golden import Config, fitness, update
+from pentegg.golden.arith import bits_for
 from pentegg.rtl.update import Isqrt, Shaper
 from pentegg.rtl.update.shaper import sum_g2_bound
 from pentegg.sim import harness
@@ -182,6 +184,23 @@ def test_out_of_range_population_sets_error_and_writes_nothing(population):
     assert res[0]["error"] == 1 and res[0]["writes"] == [] and res[0]["theta"] == 0
     assert res[0]["cycles"] == 2
     check(Scoreboard("shaper after error"), dut, [good], res[1:])
+
+
+@pytest.mark.parametrize("nmax", [2, 6, 64, 256, 4096])
+def test_widths_follow_the_worst_cases(nmax):
+    """g_bits = bits_for(-2(N-1), 2(N-1)); sum_g2 holds 2N(N^2-1)/3, which is the largest
+    sum of g^2 (brute force over every score order with ties for N <= 6)."""
+    dut = Shaper(max_population=nmax)
+    assert dut.g_bits == bits_for(-2 * (nmax - 1), 2 * (nmax - 1))
+    assert dut.sum_bits == sum_g2_bound(nmax).bit_length()
+    assert math.isqrt(sum_g2_bound(nmax)) < 1 << dut.root_bits
+    assert (4095 * math.isqrt(sum_g2_bound(nmax))) >> 4 < 1 << dut.theta_bits
+    if nmax <= 6:
+        worst = max(
+            int(np.sum(fitness.shape(np.array(s), "rank") ** 2))
+            for s in itertools.product(range(nmax), repeat=nmax)
+        )
+        assert worst == sum_g2_bound(nmax)
 
 
 def test_cycle_formula_for_large_populations():

@@ -13,19 +13,25 @@ Rank shaping without sorting. With ``less_m`` the number of scores below ``s_m``
 over all ``N`` scores ``x``. Every ``d(x)`` has the sign of ``a - b`` (for ``a > b`` it is
 1 at ``x == b`` and ``x == a``, 2 between them, else 0), so the hardware counts the
 magnitude ``M = |g_j|`` with ``e = |d(x)|`` in {0, 1, 2} and keeps ``Q = M^2`` up to
-date without a multiplier: ``(M + e)^2 = M^2 + (2M + 1)`` for ``e = 1`` and
-``M^2 + 4M + 4`` for ``e = 2``, one addition of shifted ``M`` per score. The sign of
-``g_j`` comes from comparing ``b`` with ``a`` as ``b`` is loaded (the same comparators).
+date without a multiplier: ``(M + e)^2 - M^2`` is ``2M + 1`` for ``e = 1`` and
+``4(M + 1)`` for ``e = 2``, both plain wiring of ``M`` and of ``M + 1`` (kept in a
+register of its own), so ``Q`` takes one addition per score. The sign of ``g_j`` comes
+from comparing ``b`` with ``a`` as ``b`` is loaded (the same comparators).
 
 A *sweep* holds ``pivots`` pairs (their ``2*pivots`` scores loaded as pivots) and streams
 all ``N`` scores past them, one per cycle; sweeps follow each other without a gap (the
 next sweep's pivots are read right after the last score of this one). Sign shaping reads
-the pivots only: ``g_j = sign(a - b)``, ``g_j^2 = |g_j|``.
+the pivots only: ``g_j = sign(a - b)``, ``g_j^2 = |g_j|``. A read's score goes through
+four registered stages: the score, its comparisons with every pivot (``<``, ``==``), the
+``|d|`` decode per pair, ``M``/``M + 1``/``Q``. In the last sweep, pairs at or beyond
+``N / 2`` (when ``pivots`` does not divide ``N / 2``) read scores past ``N`` (addresses
+wrap at ``max_population``); their counters may wrap, and they are neither written nor
+summed.
 
 At the end of a sweep its ``g`` values go out one per cycle on the g memory's write port
 (negated for ``a < b``) while the next sweep runs, and their squares are added to
-``sum_g2``. Then :class:`~pentegg.rtl.update.isqrt.Isqrt` takes ``k`` cycles and a
-shift-add multiply 12 (one per bit of ``tau``).
+``sum_g2``. Then :class:`~pentegg.rtl.update.isqrt.Isqrt` takes ``k + 1`` cycles and a
+shift-add multiply 12 (one per bit of ``tau``, MSB first), no multiplier or DSP anywhere.
 """
 
 from __future__ import annotations
@@ -80,7 +86,9 @@ class Shaper(wiring.Component):
     * ``g_bits = bits_for(-2(Nmax-1), 2(Nmax-1))`` (``|g| <= 2(N-1)`` under rank shaping);
     * ``sum_g2``: unsigned, the width of ``2 Nmax (Nmax^2 - 1) / 3``
       (:func:`sum_g2_bound`; 36 bits for 4096);
-    * ``isqrt``: ``k = ceil(sum_bits / 2)`` bits; ``theta``: ``k + 12 - 4`` bits.
+    * ``isqrt``: ``k = ceil(sum_bits / 2)`` bits; ``theta``: ``k + 12 - 4`` bits;
+    * per pivot pair: ``M`` (the width of ``2(Nmax-1)``), ``M + 1`` (one bit more) and
+      ``Q`` (the width of ``4(Nmax-1)^2``), unsigned.
 
     Interface attributes
     --------------------
@@ -95,7 +103,7 @@ class Shaper(wiring.Component):
         Strobe: begin a run (ignored while ``busy``). ``population``, ``shaping`` and
         ``tau`` must stay unchanged until ``done``.
     busy : Out(1)
-        High from the cycle after ``start`` to the ``done`` cycle.
+        High from the cycle after ``start`` to the cycle before ``done``.
     done : Out(1)
         Strobe, one cycle, at the end of a run.
     error : Out(1)
@@ -116,14 +124,15 @@ class Shaper(wiring.Component):
     ``S = ceil(N / (2p))`` sweeps, ``k`` isqrt bits): the scores are read in
     ``S * (2p + N)`` cycles (rank) or ``S * 2p`` (sign), one per cycle without a gap,
     from the second cycle after ``start``; ``done`` follows the last read after ``L`` (the
-    memory), 3 (register, compare, count), ``p + 1`` (write-out), ``k + 2`` (isqrt) and
-    ``12 + 1`` (tau * root) cycles::
+    memory), 4 (score register, compare, ``|d|`` decode, ``M``/``Q`` update), ``p + 1``
+    (g write-out), 1 (end of the sweeps seen), ``k + 1`` (isqrt) and 13 (``tau * root``
+    and ``theta``) cycles::
 
-        rank:  done - start = S * (2p + N) + L + p + k + 20
-        sign:  done - start = S * 2p       + L + p + k + 20
+        rank:  done - start = S * (2p + N) + L + p + k + 22
+        sign:  done - start = S * 2p       + L + p + k + 22
 
     (For ``p = 1``: ``N^2/2 + N`` reads in rank shaping, ``N`` in sign shaping.) One run
-    at a time: ``start`` is taken again in the cycle after ``done``.
+    at a time: ``start`` is taken again from the ``done`` cycle on.
     """
 
     def __init__(
