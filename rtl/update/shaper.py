@@ -50,7 +50,7 @@ __all__ = ["POPULATION_BITS", "TAU_BITS", "Shaper", "sum_g2_bound"]
 POPULATION_BITS = 13
 TAU_BITS = 12
 #: Fixed cycles of a run beside the sweeps (see :func:`shaper_cycles`).
-_OVERHEAD = 10
+_OVERHEAD = 9
 
 
 def sum_g2_bound(n: int) -> int:
@@ -125,11 +125,11 @@ class Shaper(wiring.Component):
     ``S * (2p + N)`` cycles (rank) or ``S * 2p`` (sign), one per cycle without a gap,
     from the second cycle after ``start``; ``done`` follows the last read after ``L`` (the
     memory), 4 (score register, compare, ``|d|`` decode, ``M``/``Q`` update), ``p + 1``
-    (g write-out), 1 (end of the sweeps seen), ``k + 1`` (isqrt) and 13 (``tau * root``
-    and ``theta``) cycles::
+    (g write-out), 1 (end of the sweeps seen), ``k + 1`` (isqrt) and 12 (``tau * root``)
+    cycles::
 
-        rank:  done - start = S * (2p + N) + L + p + k + 22
-        sign:  done - start = S * 2p       + L + p + k + 22
+        rank:  done - start = S * (2p + N) + L + p + k + 21
+        sign:  done - start = S * 2p       + L + p + k + 21
 
     (For ``p = 1``: ``N^2/2 + N`` reads in rank shaping, ``N`` in sign shaping.) One run
     at a time: ``start`` is taken again from the ``done`` cycle on.
@@ -353,14 +353,13 @@ class Shaper(wiring.Component):
         tsh = Signal(TAU_BITS)  # tau, MSB first
         done = Signal()
         error = Signal()
-        theta = Signal(self.theta_bits)
-        sum_g2 = Signal(self.sum_bits)
         m.d.comb += [
             self.busy.eq(busy),
             self.done.eq(done),
             self.error.eq(error),
-            self.theta.eq(theta),
-            self.sum_g2.eq(sum_g2),
+            # both hold from done to the next start (cleared at start)
+            self.theta.eq(mul >> 4),
+            self.sum_g2.eq(acc),
             isq.n.eq(acc),
         ]
         # One flip-flop per phase (one-hot), so that no enable decodes a state number.
@@ -368,7 +367,6 @@ class Shaper(wiring.Component):
         s_sweep = Signal()  # reads, compares, write-out
         s_isqrt = Signal()
         s_mul = Signal()
-        s_end = Signal()
         begin = self.start & ~busy
         bad = s_check & ~n_ok
         m.d.sync += in_flight.eq(
@@ -385,12 +383,11 @@ class Shaper(wiring.Component):
             s_sweep.eq((s_check & n_ok) | (s_sweep & in_flight)),
             s_isqrt.eq(sweeps_over | (s_isqrt & ~isq.done)),
             s_mul.eq((s_isqrt & isq.done) | (s_mul & ~mul_last)),
-            s_end.eq(mul_last),
-            done.eq(bad | s_end),
-            busy.eq(begin | (busy & ~bad & ~s_end)),
+            done.eq(bad | mul_last),
+            busy.eq(begin | (busy & ~bad & ~mul_last)),
         ]
         with m.If(begin):
-            m.d.sync += [error.eq(0), theta.eq(0), sum_g2.eq(0)]
+            m.d.sync += [error.eq(0), mul.eq(0), acc.eq(0)]
         with m.If(bad):
             m.d.sync += error.eq(1)
         with m.If(s_check):
@@ -403,16 +400,13 @@ class Shaper(wiring.Component):
                 n_m2.eq(n - 2),
                 w_pair.eq(0),
                 w_rem.eq(pairs - 1),
-                acc.eq(0),
             ]
         with m.If(s_isqrt & isq.done):
-            m.d.sync += [mul.eq(0), mul_i.eq(TAU_BITS), tsh.eq(self.tau), sum_g2.eq(acc)]
+            m.d.sync += [mul_i.eq(TAU_BITS), tsh.eq(self.tau)]
         with m.If(s_mul):
             m.d.sync += [
                 mul.eq((mul << 1) + Mux(tsh[-1], isq.root, 0)),
                 tsh.eq(tsh << 1),
                 mul_i.eq(mul_i - 1),
             ]
-        with m.If(s_end):
-            m.d.sync += theta.eq(mul >> 4)
         return m
