@@ -31,7 +31,8 @@ summed.
 At the end of a sweep its ``g`` values go out one per cycle on the g memory's write port
 (negated for ``a < b``) while the next sweep runs, and their squares are added to
 ``sum_g2``. Then :class:`~pentegg.rtl.update.isqrt.Isqrt` takes ``k + 1`` cycles and a
-shift-add multiply 12 (one per bit of ``tau``, MSB first), no multiplier or DSP anywhere.
+shift-add multiply 12 (one per bit of ``tau``, LSB first, a ``k + 1``-bit adder), no
+multiplier or DSP anywhere.
 """
 
 from __future__ import annotations
@@ -348,9 +349,9 @@ class Shaper(wiring.Component):
         # ---- control: sweeps, then isqrt, then theta = (tau * root) >> 4 ---------------
         # Registered (one cycle late, set from the check on): once low it stays low.
         in_flight = Signal()
-        mul = Signal(self.root_bits + TAU_BITS)
+        mul = Signal(self.root_bits + TAU_BITS)  # tau * root, shift-add: tau in the low bits
+        addend = Signal(self.root_bits)
         mul_i = Signal(range(TAU_BITS + 1))
-        tsh = Signal(TAU_BITS)  # tau, MSB first
         done = Signal()
         error = Signal()
         m.d.comb += [
@@ -402,11 +403,17 @@ class Shaper(wiring.Component):
                 w_rem.eq(pairs - 1),
             ]
         with m.If(s_isqrt & isq.done):
-            m.d.sync += [mul_i.eq(TAU_BITS), tsh.eq(self.tau)]
+            m.d.sync += [
+                mul_i.eq(TAU_BITS),
+                mul.eq(self.tau),
+                addend.eq(Mux(self.tau[0], isq.root, 0)),
+            ]
         with m.If(s_mul):
             m.d.sync += [
-                mul.eq((mul << 1) + Mux(tsh[-1], isq.root, 0)),
-                tsh.eq(tsh << 1),
+                # LSB first: the top adds root if the bit of tau shifting out is set
+                # (`addend`, chosen a cycle ahead so that the adder starts at flip-flops)
+                mul.eq(Cat(mul[1:TAU_BITS], mul[TAU_BITS:] + addend)),
+                addend.eq(Mux(mul[1], isq.root, 0)),
                 mul_i.eq(mul_i - 1),
             ]
         return m
