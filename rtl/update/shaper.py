@@ -288,28 +288,35 @@ class Shaper(wiring.Component):
         one = Signal(p)
         neg = [Signal(name=f"neg{j}") for j in range(p)]  # a < b
         ne = [Signal(name=f"ne{j}") for j in range(p)]  # a != b
+        # stage 4: M, M + 1 and Q = M^2 per pair. (M + e)^2 - M^2 is 2M + 1 (e = 1) or
+        # 4(M + 1) (e = 2), wiring of M and M + 1; this `step` is registered in stage 3
+        # from the next M (so that Q's adder starts at flip-flops).
+        mag = [Signal(self.m_bits, name=f"m{j}") for j in range(p)]
+        mag1 = [Signal(self.m_bits + 1, name=f"m1_{j}") for j in range(p)]  # M + 1
+        step = [Signal(self.m_bits + 3, name=f"step{j}") for j in range(p)]
+        sq = [Signal(self.q_bits, name=f"q{j}") for j in range(p)]
+        clear = t3["piv"] & (t3["idx"] == 0)  # a sweep's first pivot: M, Q start at 0
         for j in range(p):
             la, lb, ea, eb = lt[2 * j], lt[2 * j + 1], eq[2 * j], eq[2 * j + 1]
+            two_n = t2["str"] & (la ^ lb) & ~ea & ~eb
+            one_n = t2["str"] & (ea ^ eb)
+            mm, m1 = mag[j], mag1[j]
+            e = Cat(one[j], two[j])
+            mm_n = Mux(clear, 0, mm + e)
+            m1_n = Mux(clear, 1, m1 + e)
             m.d.sync += [
-                two[j].eq(t2["str"] & (la ^ lb) & ~ea & ~eb),
-                one[j].eq(t2["str"] & (ea ^ eb)),
+                two[j].eq(two_n),
+                one[j].eq(one_n),
+                mm.eq(mm_n),
+                m1.eq(m1_n),
+                step[j].eq(
+                    Mux(two_n, Cat(Const(0, 2), m1_n), Mux(one_n, Cat(Const(1, 1), mm_n), 0))
+                ),
+                sq[j].eq(Mux(clear, 0, sq[j] + step[j])),
             ]
             # pivot b of pair j was compared with a (loaded in an earlier cycle)
             with m.If(t2["piv"] & (t2["idx"] == 2 * j + 1)):
                 m.d.sync += [neg[j].eq(~la & ~ea), ne[j].eq(~ea)]
-        # stage 4: M, M + 1 and Q = M^2 per pair
-        mag = [Signal(self.m_bits, name=f"m{j}") for j in range(p)]
-        mag1 = [Signal(self.m_bits + 1, name=f"m1_{j}") for j in range(p)]  # M + 1
-        sq = [Signal(self.q_bits, name=f"q{j}") for j in range(p)]
-        for j in range(p):
-            mm, m1 = mag[j], mag1[j]
-            # (M + e)^2 - M^2: 2M + 1 (e = 1) or 4(M + 1) (e = 2), wiring of M and M + 1
-            step = Mux(two[j], Cat(Const(0, 2), m1), Mux(one[j], Cat(Const(1, 1), mm), 0))
-            e = Cat(one[j], two[j])
-            with m.If(t3["piv"] & (t3["idx"] == 0)):
-                m.d.sync += [mm.eq(0), m1.eq(1), sq[j].eq(0)]
-            with m.Else():
-                m.d.sync += [mm.eq(mm + e), m1.eq(m1 + e), sq[j].eq(sq[j] + step)]
 
         # ---- write-out: one g per cycle after each sweep -----------------------------
         fin_d = Signal()
