@@ -140,8 +140,9 @@ def test_spec_worked_example_rank_and_sign():
         {"max_population": 64, "score_bits": 8, "mem_latency": 2},
         {"max_population": 64, "score_bits": 32, "mem_latency": 3, "pivots": 3},
         {"max_population": 16, "score_bits": 12, "mem_latency": 1, "pivots": 2},
+        {"max_population": 2, "score_bits": 8, "mem_latency": 4},
     ],
-    ids=["lat1", "lat2-8bit", "lat3-32bit-pivots3", "pivots2-max16"],
+    ids=["lat1", "lat2-8bit", "lat3-32bit-pivots3", "pivots2-max16", "max2-lat4"],
 )
 def test_random_populations_match_golden(params):
     """Random N in 2..max (N = 2 and N = max always), both shapings, tau 0/16/4095 or

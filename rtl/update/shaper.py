@@ -22,8 +22,9 @@ A *sweep* holds ``pivots`` pairs (their ``2*pivots`` scores loaded as pivots) an
 all ``N`` scores past them, one per cycle; sweeps follow each other without a gap (the
 next sweep's pivots are read right after the last score of this one). Sign shaping reads
 the pivots only: ``g_j = sign(a - b)``, ``g_j^2 = |g_j|``. A read's score goes through
-four registered stages: the score, its comparisons with every pivot (``<``, ``==``), the
-``|d|`` decode per pair, ``M``/``M + 1``/``Q``. In the last sweep, pairs at or beyond
+four registered stages: the score; its comparisons with every pivot (``<``, ``==``); per
+pair, ``|d|`` and the ``Q`` step (from the next ``M``, so that ``Q``'s adder starts at
+flip-flops); ``M``, ``M + 1`` and ``Q``. In the last sweep, pairs at or beyond
 ``N / 2`` (when ``pivots`` does not divide ``N / 2``) read scores past ``N`` (addresses
 wrap at ``max_population``); their counters may wrap, and they are neither written nor
 summed.
@@ -50,7 +51,7 @@ __all__ = ["POPULATION_BITS", "TAU_BITS", "Shaper", "sum_g2_bound"]
 #: representable so that an out-of-range one is an error, not a truncation).
 POPULATION_BITS = 13
 TAU_BITS = 12
-#: Fixed cycles of a run beside the sweeps (see :func:`shaper_cycles`).
+#: Fixed cycles of a run beside the reads (see :meth:`Shaper.cycles`).
 _OVERHEAD = 9
 
 
@@ -79,7 +80,8 @@ class Shaper(wiring.Component):
     pivots : int
         1..16 and at most ``max_population / 2``: pairs per sweep. Each pivot pair costs
         two ``score_bits`` comparators (``<`` and ``==`` against each score), two pivot
-        registers, an ``M`` counter and a ``Q`` accumulator; rank shaping takes about
+        registers, ``M`` and ``M + 1`` counters, a ``Q`` step register and accumulator
+        and its share of the write-out shift register; rank shaping takes about
         ``N^2 / (2 * pivots)`` cycles.
 
     Widths (``Nmax = max_population``)
@@ -117,7 +119,7 @@ class Shaper(wiring.Component):
     s_addr : Out(range(max_population)), s_en : Out(1), s_data : In(signed(score_bits))
         The score memory's read port: ``s_data`` is the score of member ``s_addr`` read
         ``mem_latency`` cycles after a cycle with ``s_en`` high.
-    g_addr : Out(range(max_population // 2)), g_data : Out(signed(g_bits)), g_en : Out(1)
+    g_addr : Out(range(max(max_population // 2, 2))), g_data : Out(signed(g_bits)), g_en : Out(1)
         The g memory's write port: ``g_j`` of pair ``g_addr`` when ``g_en``. Each pair is
         written once per run, in ascending order.
 
@@ -125,7 +127,7 @@ class Shaper(wiring.Component):
     ``S = ceil(N / (2p))`` sweeps, ``k`` isqrt bits): the scores are read in
     ``S * (2p + N)`` cycles (rank) or ``S * 2p`` (sign), one per cycle without a gap,
     from the second cycle after ``start``; ``done`` follows the last read after ``L`` (the
-    memory), 4 (score register, compare, ``|d|`` decode, ``M``/``Q`` update), ``p + 1``
+    memory), 4 (score register, compare, ``|d|`` and step, ``M``/``Q`` update), ``p + 1``
     (g write-out), 1 (end of the sweeps seen), ``k + 1`` (isqrt) and 12 (``tau * root``)
     cycles::
 
@@ -173,7 +175,7 @@ class Shaper(wiring.Component):
                 "s_addr": Out(range(nmax)),
                 "s_en": Out(1),
                 "s_data": In(signed(self.score_bits)),
-                "g_addr": Out(range(self.max_pairs)),
+                "g_addr": Out(range(max(self.max_pairs, 2))),  # at least one bit
                 "g_data": Out(signed(self.g_bits)),
                 "g_en": Out(1),
             }
