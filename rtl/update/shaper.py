@@ -22,7 +22,8 @@ A *sweep* holds ``pivots`` pairs (their ``2*pivots`` scores loaded as pivots) an
 all ``N`` scores past them, one per cycle; sweeps follow each other without a gap (the
 next sweep's pivots are read right after the last score of this one). Sign shaping reads
 the pivots only: ``g_j = sign(a - b)``, ``g_j^2 = |g_j|``. A read's score goes through
-four registered stages: the score; its comparisons with every pivot (``<``, ``==``); per
+four registered stages: the score; its comparisons with every pivot (``<``, ``==``; for
+scores wider than 16 bits, of each half, combined in the next stage); per
 pair, ``|d|`` and the ``Q`` step (from the next ``M``, so that ``Q``'s adder starts at
 flip-flops); ``M``, ``M + 1`` and ``Q``. In the last sweep, pairs at or beyond
 ``N / 2`` (when ``pivots`` does not divide ``N / 2``) read scores past ``N`` (addresses
@@ -51,6 +52,8 @@ __all__ = ["POPULATION_BITS", "TAU_BITS", "Shaper", "sum_g2_bound"]
 #: representable so that an out-of-range one is an error, not a truncation).
 POPULATION_BITS = 13
 TAU_BITS = 12
+#: Scores wider than this are compared in two registered halves (fmax).
+SPLIT_COMPARE_BITS = 16
 #: Fixed cycles of a run beside the reads (see :meth:`Shaper.cycles`).
 _OVERHEAD = 9
 
@@ -276,12 +279,26 @@ class Shaper(wiring.Component):
                 m.d.sync += piv[i].eq(x1)
         t2 = tag("s2")
         m.d.sync += [t2[f].eq(t1[f]) for f in t2]
-        lt = Signal(P2)  # x < pivot i
-        eq = Signal(P2)  # x == pivot i
-        m.d.sync += [
-            lt.eq(Cat(x1 < piv[i] for i in range(P2))),
-            eq.eq(Cat(x1 == piv[i] for i in range(P2))),
-        ]
+        if sb <= SPLIT_COMPARE_BITS:
+            lt = Signal(P2)  # x < pivot i
+            eq = Signal(P2)  # x == pivot i
+            m.d.sync += [
+                lt.eq(Cat(x1 < piv[i] for i in range(P2))),
+                eq.eq(Cat(x1 == piv[i] for i in range(P2))),
+            ]
+        else:  # wide scores: each half compared, the halves combined in stage 3
+            h = sb // 2
+            lt_hi, eq_hi, lt_lo, eq_lo = (
+                Signal(P2, name=n) for n in ("lt_hi", "eq_hi", "lt_lo", "eq_lo")
+            )
+            m.d.sync += [
+                lt_hi.eq(Cat(x1[h:].as_signed() < piv[i][h:].as_signed() for i in range(P2))),
+                eq_hi.eq(Cat(x1[h:] == piv[i][h:] for i in range(P2))),
+                lt_lo.eq(Cat(x1[:h] < piv[i][:h] for i in range(P2))),
+                eq_lo.eq(Cat(x1[:h] == piv[i][:h] for i in range(P2))),
+            ]
+            lt = lt_hi | (eq_hi & lt_lo)
+            eq = eq_hi & eq_lo
         # stage 3: |d(x)| of each pair for a stream score: `two` strictly between a and
         # b, `one` equal to one of them (a != b); the sign of each pair as its b passes
         t3 = tag("s3")
