@@ -13,19 +13,28 @@ Rank shaping without sorting. With ``less_m`` the number of scores below ``s_m``
 over all ``N`` scores ``x``. Every ``d(x)`` has the sign of ``a - b`` (for ``a > b`` it is
 1 at ``x == b`` and ``x == a``, 2 between them, else 0), so the hardware counts the
 magnitude ``M = |g_j|`` with ``e = |d(x)|`` in {0, 1, 2} and keeps ``Q = M^2`` up to
-date without a multiplier: ``(M + e)^2 = M^2 + (2M + 1)`` for ``e = 1`` and
-``M^2 + 4M + 4`` for ``e = 2``, one addition of shifted ``M`` per score. The sign of
-``g_j`` comes from comparing ``b`` with ``a`` as ``b`` is loaded (the same comparators).
+date without a multiplier: ``(M + e)^2 - M^2`` is ``2M + 1`` for ``e = 1`` and
+``4(M + 1)`` for ``e = 2``, both plain wiring of ``M`` and of ``M + 1`` (kept in a
+register of its own), so ``Q`` takes one addition per score. The sign of ``g_j`` comes
+from comparing ``b`` with ``a`` as ``b`` is loaded (the same comparators).
 
 A *sweep* holds ``pivots`` pairs (their ``2*pivots`` scores loaded as pivots) and streams
 all ``N`` scores past them, one per cycle; sweeps follow each other without a gap (the
 next sweep's pivots are read right after the last score of this one). Sign shaping reads
-the pivots only: ``g_j = sign(a - b)``, ``g_j^2 = |g_j|``.
+the pivots only: ``g_j = sign(a - b)``, ``g_j^2 = |g_j|``. A read's score goes through
+four registered stages: the score; its comparisons with every pivot (``<``, ``==``; for
+scores wider than 16 bits, of each half, combined in the next stage); per
+pair, ``|d|`` and the ``Q`` step (from the next ``M``, so that ``Q``'s adder starts at
+flip-flops); ``M``, ``M + 1`` and ``Q``. In the last sweep, pairs at or beyond
+``N / 2`` (when ``pivots`` does not divide ``N / 2``) read scores past ``N`` (addresses
+wrap at ``max_population``); their counters may wrap, and they are neither written nor
+summed.
 
 At the end of a sweep its ``g`` values go out one per cycle on the g memory's write port
 (negated for ``a < b``) while the next sweep runs, and their squares are added to
-``sum_g2``. Then :class:`~pentegg.rtl.update.isqrt.Isqrt` takes ``k`` cycles and a
-shift-add multiply 12 (one per bit of ``tau``).
+``sum_g2``. Then :class:`~pentegg.rtl.update.isqrt.Isqrt` takes ``k + 1`` cycles and a
+shift-add multiply 12 (one per bit of ``tau``, LSB first, a ``k + 1``-bit adder), no
+multiplier or DSP anywhere.
 """
 
 from __future__ import annotations
@@ -43,8 +52,10 @@ __all__ = ["POPULATION_BITS", "TAU_BITS", "Shaper", "sum_g2_bound"]
 #: representable so that an out-of-range one is an error, not a truncation).
 POPULATION_BITS = 13
 TAU_BITS = 12
-#: Fixed cycles of a run beside the sweeps (see :func:`shaper_cycles`).
-_OVERHEAD = 10
+#: Scores wider than this are compared in two registered halves (fmax).
+SPLIT_COMPARE_BITS = 16
+#: Fixed cycles of a run beside the reads (see :meth:`Shaper.cycles`).
+_OVERHEAD = 9
 
 
 def sum_g2_bound(n: int) -> int:
@@ -72,7 +83,8 @@ class Shaper(wiring.Component):
     pivots : int
         1..16 and at most ``max_population / 2``: pairs per sweep. Each pivot pair costs
         two ``score_bits`` comparators (``<`` and ``==`` against each score), two pivot
-        registers, an ``M`` counter and a ``Q`` accumulator; rank shaping takes about
+        registers, ``M`` and ``M + 1`` counters, a ``Q`` step register and accumulator
+        and its share of the write-out shift register; rank shaping takes about
         ``N^2 / (2 * pivots)`` cycles.
 
     Widths (``Nmax = max_population``)
@@ -80,7 +92,9 @@ class Shaper(wiring.Component):
     * ``g_bits = bits_for(-2(Nmax-1), 2(Nmax-1))`` (``|g| <= 2(N-1)`` under rank shaping);
     * ``sum_g2``: unsigned, the width of ``2 Nmax (Nmax^2 - 1) / 3``
       (:func:`sum_g2_bound`; 36 bits for 4096);
-    * ``isqrt``: ``k = ceil(sum_bits / 2)`` bits; ``theta``: ``k + 12 - 4`` bits.
+    * ``isqrt``: ``k = ceil(sum_bits / 2)`` bits; ``theta``: ``k + 12 - 4`` bits;
+    * per pivot pair: ``M`` (the width of ``2(Nmax-1)``), ``M + 1`` (one bit more) and
+      ``Q`` (the width of ``4(Nmax-1)^2``), unsigned.
 
     Interface attributes
     --------------------
@@ -95,7 +109,7 @@ class Shaper(wiring.Component):
         Strobe: begin a run (ignored while ``busy``). ``population``, ``shaping`` and
         ``tau`` must stay unchanged until ``done``.
     busy : Out(1)
-        High from the cycle after ``start`` to the ``done`` cycle.
+        High from the cycle after ``start`` to the cycle before ``done``.
     done : Out(1)
         Strobe, one cycle, at the end of a run.
     error : Out(1)
@@ -108,7 +122,7 @@ class Shaper(wiring.Component):
     s_addr : Out(range(max_population)), s_en : Out(1), s_data : In(signed(score_bits))
         The score memory's read port: ``s_data`` is the score of member ``s_addr`` read
         ``mem_latency`` cycles after a cycle with ``s_en`` high.
-    g_addr : Out(range(max_population // 2)), g_data : Out(signed(g_bits)), g_en : Out(1)
+    g_addr : Out(range(max(max_population // 2, 2))), g_data : Out(signed(g_bits)), g_en : Out(1)
         The g memory's write port: ``g_j`` of pair ``g_addr`` when ``g_en``. Each pair is
         written once per run, in ascending order.
 
@@ -116,14 +130,15 @@ class Shaper(wiring.Component):
     ``S = ceil(N / (2p))`` sweeps, ``k`` isqrt bits): the scores are read in
     ``S * (2p + N)`` cycles (rank) or ``S * 2p`` (sign), one per cycle without a gap,
     from the second cycle after ``start``; ``done`` follows the last read after ``L`` (the
-    memory), 3 (register, compare, count), ``p + 1`` (write-out), ``k + 2`` (isqrt) and
-    ``12 + 1`` (tau * root) cycles::
+    memory), 4 (score register, compare, ``|d|`` and step, ``M``/``Q`` update), ``p + 1``
+    (g write-out), 1 (end of the sweeps seen), ``k + 1`` (isqrt) and 12 (``tau * root``)
+    cycles::
 
-        rank:  done - start = S * (2p + N) + L + p + k + 20
-        sign:  done - start = S * 2p       + L + p + k + 20
+        rank:  done - start = S * (2p + N) + L + p + k + 21
+        sign:  done - start = S * 2p       + L + p + k + 21
 
     (For ``p = 1``: ``N^2/2 + N`` reads in rank shaping, ``N`` in sign shaping.) One run
-    at a time: ``start`` is taken again in the cycle after ``done``.
+    at a time: ``start`` is taken again from the ``done`` cycle on.
     """
 
     def __init__(
@@ -163,7 +178,7 @@ class Shaper(wiring.Component):
                 "s_addr": Out(range(nmax)),
                 "s_en": Out(1),
                 "s_data": In(signed(self.score_bits)),
-                "g_addr": Out(range(self.max_pairs)),
+                "g_addr": Out(range(max(self.max_pairs, 2))),  # at least one bit
                 "g_data": Out(signed(self.g_bits)),
                 "g_en": Out(1),
             }
@@ -264,12 +279,26 @@ class Shaper(wiring.Component):
                 m.d.sync += piv[i].eq(x1)
         t2 = tag("s2")
         m.d.sync += [t2[f].eq(t1[f]) for f in t2]
-        lt = Signal(P2)  # x < pivot i
-        eq = Signal(P2)  # x == pivot i
-        m.d.sync += [
-            lt.eq(Cat(x1 < piv[i] for i in range(P2))),
-            eq.eq(Cat(x1 == piv[i] for i in range(P2))),
-        ]
+        if sb <= SPLIT_COMPARE_BITS:
+            lt = Signal(P2)  # x < pivot i
+            eq = Signal(P2)  # x == pivot i
+            m.d.sync += [
+                lt.eq(Cat(x1 < piv[i] for i in range(P2))),
+                eq.eq(Cat(x1 == piv[i] for i in range(P2))),
+            ]
+        else:  # wide scores: each half compared, the halves combined in stage 3
+            h = sb // 2
+            lt_hi, eq_hi, lt_lo, eq_lo = (
+                Signal(P2, name=n) for n in ("lt_hi", "eq_hi", "lt_lo", "eq_lo")
+            )
+            m.d.sync += [
+                lt_hi.eq(Cat(x1[h:].as_signed() < piv[i][h:].as_signed() for i in range(P2))),
+                eq_hi.eq(Cat(x1[h:] == piv[i][h:] for i in range(P2))),
+                lt_lo.eq(Cat(x1[:h] < piv[i][:h] for i in range(P2))),
+                eq_lo.eq(Cat(x1[:h] == piv[i][:h] for i in range(P2))),
+            ]
+            lt = lt_hi | (eq_hi & lt_lo)
+            eq = eq_hi & eq_lo
         # stage 3: |d(x)| of each pair for a stream score: `two` strictly between a and
         # b, `one` equal to one of them (a != b); the sign of each pair as its b passes
         t3 = tag("s3")
@@ -278,28 +307,35 @@ class Shaper(wiring.Component):
         one = Signal(p)
         neg = [Signal(name=f"neg{j}") for j in range(p)]  # a < b
         ne = [Signal(name=f"ne{j}") for j in range(p)]  # a != b
+        # stage 4: M, M + 1 and Q = M^2 per pair. (M + e)^2 - M^2 is 2M + 1 (e = 1) or
+        # 4(M + 1) (e = 2), wiring of M and M + 1; this `step` is registered in stage 3
+        # from the next M (so that Q's adder starts at flip-flops).
+        mag = [Signal(self.m_bits, name=f"m{j}") for j in range(p)]
+        mag1 = [Signal(self.m_bits + 1, name=f"m1_{j}") for j in range(p)]  # M + 1
+        step = [Signal(self.m_bits + 3, name=f"step{j}") for j in range(p)]
+        sq = [Signal(self.q_bits, name=f"q{j}") for j in range(p)]
+        clear = t3["piv"] & (t3["idx"] == 0)  # a sweep's first pivot: M, Q start at 0
         for j in range(p):
             la, lb, ea, eb = lt[2 * j], lt[2 * j + 1], eq[2 * j], eq[2 * j + 1]
+            two_n = t2["str"] & (la ^ lb) & ~ea & ~eb
+            one_n = t2["str"] & (ea ^ eb)
+            mm, m1 = mag[j], mag1[j]
+            e = Cat(one[j], two[j])
+            mm_n = Mux(clear, 0, mm + e)
+            m1_n = Mux(clear, 1, m1 + e)
             m.d.sync += [
-                two[j].eq(t2["str"] & (la ^ lb) & ~ea & ~eb),
-                one[j].eq(t2["str"] & (ea ^ eb)),
+                two[j].eq(two_n),
+                one[j].eq(one_n),
+                mm.eq(mm_n),
+                m1.eq(m1_n),
+                step[j].eq(
+                    Mux(two_n, Cat(Const(0, 2), m1_n), Mux(one_n, Cat(Const(1, 1), mm_n), 0))
+                ),
+                sq[j].eq(Mux(clear, 0, sq[j] + step[j])),
             ]
             # pivot b of pair j was compared with a (loaded in an earlier cycle)
             with m.If(t2["piv"] & (t2["idx"] == 2 * j + 1)):
                 m.d.sync += [neg[j].eq(~la & ~ea), ne[j].eq(~ea)]
-        # stage 4: M, M + 1 and Q = M^2 per pair
-        mag = [Signal(self.m_bits, name=f"m{j}") for j in range(p)]
-        mag1 = [Signal(self.m_bits + 1, name=f"m1_{j}") for j in range(p)]  # M + 1
-        sq = [Signal(self.q_bits, name=f"q{j}") for j in range(p)]
-        for j in range(p):
-            mm, m1 = mag[j], mag1[j]
-            # (M + e)^2 - M^2: 2M + 1 (e = 1) or 4(M + 1) (e = 2), wiring of M and M + 1
-            step = Mux(two[j], Cat(Const(0, 2), m1), Mux(one[j], Cat(Const(1, 1), mm), 0))
-            e = Cat(one[j], two[j])
-            with m.If(t3["piv"] & (t3["idx"] == 0)):
-                m.d.sync += [mm.eq(0), m1.eq(1), sq[j].eq(0)]
-            with m.Else():
-                m.d.sync += [mm.eq(mm + e), m1.eq(m1 + e), sq[j].eq(sq[j] + step)]
 
         # ---- write-out: one g per cycle after each sweep -----------------------------
         fin_d = Signal()
@@ -339,19 +375,18 @@ class Shaper(wiring.Component):
         # ---- control: sweeps, then isqrt, then theta = (tau * root) >> 4 ---------------
         # Registered (one cycle late, set from the check on): once low it stays low.
         in_flight = Signal()
-        mul = Signal(self.root_bits + TAU_BITS)
+        mul = Signal(self.root_bits + TAU_BITS)  # tau * root, shift-add: tau in the low bits
+        addend = Signal(self.root_bits)
         mul_i = Signal(range(TAU_BITS + 1))
-        tsh = Signal(TAU_BITS)  # tau, MSB first
         done = Signal()
         error = Signal()
-        theta = Signal(self.theta_bits)
-        sum_g2 = Signal(self.sum_bits)
         m.d.comb += [
             self.busy.eq(busy),
             self.done.eq(done),
             self.error.eq(error),
-            self.theta.eq(theta),
-            self.sum_g2.eq(sum_g2),
+            # both hold from done to the next start (cleared at start)
+            self.theta.eq(mul >> 4),
+            self.sum_g2.eq(acc),
             isq.n.eq(acc),
         ]
         # One flip-flop per phase (one-hot), so that no enable decodes a state number.
@@ -359,7 +394,6 @@ class Shaper(wiring.Component):
         s_sweep = Signal()  # reads, compares, write-out
         s_isqrt = Signal()
         s_mul = Signal()
-        s_end = Signal()
         begin = self.start & ~busy
         bad = s_check & ~n_ok
         m.d.sync += in_flight.eq(
@@ -376,12 +410,11 @@ class Shaper(wiring.Component):
             s_sweep.eq((s_check & n_ok) | (s_sweep & in_flight)),
             s_isqrt.eq(sweeps_over | (s_isqrt & ~isq.done)),
             s_mul.eq((s_isqrt & isq.done) | (s_mul & ~mul_last)),
-            s_end.eq(mul_last),
-            done.eq(bad | s_end),
-            busy.eq(begin | (busy & ~bad & ~s_end)),
+            done.eq(bad | mul_last),
+            busy.eq(begin | (busy & ~bad & ~mul_last)),
         ]
         with m.If(begin):
-            m.d.sync += [error.eq(0), theta.eq(0), sum_g2.eq(0)]
+            m.d.sync += [error.eq(0), mul.eq(0), acc.eq(0)]
         with m.If(bad):
             m.d.sync += error.eq(1)
         with m.If(s_check):
@@ -394,16 +427,19 @@ class Shaper(wiring.Component):
                 n_m2.eq(n - 2),
                 w_pair.eq(0),
                 w_rem.eq(pairs - 1),
-                acc.eq(0),
             ]
         with m.If(s_isqrt & isq.done):
-            m.d.sync += [mul.eq(0), mul_i.eq(TAU_BITS), tsh.eq(self.tau), sum_g2.eq(acc)]
+            m.d.sync += [
+                mul_i.eq(TAU_BITS),
+                mul.eq(self.tau),
+                addend.eq(Mux(self.tau[0], isq.root, 0)),
+            ]
         with m.If(s_mul):
             m.d.sync += [
-                mul.eq((mul << 1) + Mux(tsh[-1], isq.root, 0)),
-                tsh.eq(tsh << 1),
+                # LSB first: the top adds root if the bit of tau shifting out is set
+                # (`addend`, chosen a cycle ahead so that the adder starts at flip-flops)
+                mul.eq(Cat(mul[1:TAU_BITS], mul[TAU_BITS:] + addend)),
+                addend.eq(Mux(mul[1], isq.root, 0)),
                 mul_i.eq(mul_i - 1),
             ]
-        with m.If(s_end):
-            m.d.sync += theta.eq(mul >> 4)
         return m
