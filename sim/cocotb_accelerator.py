@@ -330,5 +330,5 @@ async def benchmark(dut):
         rec["bit_exact"] = True
         out.append(rec)
         dut._log.info(f"bench: {rec}")
-    with open(os.environ["PENTEGG_TB_BENCH_OUT"], "w") as f:
+    with open(_tb("bench_out", None), "w") as f:
         json.dump(out, f)
