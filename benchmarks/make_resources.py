@@ -85,6 +85,42 @@ ROWS: list[tuple[str, str, list[str]]] = [
 ]
 
 
+ROWS += [
+    (
+        "accelerator-synth",
+        label,
+        [*SYNTH, "accelerator", "--device", dev, *extra, "--json"],
+    )
+    for dev, label, extra in (
+        (
+            "up5k",
+            "lanes 1, noise_depth 256, small sample/label/batch memories",
+            [
+                "--param",
+                "lanes=1",
+                "--param",
+                "noise_depth=256",
+                "--param",
+                "sample_bytes=1024",
+                "--param",
+                "label_words=256",
+                "--param",
+                "batch_words=256",
+            ],
+        ),
+        ("ecp5-85", "lanes 16", ["--param", "lanes=16"]),
+    )
+]
+ROWS += [
+    (
+        "accelerator-cycles",
+        f"lanes {lanes}",
+        ["bench", "accelerator", "--lanes", str(lanes), "--json"],
+    )
+    for lanes in (16,)
+]
+
+
 def commit() -> str:
     r = subprocess.run(
         ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
@@ -144,6 +180,19 @@ def _cycles_row(label, args, rec) -> str:
     )
 
 
+def _step_row(label, args, rec) -> str:
+    total = rec["cycles_per_step"]
+    part = ", ".join(
+        f"{k.split('_')[0]} {100 * rec[k] / total:.1f}"
+        for k in ("eval_cycles", "shaping_cycles", "update_cycles", "other_cycles")
+    )
+    return (
+        f"| {label} | {total} | {part} | {rec['eval_cycles_per_sample']:.1f} | "
+        f"{rec['ideal_cycles']:.0f} | {rec['throughput_ratio']:.3f} | `{rec['commit']}` | "
+        f"`pentegg {shlex.join(args)}` |"
+    )
+
+
 def _header(*cols: str) -> str:
     return "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols)
 
@@ -153,6 +202,17 @@ _SYNTH_COLS += ("logic cells placed", "commit", "command")
 HEADERS = {
     "noise": _header(*_SYNTH_COLS),
     "evaluator-synth": _header(*_SYNTH_COLS),
+    "accelerator-synth": _header(*_SYNTH_COLS),
+    "accelerator-cycles": _header(
+        "configuration (digits default step: 64-64-10, population 256, batch 256)",
+        "cycles per step",
+        "% eval, shaping, update, other",
+        "eval cycles per sample",
+        "ideal",
+        "throughput_ratio",
+        "commit",
+        "command",
+    ),
     "evaluator-cycles": _header(
         "configuration (digits network, population 256, batch 16)",
         "cycles",
@@ -167,7 +227,7 @@ HEADERS = {
 
 
 def render(table: str, recs: list[tuple[str, list[str], dict]]) -> str:
-    fmt = _cycles_row if table == "evaluator-cycles" else _synth_row
+    fmt = {"evaluator-cycles": _cycles_row, "accelerator-cycles": _step_row}.get(table, _synth_row)
     return "\n".join([HEADERS[table], *(fmt(lab, args, rec) for lab, args, rec in recs)])
 
 
