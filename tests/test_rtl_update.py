@@ -82,13 +82,14 @@ def g_memory(dut, holder):
 
 VOTE_SETS = [
     # (lanes, rank, mode, digits, jobs)
-    (1, 4, "lowrank", "binomial", 4),
-    (2, 1, "lowrank", "uniform", 4),
-    (3, 4, "quantized", "binomial", 4),
-    (4, 16, "lowrank", "binomial", 3),
-    (2, 16, "quantized", "uniform", 3),
-    (4, 1, "quantized", "binomial", 4),
-    (1, 1, "lowrank", "binomial", 4),
+    (1, 4, "lowrank", "binomial", 6),
+    (2, 1, "lowrank", "uniform", 6),
+    (3, 4, "quantized", "binomial", 6),
+    (4, 16, "lowrank", "binomial", 4),
+    (2, 16, "quantized", "uniform", 4),
+    (4, 1, "quantized", "binomial", 6),
+    (1, 1, "lowrank", "binomial", 6),
+    (4, 4, "lowrank", "uniform", 6),
 ]
 
 
