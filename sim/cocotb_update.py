@@ -5,6 +5,11 @@ A job is one layer of one ES step: ``population, out, fan, seed, step, layer,
 sigma_shift`` and the shaped fitness ``g`` (one value per pair). Its reference is golden's
 ``accumulate_z`` on golden's ``make_noise`` for a configuration with that layer shape.
 Test environment (optional): ``PENTEGG_TB_CASES`` number of random jobs (default 10).
+
+Inside the simulator process the test runs golden on its NumPy engine
+(``PENTEGG_ENGINE=numpy`` unless set): low-rank runs twice stalled for over 7 minutes
+inside ``vvp`` with the Numba engine (suspected: its parallel kernels' worker threads;
+not reproduced in a plain Python process).
 """
 
 from __future__ import annotations
@@ -79,8 +84,9 @@ def _tb(name: str, default):
     return json.loads(v) if v is not None else default
 
 
-async def _run_job(dut, job: dict, p: dict, lanes: int) -> tuple[np.ndarray, int]:
-    """Drive one job (g memory with a one-cycle read latency), read Z back."""
+async def _run_job(dut, job: dict, limit: int, lanes: int) -> tuple[np.ndarray, int]:
+    """Drive one job (g memory with a one-cycle read latency), read Z back; fail after
+    ``limit`` cycles without ``done``."""
     for k in JOB_INPUTS:
         getattr(dut, k).value = job[k]
     g = job["g"]
@@ -98,6 +104,7 @@ async def _run_job(dut, job: dict, p: dict, lanes: int) -> tuple[np.ndarray, int
         cycles += 1
         if int(dut.done.value):
             break
+        assert cycles <= limit, f"no done after {limit} cycles: {job}"
     out, fan = job["out"], job["fan"]
     nkb = -(-fan // lanes)
     zb = _z_bits(dut, lanes)
@@ -124,6 +131,7 @@ def _z_bits(dut, lanes: int) -> int:
 @cocotb.test()
 async def random_jobs(dut):
     """Random jobs (at least 10) back to back, each Z compared with golden."""
+    os.environ.setdefault("PENTEGG_ENGINE", "numpy")  # see the module docstring
     p = json.loads(os.environ["PENTEGG_PARAMS"])
     rng = random.Random(cocotb.RANDOM_SEED)
     lanes, rank, mode, digits = p["lanes"], p["rank"], p["mode"], p["digits"]
@@ -134,10 +142,6 @@ async def random_jobs(dut):
     board = Scoreboard(f"votes {p}", dut._log)
     for n in range(max(10, _tb("cases", 10))):
         job = random_job(rng, p["max_width"], p["max_population"])
-        got, cycles = await _run_job(dut, job, p, lanes)
-        exp = golden_z(job, rank, mode, digits)
-        what = {k: job[k] for k in JOB_INPUTS}
-        board.check(f"job {n} Z {what}", exp, got, "Z entries")
         want = vote_cycles(
             pairs=job["population"] // 2,
             out=job["out"],
@@ -146,6 +150,10 @@ async def random_jobs(dut):
             rank=rank,
             digits=digits,
         )
+        got, cycles = await _run_job(dut, job, 2 * want + 100, lanes)
+        exp = golden_z(job, rank, mode, digits)
+        what = {k: job[k] for k in JOB_INPUTS}
+        board.check(f"job {n} Z {what}", exp, got, "Z entries")
         board.check(f"job {n} cycles", [want], [cycles], "cycle counts")
         assert not int(dut.error.value), f"job {n}: error flag set"
     board.report()
