@@ -6,10 +6,6 @@ sigma_shift`` and the shaped fitness ``g`` (one value per pair). Its reference i
 ``accumulate_z`` on golden's ``make_noise`` for a configuration with that layer shape.
 Test environment (optional): ``PENTEGG_TB_CASES`` number of random jobs (default 10).
 
-Inside the simulator process the test runs golden on its NumPy engine
-(``PENTEGG_ENGINE=numpy`` unless set): low-rank runs twice stalled for over 7 minutes
-inside ``vvp`` with the Numba engine (suspected: its parallel kernels' worker threads;
-not reproduced in a plain Python process).
 """
 
 from __future__ import annotations
@@ -70,7 +66,7 @@ def random_job(
     return {
         "population": n,
         "out": rng.choice([1, max_width, rng.randint(1, max_width)]),
-        "fan": rng.choice([1, 2, max_width + 1, rng.randint(1, max_width + 1) | 1]),
+        "fan": rng.choice([1, 2, max_width + 1, rng.randrange(1, max_width + 2, 2)]),
         "seed": rng.randrange(1 << 32),
         "step": rng.choice([0, 65534, rng.randrange(65535)]),
         "layer": rng.randint(0, max_layer),
@@ -95,15 +91,13 @@ async def _run_job(dut, job: dict, limit: int, lanes: int) -> tuple[np.ndarray, 
     await FallingEdge(dut.clk)
     dut.start.value = 0
     cycles = 1
-    while True:
+    while not int(dut.done.value):
         # g memory: the word at the address of the previous cycle
         a = int(dut.g_addr.value)
         await RisingEdge(dut.clk)
         dut.g_data.value = g[a] if a < len(g) else 0
         await FallingEdge(dut.clk)
         cycles += 1
-        if int(dut.done.value):
-            break
         assert cycles <= limit, f"no done after {limit} cycles: {job}"
     out, fan = job["out"], job["fan"]
     nkb = -(-fan // lanes)
@@ -131,7 +125,6 @@ def _z_bits(dut, lanes: int) -> int:
 @cocotb.test()
 async def random_jobs(dut):
     """Random jobs (at least 10) back to back, each Z compared with golden."""
-    os.environ.setdefault("PENTEGG_ENGINE", "numpy")  # see the module docstring
     p = json.loads(os.environ["PENTEGG_PARAMS"])
     rng = random.Random(cocotb.RANDOM_SEED)
     lanes, rank, mode, digits = p["lanes"], p["rank"], p["mode"], p["digits"]
