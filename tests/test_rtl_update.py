@@ -265,7 +265,7 @@ def _update_case(rng: random.Random, update: str, latent_bits: int):
     V at +-Vmax, W at +-2."""
     out = rng.choice([1, MAX_WIDTH, rng.randint(1, MAX_WIDTH)])
     fan = rng.choice([1, 5, MAX_WIDTH + 1, rng.randint(1, MAX_WIDTH + 1)])
-    theta = rng.choice([0, 0, 1, rng.randint(0, 50), 1 << 20])
+    theta = rng.choice([0, 0, 1, rng.randint(0, 50), 1 << 20, (1 << 32) - 1])
     vmax = (1 << (latent_bits - 1)) - 1
     z = np.array(
         [

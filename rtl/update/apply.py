@@ -191,10 +191,17 @@ class WeightUpdater(wiring.Component):
         z = Signal(signed(self.z_bits))
         zw = self.z_data.as_value()
         m.d.comb += z.eq((zw.word_select(s1_lane, self.z_bits) if lanes > 1 else zw).as_signed())
+        # theta clamped to 2^(z_bits-1) (no |Z| exceeds it) and negated once, at start
+        zlim = 1 << (self.z_bits - 1)
+        th_pos = Signal(range(zlim + 1))
+        th_neg = Signal(signed(self.z_bits + 1))
+        with m.If(self.start & ~self.busy):
+            th = Mux(self.theta > zlim, zlim, self.theta)
+            m.d.sync += [th_pos.eq(th), th_neg.eq(-th)]
         move = Signal(signed(2))
-        with m.If(z > self.theta):
+        with m.If(z > th_pos):
             m.d.comb += move.eq(1)
-        with m.Elif(z < -self.theta):
+        with m.Elif(z < th_neg):
             m.d.comb += move.eq(-1)
 
         # ---- stage 2: the move applied to V (or W), read at stage 1; V written
