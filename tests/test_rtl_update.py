@@ -29,6 +29,7 @@ from pentegg.sim.cocotb_update import JOB_INPUTS, golden_z, job_config, random_j
 from pentegg.sim.scoreboard import Scoreboard
 
 MAX_WIDTH, MAX_POP = 12, 16
+Z_BITS = 22  # the WeightUpdater tests' Z entries
 
 
 def _sim(dut, *benches, processes=()):
@@ -261,18 +262,18 @@ async def run_update(ctx, dut, out, fan, theta, q, w_base, v_base) -> int:
 
 
 def _update_case(rng: random.Random, update: str, latent_bits: int):
-    """A random layer with the edges: Z = 0, +-theta (does not move), +-(theta + 1),
-    V at +-Vmax, W at +-2."""
+    """A random layer with the edges: Z = 0, +-theta (does not move), +-(theta + 1), the
+    extremes of a Z entry, V at +-Vmax, W at +-2."""
     out = rng.choice([1, MAX_WIDTH, rng.randint(1, MAX_WIDTH)])
     fan = rng.choice([1, 5, MAX_WIDTH + 1, rng.randint(1, MAX_WIDTH + 1)])
     theta = rng.choice([0, 0, 1, rng.randint(0, 50), 1 << 20, (1 << 32) - 1])
     vmax = (1 << (latent_bits - 1)) - 1
-    z = np.array(
-        [
-            rng.choice([0, theta, -theta, theta + 1, -theta - 1, rng.randint(-99, 99)])
-            for _ in range(out * fan)
-        ]
-    ).reshape(out, fan)
+    zlo, zhi = -(1 << (Z_BITS - 1)), (1 << (Z_BITS - 1)) - 1  # what a Z entry holds
+    edges = [0, theta, -theta, theta + 1, -theta - 1, zlo, zhi]
+    edges = [e for e in edges if zlo <= e <= zhi]
+    z = np.array([rng.choice([*edges, rng.randint(-99, 99)]) for _ in range(out * fan)]).reshape(
+        out, fan
+    )
     v = np.array(
         [rng.choice([vmax, -vmax, 0, rng.randint(-vmax, vmax)]) for _ in range(out * fan)]
     ).reshape(out, fan)
@@ -288,7 +289,11 @@ def _update_case(rng: random.Random, update: str, latent_bits: int):
 def test_updater_equals_golden(update, latent_bits, lanes):
     rng = random.Random(harness.pick_seed(f"updater {update} {latent_bits} {lanes}"))
     dut = WeightUpdater(
-        update=update, latent_bits=latent_bits, lanes=lanes, max_width=MAX_WIDTH, z_bits=22
+        update=update,
+        latent_bits=latent_bits,
+        lanes=lanes,
+        max_width=MAX_WIDTH,
+        z_bits=Z_BITS,
     )
     board = Scoreboard(f"updater {update} latent_bits={latent_bits} lanes={lanes}")
     cases = [_update_case(rng, update, latent_bits) for _ in range(6)]
