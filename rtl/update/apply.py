@@ -82,11 +82,12 @@ class WeightUpdater(wiring.Component):
     v_waddr : Out(addr_bits), v_wdata : Out(signed(latent_bits)), v_wen : Out(1)
         Latent update only: write port of the latent memory.
 
-    Timing: ``done`` is high ``out * fan + 3`` cycles after the ``start`` cycle: one weight
-    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through three
-    pipeline stages (``Z`` to move; ``V`` or ``W`` read the cycle after ``Z``, updated;
-    the digit packed and the word written). Read ports: ``z_data`` one cycle after
-    ``z_addr``, ``v_rdata``/``w_rdata`` one cycle after ``v_raddr``/``w_raddr``.
+    Timing: ``done`` is high ``out * fan + 4`` cycles after the ``start`` cycle: one weight
+    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through four
+    pipeline stages (``Z`` to move; ``V`` or ``W``, read the cycle after ``Z``, updated
+    and saturated; ``V`` written and ``PQUANT``; the digit packed and the word written).
+    Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
+    after ``v_raddr``/``w_raddr``.
     """
 
     def __init__(
@@ -204,7 +205,7 @@ class WeightUpdater(wiring.Component):
         with m.Elif(z < th_neg):
             m.d.comb += move.eq(-1)
 
-        # ---- stage 2: the move applied to V (or W), read at stage 1; V written
+        # ---- stage 2: the move applied to V (or W), read at stage 1
         s2_valid = Signal()
         s2_last = Signal()
         s2_move = Signal(signed(2))
@@ -219,48 +220,64 @@ class WeightUpdater(wiring.Component):
             s2_wi.eq(s1_wi),
             s2_dpos.eq(s1_dpos),
         ]
-        code = Signal(3)  # the new W digit
-        if latent:
-            vmax = (1 << (self.latent_bits - 1)) - 1
-            vsum = Signal(signed(self.latent_bits + 1))
-            vnew = Signal(signed(self.latent_bits))
-            m.d.comb += vsum.eq(self.v_rdata + s2_move)
-            m.d.comb += vnew.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
-            m.submodules.pquant = pq = PentaryQuantizer(self.latent_bits, max_shift=self.q_max)
-            m.d.comb += [pq.x.eq(vnew), pq.shift.eq(self.latent_shift), code.eq(pq.q)]
-            m.d.comb += [
-                self.v_waddr.eq(s2_n),
-                self.v_wdata.eq(vnew),
-                self.v_wen.eq(s2_valid),
-            ]
-        else:
-            old = self.w_rdata.word_select(s2_dpos, 3).as_signed()
-            wsum = Signal(signed(4))
-            m.d.comb += wsum.eq(old + s2_move)
-            m.d.comb += code.eq(Mux(wsum > 2, 2, Mux(wsum < -2, -2, wsum)))
-
-        # ---- stage 3: the digit into the word being assembled; W written
+        # stage 2 gives the new V (latent) or the new W digit (pentary) to stage 3
         s3_valid = Signal()
         s3_last = Signal()
-        s3_code = Signal(3)
         s3_wi = Signal(ab)
         s3_dpos = Signal.like(dpos)
         m.d.sync += [
             s3_valid.eq(s2_valid),
             s3_last.eq(s2_last),
-            s3_code.eq(code),
             s3_wi.eq(s2_wi),
             s3_dpos.eq(s2_dpos),
         ]
+        code = Signal(3)  # the new W digit, in stage 3
+        if latent:
+            vmax = (1 << (self.latent_bits - 1)) - 1
+            vsum = Signal(signed(self.latent_bits + 1))
+            m.d.comb += vsum.eq(self.v_rdata + s2_move)
+            s3_v = Signal(signed(self.latent_bits))
+            m.d.sync += s3_v.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
+            s3_n = Signal(ab)
+            m.d.sync += s3_n.eq(s2_n)
+            # ---- stage 3: V written, W = PQUANT(V, q)
+            m.submodules.pquant = pq = PentaryQuantizer(self.latent_bits, max_shift=self.q_max)
+            m.d.comb += [pq.x.eq(s3_v), pq.shift.eq(self.latent_shift), code.eq(pq.q)]
+            m.d.comb += [
+                self.v_waddr.eq(s3_n),
+                self.v_wdata.eq(s3_v),
+                self.v_wen.eq(s3_valid),
+            ]
+        else:
+            old = self.w_rdata.word_select(s2_dpos, 3).as_signed()
+            wsum = Signal(signed(4))
+            m.d.comb += wsum.eq(old + s2_move)
+            s3_code = Signal(3)
+            m.d.sync += s3_code.eq(Mux(wsum > 2, 2, Mux(wsum < -2, -2, wsum)))
+            m.d.comb += code.eq(s3_code)
+
+        # ---- stage 4: the digit into the word being assembled; W written
+        s4_valid = Signal()
+        s4_last = Signal()
+        s4_code = Signal(3)
+        s4_wi = Signal(ab)
+        s4_dpos = Signal.like(dpos)
+        m.d.sync += [
+            s4_valid.eq(s3_valid),
+            s4_last.eq(s3_last),
+            s4_code.eq(code),
+            s4_wi.eq(s3_wi),
+            s4_dpos.eq(s3_dpos),
+        ]
         word = Signal(15)  # digits 0..dpos-1 of the word
         placed = Signal(15)
-        m.d.comb += placed.eq(Mux(s3_dpos == 0, 0, word) | (s3_code << (s3_dpos * 3)))
-        with m.If(s3_valid):
+        m.d.comb += placed.eq(Mux(s4_dpos == 0, 0, word) | (s4_code << (s4_dpos * 3)))
+        with m.If(s4_valid):
             m.d.sync += word.eq(placed)
         m.d.comb += [
-            self.w_waddr.eq(s3_wi),
+            self.w_waddr.eq(s4_wi),
             self.w_wdata.eq(placed),
-            self.w_wen.eq(s3_valid & ((s3_dpos == DIGITS_PER_WORD - 1) | s3_last)),
+            self.w_wen.eq(s4_valid & ((s4_dpos == DIGITS_PER_WORD - 1) | s4_last)),
         ]
 
         # ---- control
@@ -273,7 +290,7 @@ class WeightUpdater(wiring.Component):
         )
         busy = Signal()
         refused = Signal()
-        m.d.comb += [self.busy.eq(busy), self.done.eq(refused | (s3_valid & s3_last))]
+        m.d.comb += [self.busy.eq(busy), self.done.eq(refused | (s4_valid & s4_last))]
         m.d.sync += refused.eq(0)
         with m.If(self.start & ~busy):
             m.d.sync += self.error.eq(bad)
@@ -291,6 +308,6 @@ class WeightUpdater(wiring.Component):
                     n.eq(self.v_base if latent else 0),
                     wi.eq(self.w_base),
                 ]
-        with m.If(s3_valid & s3_last):
+        with m.If(s4_valid & s4_last):
             m.d.sync += busy.eq(0)
         return m
