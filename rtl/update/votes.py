@@ -317,9 +317,10 @@ class VoteAccumulator(wiring.Component):
         computing = Signal()
         issue = computing & (~need_a | core_a.o.valid)
         m.d.comb += core_a.o.ready.eq(computing & need_a)
-        last_c = c == r - 1
-        last_kb = kcol + lanes >= self.fan
-        last_o = o + 1 == self.out
+        # "last" flags as flip-flops, set as the counters move (short enable paths)
+        last_c = Signal()  # c == r - 1
+        last_kb = Signal()  # kcol + lanes >= fan
+        last_o = Signal()  # o == out - 1
         last_issue = issue & last_c & last_kb & last_o
         for i in range(lanes):
             m.d.comb += [b_rd[i].addr.eq(kb), b_rd[i].en.eq(1)]
@@ -345,13 +346,24 @@ class VoteAccumulator(wiring.Component):
         with m.If(issue):
             m.d.sync += [a_row.eq(Cat(a_now[3:], a_now[:3])), need_a.eq(0)]
             with m.If(last_c):
-                m.d.sync += [c.eq(0), zaddr.eq(zaddr + 1)]
+                m.d.sync += [c.eq(0), zaddr.eq(zaddr + 1), last_c.eq(r == 1)]
                 with m.If(last_kb):
-                    m.d.sync += [kb.eq(0), kcol.eq(0), o.eq(o + 1), need_a.eq(1)]
+                    m.d.sync += [
+                        kb.eq(0),
+                        kcol.eq(0),
+                        o.eq(o + 1),
+                        need_a.eq(1),
+                        last_kb.eq(lanes >= self.fan),
+                        last_o.eq(o + 2 == self.out),
+                    ]
                 with m.Else():
-                    m.d.sync += [kb.eq(kb + 1), kcol.eq(kcol + lanes)]
+                    m.d.sync += [
+                        kb.eq(kb + 1),
+                        kcol.eq(kcol + lanes),
+                        last_kb.eq(kcol + 2 * lanes >= self.fan),
+                    ]
             with m.Else():
-                m.d.sync += c.eq(c + 1)
+                m.d.sync += [c.eq(c + 1), last_c.eq(c + 2 == r)]
 
         acc = [Signal(signed(self.acc_bits), name=f"acc{i}") for i in range(lanes)]
         with m.If(s1_valid):
@@ -444,6 +456,9 @@ class VoteAccumulator(wiring.Component):
                         kcol.eq(0),
                         c.eq(0),
                         zaddr.eq(0),
+                        last_c.eq(r == 1),
+                        last_kb.eq(lanes >= self.fan),
+                        last_o.eq(self.out == 1),
                     ]
                     m.next = "COMPUTE"
             with m.State("COMPUTE"):
