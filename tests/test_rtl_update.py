@@ -500,3 +500,39 @@ def test_updater_runtime_errors():
             await ctx.tick()
 
     _sim(dut, bench)
+
+
+@pytest.mark.parametrize("latent_bits", [3, 4, 8])
+def test_updater_latent_every_v_move_and_shift(latent_bits):
+    """Every V in [-Vmax, Vmax] with every move, at every latent_shift: V and W equal
+    golden's apply_latent (the PQUANT thresholds of each shift, saturation at +-Vmax)."""
+    vmax = (1 << (latent_bits - 1)) - 1
+    vs = np.tile(np.arange(-vmax, vmax + 1), 3)
+    mv = np.repeat([-1, 0, 1], 2 * vmax + 1)
+    fan = 2 * vmax + 1
+    out = 3
+    theta = 5
+    z = (mv * (theta + 1)).reshape(out, fan)
+    v = vs.reshape(out, fan)
+    dut = WeightUpdater(update="latent", latent_bits=latent_bits, lanes=2, max_width=fan, z_bits=8)
+    board = Scoreboard(f"updater latent_bits={latent_bits} exhaustive")
+
+    async def bench(ctx):
+        for q in range(latent_shift_max(latent_bits) + 1):
+            cfg = Config(layers=(fan - 1, out), latent_bits=latent_bits, latent_shift=q)
+            ev, ew = apply_latent(cfg, v, moves(z, theta))
+            state["mem"] = mem = Memories(dut, z, np.zeros_like(v), v, 2, 1)
+            await run_update(ctx, dut, out, fan, theta, q, 2, 1)
+            board.check(f"q={q} V", ev.reshape(-1), mem.v[1 : 1 + v.size], "V")
+            board.check(f"q={q} W words", pack(ew), mem.w[2 : 2 + len(pack(ew))], "W words")
+
+    state = {}
+
+    async def memories(ctx):
+        sigs = Memories(dut, np.zeros((1, 1), dtype=int), np.zeros(1), None, 0, 0).signals()
+        async for vals in ctx.tick().sample(*sigs):
+            if "mem" in state:
+                state["mem"].cycle(ctx, vals[2:])
+
+    _sim(dut, bench, processes=[memories])
+    assert board.checked["V"] == v.size * (latent_shift_max(latent_bits) + 1)

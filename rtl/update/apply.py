@@ -22,7 +22,6 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..params import check_choice, check_int
-from ..pquant import PentaryQuantizer
 from .votes import LANES_MAX, MAX_WIDTH, z_layout
 
 __all__ = ["UPDATES", "WeightUpdater", "latent_shift_max"]
@@ -85,7 +84,8 @@ class WeightUpdater(wiring.Component):
     Timing: ``done`` is high ``out * fan + 4`` cycles after the ``start`` cycle: one weight
     per cycle (a ``V`` write per cycle, a ``W`` word write every five) through four
     pipeline stages (``Z`` to move; ``V`` or ``W``, read the cycle after ``Z``, updated
-    and saturated; ``V`` written and ``PQUANT``; the digit packed and the word written).
+    and saturated; ``V`` written and ``PQUANT`` as four comparisons of ``V`` with the
+    thresholds of ``latent_shift``; the digit packed and the word written).
     Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
     after ``v_raddr``/``w_raddr``.
     """
@@ -192,6 +192,19 @@ class WeightUpdater(wiring.Component):
         z = Signal(signed(self.z_bits))
         zw = self.z_data.as_value()
         m.d.comb += z.eq((zw.word_select(s1_lane, self.z_bits) if lanes > 1 else zw).as_signed())
+        # PQUANT(V, q) thresholds on |V|, fixed for a run: t1 = 2^(q-1), t2 = 3 * 2^(q-1)
+        # (q = 0: 1 and 2), from a table at start
+        if latent:
+            t1 = Signal(self.latent_bits)
+            t2 = Signal(self.latent_bits + 1)
+            with m.If(self.start & ~self.busy):
+                with m.Switch(self.latent_shift):
+                    for q in range(self.q_max + 1):
+                        with m.Case(q):
+                            m.d.sync += [
+                                t1.eq((1 << q) >> 1 if q else 1),
+                                t2.eq(3 << (q - 1) if q else 2),
+                            ]
         # theta clamped to 2^(z_bits-1) (no |Z| exceeds it) and negated once, at start
         zlim = 1 << (self.z_bits - 1)
         th_pos = Signal(range(zlim + 1))
@@ -240,9 +253,19 @@ class WeightUpdater(wiring.Component):
             m.d.sync += s3_v.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
             s3_n = Signal(ab)
             m.d.sync += s3_n.eq(s2_n)
-            # ---- stage 3: V written, W = PQUANT(V, q)
-            m.submodules.pquant = pq = PentaryQuantizer(self.latent_bits, max_shift=self.q_max)
-            m.d.comb += [pq.x.eq(s3_v), pq.shift.eq(self.latent_shift), code.eq(pq.q)]
+            # ---- stage 3: V written, W = PQUANT(V, q) as comparisons of V with the
+            # thresholds of q (spec 4.1: level 1 from |V| >= t1, level 2 from |V| >= t2)
+            pos1 = Signal()
+            pos2 = Signal()
+            neg1 = Signal()
+            neg2 = Signal()
+            m.d.comb += [
+                pos1.eq(s3_v >= t1),
+                pos2.eq(s3_v >= t2),
+                neg1.eq(s3_v <= -t1),
+                neg2.eq(s3_v <= -t2),
+            ]
+            m.d.comb += code.eq(Mux(pos2, 2, Mux(neg2, -2, Mux(pos1, 1, Mux(neg1, -1, 0)))))
             m.d.comb += [
                 self.v_waddr.eq(s3_n),
                 self.v_wdata.eq(s3_v),
