@@ -5,6 +5,7 @@ A job is one layer of one ES step: ``population, out, fan, seed, step, layer,
 sigma_shift`` and the shaped fitness ``g`` (one value per pair). Its reference is golden's
 ``accumulate_z`` on golden's ``make_noise`` for a configuration with that layer shape.
 Test environment (optional): ``PENTEGG_TB_CASES`` number of random jobs (default 10).
+
 """
 
 from __future__ import annotations
@@ -65,7 +66,7 @@ def random_job(
     return {
         "population": n,
         "out": rng.choice([1, max_width, rng.randint(1, max_width)]),
-        "fan": rng.choice([1, 2, max_width + 1, rng.randint(1, max_width + 1) | 1]),
+        "fan": rng.choice([1, 2, max_width + 1, rng.randrange(1, max_width + 2, 2)]),
         "seed": rng.randrange(1 << 32),
         "step": rng.choice([0, 65534, rng.randrange(65535)]),
         "layer": rng.randint(0, max_layer),
@@ -79,8 +80,9 @@ def _tb(name: str, default):
     return json.loads(v) if v is not None else default
 
 
-async def _run_job(dut, job: dict, p: dict, lanes: int) -> tuple[np.ndarray, int]:
-    """Drive one job (g memory with a one-cycle read latency), read Z back."""
+async def _run_job(dut, job: dict, limit: int, lanes: int) -> tuple[np.ndarray, int]:
+    """Drive one job (g memory with a one-cycle read latency), read Z back; fail after
+    ``limit`` cycles without ``done``."""
     for k in JOB_INPUTS:
         getattr(dut, k).value = job[k]
     g = job["g"]
@@ -89,15 +91,14 @@ async def _run_job(dut, job: dict, p: dict, lanes: int) -> tuple[np.ndarray, int
     await FallingEdge(dut.clk)
     dut.start.value = 0
     cycles = 1
-    while True:
+    while not int(dut.done.value):
         # g memory: the word at the address of the previous cycle
         a = int(dut.g_addr.value)
         await RisingEdge(dut.clk)
         dut.g_data.value = g[a] if a < len(g) else 0
         await FallingEdge(dut.clk)
         cycles += 1
-        if int(dut.done.value):
-            break
+        assert cycles <= limit, f"no done after {limit} cycles: {job}"
     out, fan = job["out"], job["fan"]
     nkb = -(-fan // lanes)
     zb = _z_bits(dut, lanes)
@@ -134,10 +135,6 @@ async def random_jobs(dut):
     board = Scoreboard(f"votes {p}", dut._log)
     for n in range(max(10, _tb("cases", 10))):
         job = random_job(rng, p["max_width"], p["max_population"])
-        got, cycles = await _run_job(dut, job, p, lanes)
-        exp = golden_z(job, rank, mode, digits)
-        what = {k: job[k] for k in JOB_INPUTS}
-        board.check(f"job {n} Z {what}", exp, got, "Z entries")
         want = vote_cycles(
             pairs=job["population"] // 2,
             out=job["out"],
@@ -146,6 +143,10 @@ async def random_jobs(dut):
             rank=rank,
             digits=digits,
         )
+        got, cycles = await _run_job(dut, job, 2 * want + 100, lanes)
+        exp = golden_z(job, rank, mode, digits)
+        what = {k: job[k] for k in JOB_INPUTS}
+        board.check(f"job {n} Z {what}", exp, got, "Z entries")
         board.check(f"job {n} cycles", [want], [cycles], "cycle counts")
         assert not int(dut.error.value), f"job {n}: error flag set"
     board.report()

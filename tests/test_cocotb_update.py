@@ -9,10 +9,13 @@ from pentegg.sim import harness
 SETS = [
     {"lanes": 3, "rank": 4, "mode": "lowrank", "digits": "binomial"},
     {"lanes": 2, "rank": 1, "mode": "quantized", "digits": "uniform"},
+    {"lanes": 4, "rank": 16, "mode": "quantized", "digits": "binomial"},
 ]
 
 
-@pytest.mark.parametrize("params", SETS, ids=lambda p: f"lanes{p['lanes']}-{p['mode']}")
+@pytest.mark.parametrize(
+    "params", SETS, ids=lambda p: f"lanes{p['lanes']}-rank{p['rank']}-{p['mode']}"
+)
 def test_cocotb_icarus_votes(params):
     harness.run(
         "votes",

@@ -29,6 +29,7 @@ from pentegg.sim.cocotb_update import JOB_INPUTS, golden_z, job_config, random_j
 from pentegg.sim.scoreboard import Scoreboard
 
 MAX_WIDTH, MAX_POP = 12, 16
+Z_BITS = 22  # the WeightUpdater tests' Z entries
 
 
 def _sim(dut, *benches, processes=()):
@@ -82,13 +83,14 @@ def g_memory(dut, holder):
 
 VOTE_SETS = [
     # (lanes, rank, mode, digits, jobs)
-    (1, 4, "lowrank", "binomial", 4),
-    (2, 1, "lowrank", "uniform", 4),
-    (3, 4, "quantized", "binomial", 4),
-    (4, 16, "lowrank", "binomial", 3),
-    (2, 16, "quantized", "uniform", 3),
-    (4, 1, "quantized", "binomial", 4),
-    (1, 1, "lowrank", "binomial", 4),
+    (1, 4, "lowrank", "binomial", 6),
+    (2, 1, "lowrank", "uniform", 6),
+    (3, 4, "quantized", "binomial", 6),
+    (4, 16, "lowrank", "binomial", 4),
+    (2, 16, "quantized", "uniform", 4),
+    (4, 1, "quantized", "binomial", 6),
+    (1, 1, "lowrank", "binomial", 6),
+    (4, 4, "lowrank", "uniform", 6),
 ]
 
 
@@ -260,18 +262,18 @@ async def run_update(ctx, dut, out, fan, theta, q, w_base, v_base) -> int:
 
 
 def _update_case(rng: random.Random, update: str, latent_bits: int):
-    """A random layer with the edges: Z = 0, +-theta (does not move), +-(theta + 1),
-    V at +-Vmax, W at +-2."""
+    """A random layer with the edges: Z = 0, +-theta (does not move), +-(theta + 1), the
+    extremes of a Z entry, V at +-Vmax, W at +-2."""
     out = rng.choice([1, MAX_WIDTH, rng.randint(1, MAX_WIDTH)])
     fan = rng.choice([1, 5, MAX_WIDTH + 1, rng.randint(1, MAX_WIDTH + 1)])
-    theta = rng.choice([0, 0, 1, rng.randint(0, 50), 1 << 20])
+    theta = rng.choice([0, 0, 1, rng.randint(0, 50), 1 << 20, (1 << 32) - 1])
     vmax = (1 << (latent_bits - 1)) - 1
-    z = np.array(
-        [
-            rng.choice([0, theta, -theta, theta + 1, -theta - 1, rng.randint(-99, 99)])
-            for _ in range(out * fan)
-        ]
-    ).reshape(out, fan)
+    zlo, zhi = -(1 << (Z_BITS - 1)), (1 << (Z_BITS - 1)) - 1  # what a Z entry holds
+    edges = [0, theta, -theta, theta + 1, -theta - 1, zlo, zhi]
+    edges = [e for e in edges if zlo <= e <= zhi]
+    z = np.array([rng.choice([*edges, rng.randint(-99, 99)]) for _ in range(out * fan)]).reshape(
+        out, fan
+    )
     v = np.array(
         [rng.choice([vmax, -vmax, 0, rng.randint(-vmax, vmax)]) for _ in range(out * fan)]
     ).reshape(out, fan)
@@ -287,7 +289,11 @@ def _update_case(rng: random.Random, update: str, latent_bits: int):
 def test_updater_equals_golden(update, latent_bits, lanes):
     rng = random.Random(harness.pick_seed(f"updater {update} {latent_bits} {lanes}"))
     dut = WeightUpdater(
-        update=update, latent_bits=latent_bits, lanes=lanes, max_width=MAX_WIDTH, z_bits=22
+        update=update,
+        latent_bits=latent_bits,
+        lanes=lanes,
+        max_width=MAX_WIDTH,
+        z_bits=Z_BITS,
     )
     board = Scoreboard(f"updater {update} latent_bits={latent_bits} lanes={lanes}")
     cases = [_update_case(rng, update, latent_bits) for _ in range(6)]
@@ -313,7 +319,7 @@ def test_updater_equals_golden(update, latent_bits, lanes):
             )
             if ev is not None:
                 board.check(f"{tag} V", ev.reshape(-1), mem.v[v_base : v_base + out * fan], "V")
-            board.check(f"{tag} cycles", [out * fan + 1], [cycles], "cycles")
+            board.check(f"{tag} cycles", [out * fan + 4], [cycles], "cycles")
             assert not ctx.get(dut.error)
 
     async def memories(ctx):
@@ -494,3 +500,39 @@ def test_updater_runtime_errors():
             await ctx.tick()
 
     _sim(dut, bench)
+
+
+@pytest.mark.parametrize("latent_bits", [3, 4, 8])
+def test_updater_latent_every_v_move_and_shift(latent_bits):
+    """Every V in [-Vmax, Vmax] with every move, at every latent_shift: V and W equal
+    golden's apply_latent (the PQUANT thresholds of each shift, saturation at +-Vmax)."""
+    vmax = (1 << (latent_bits - 1)) - 1
+    vs = np.tile(np.arange(-vmax, vmax + 1), 3)
+    mv = np.repeat([-1, 0, 1], 2 * vmax + 1)
+    fan = 2 * vmax + 1
+    out = 3
+    theta = 5
+    z = (mv * (theta + 1)).reshape(out, fan)
+    v = vs.reshape(out, fan)
+    dut = WeightUpdater(update="latent", latent_bits=latent_bits, lanes=2, max_width=fan, z_bits=8)
+    board = Scoreboard(f"updater latent_bits={latent_bits} exhaustive")
+
+    async def bench(ctx):
+        for q in range(latent_shift_max(latent_bits) + 1):
+            cfg = Config(layers=(fan - 1, out), latent_bits=latent_bits, latent_shift=q)
+            ev, ew = apply_latent(cfg, v, moves(z, theta))
+            state["mem"] = mem = Memories(dut, z, np.zeros_like(v), v, 2, 1)
+            await run_update(ctx, dut, out, fan, theta, q, 2, 1)
+            board.check(f"q={q} V", ev.reshape(-1), mem.v[1 : 1 + v.size], "V")
+            board.check(f"q={q} W words", pack(ew), mem.w[2 : 2 + len(pack(ew))], "W words")
+
+    state = {}
+
+    async def memories(ctx):
+        sigs = Memories(dut, np.zeros((1, 1), dtype=int), np.zeros(1), None, 0, 0).signals()
+        async for vals in ctx.tick().sample(*sigs):
+            if "mem" in state:
+                state["mem"].cycle(ctx, vals[2:])
+
+    _sim(dut, bench, processes=[memories])
+    assert board.checked["V"] == v.size * (latent_shift_max(latent_bits) + 1)

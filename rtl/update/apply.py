@@ -22,7 +22,6 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..params import check_choice, check_int
-from ..pquant import PentaryQuantizer
 from .votes import LANES_MAX, MAX_WIDTH, z_layout
 
 __all__ = ["UPDATES", "WeightUpdater", "latent_shift_max"]
@@ -82,9 +81,13 @@ class WeightUpdater(wiring.Component):
     v_waddr : Out(addr_bits), v_wdata : Out(signed(latent_bits)), v_wen : Out(1)
         Latent update only: write port of the latent memory.
 
-    Timing: ``done`` is high ``out * fan + 1`` cycles after the ``start`` cycle: one weight
-    per cycle (a ``V`` write per cycle, a ``W`` word write every five), one cycle of
-    pipeline.
+    Timing: ``done`` is high ``out * fan + 4`` cycles after the ``start`` cycle: one weight
+    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through four
+    pipeline stages (``Z`` to move; ``V`` or ``W``, read the cycle after ``Z``, updated
+    and saturated; ``V`` written and ``PQUANT`` as four comparisons of ``V`` with the
+    thresholds of ``latent_shift``; the digit packed and the word written).
+    Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
+    after ``v_raddr``/``w_raddr``.
     """
 
     def __init__(
@@ -152,10 +155,6 @@ class WeightUpdater(wiring.Component):
         last_k = k + 1 == self.fan
         last = last_k & (o + 1 == self.out)
         m.d.comb += self.z_addr.eq(zaddr)
-        if latent:
-            m.d.comb += self.v_raddr.eq(n)
-        else:
-            m.d.comb += self.w_raddr.eq(wi)
         with m.If(walking):
             m.d.sync += n.eq(n + 1)
             with m.If(dpos == DIGITS_PER_WORD - 1):
@@ -171,7 +170,7 @@ class WeightUpdater(wiring.Component):
             with m.If(last):
                 m.d.sync += walking.eq(0)
 
-        # ---- stage 1: the data of stage 0's addresses
+        # ---- stage 1: Z (read at stage 0) -> move; the V or W read is issued
         s1_valid = Signal()
         s1_last = Signal()
         s1_lane = Signal.like(lane)
@@ -186,45 +185,122 @@ class WeightUpdater(wiring.Component):
             s1_wi.eq(wi),
             s1_dpos.eq(dpos),
         ]
+        if latent:
+            m.d.comb += self.v_raddr.eq(s1_n)
+        else:
+            m.d.comb += self.w_raddr.eq(s1_wi)
         z = Signal(signed(self.z_bits))
         zw = self.z_data.as_value()
         m.d.comb += z.eq((zw.word_select(s1_lane, self.z_bits) if lanes > 1 else zw).as_signed())
+        # PQUANT(V, q) thresholds on |V|, fixed for a run: t1 = 2^(q-1), t2 = 3 * 2^(q-1)
+        # (q = 0: 1 and 2), from a table at start
+        if latent:
+            t1 = Signal(self.latent_bits)
+            t2 = Signal(self.latent_bits + 1)
+            with m.If(self.start & ~self.busy):
+                with m.Switch(self.latent_shift):
+                    for q in range(self.q_max + 1):
+                        with m.Case(q):
+                            m.d.sync += [
+                                t1.eq((1 << q) >> 1 if q else 1),
+                                t2.eq(3 << (q - 1) if q else 2),
+                            ]
+        # theta clamped to 2^(z_bits-1) (no |Z| exceeds it) and negated once, at start
+        zlim = 1 << (self.z_bits - 1)
+        th_pos = Signal(range(zlim + 1))
+        th_neg = Signal(signed(self.z_bits + 1))
+        with m.If(self.start & ~self.busy):
+            th = Mux(self.theta > zlim, zlim, self.theta)
+            m.d.sync += [th_pos.eq(th), th_neg.eq(-th)]
         move = Signal(signed(2))
-        with m.If(z > self.theta):
+        with m.If(z > th_pos):
             m.d.comb += move.eq(1)
-        with m.Elif(z < -self.theta):
+        with m.Elif(z < th_neg):
             m.d.comb += move.eq(-1)
 
-        code = Signal(3)  # the new W digit
+        # ---- stage 2: the move applied to V (or W), read at stage 1
+        s2_valid = Signal()
+        s2_last = Signal()
+        s2_move = Signal(signed(2))
+        s2_n = Signal(ab)
+        s2_wi = Signal(ab)
+        s2_dpos = Signal.like(dpos)
+        m.d.sync += [
+            s2_valid.eq(s1_valid),
+            s2_last.eq(s1_last),
+            s2_move.eq(move),
+            s2_n.eq(s1_n),
+            s2_wi.eq(s1_wi),
+            s2_dpos.eq(s1_dpos),
+        ]
+        # stage 2 gives the new V (latent) or the new W digit (pentary) to stage 3
+        s3_valid = Signal()
+        s3_last = Signal()
+        s3_wi = Signal(ab)
+        s3_dpos = Signal.like(dpos)
+        m.d.sync += [
+            s3_valid.eq(s2_valid),
+            s3_last.eq(s2_last),
+            s3_wi.eq(s2_wi),
+            s3_dpos.eq(s2_dpos),
+        ]
+        code = Signal(3)  # the new W digit, in stage 3
         if latent:
             vmax = (1 << (self.latent_bits - 1)) - 1
             vsum = Signal(signed(self.latent_bits + 1))
-            vnew = Signal(signed(self.latent_bits))
-            m.d.comb += vsum.eq(self.v_rdata + move)
-            m.d.comb += vnew.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
-            m.submodules.pquant = pq = PentaryQuantizer(self.latent_bits, max_shift=self.q_max)
-            m.d.comb += [pq.x.eq(vnew), pq.shift.eq(self.latent_shift), code.eq(pq.q)]
+            m.d.comb += vsum.eq(self.v_rdata + s2_move)
+            s3_v = Signal(signed(self.latent_bits))
+            m.d.sync += s3_v.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
+            s3_n = Signal(ab)
+            m.d.sync += s3_n.eq(s2_n)
+            # ---- stage 3: V written, W = PQUANT(V, q) as comparisons of V with the
+            # thresholds of q (spec 4.1: level 1 from |V| >= t1, level 2 from |V| >= t2)
+            pos1 = Signal()
+            pos2 = Signal()
+            neg1 = Signal()
+            neg2 = Signal()
             m.d.comb += [
-                self.v_waddr.eq(s1_n),
-                self.v_wdata.eq(vnew),
-                self.v_wen.eq(s1_valid),
+                pos1.eq(s3_v >= t1),
+                pos2.eq(s3_v >= t2),
+                neg1.eq(s3_v <= -t1),
+                neg2.eq(s3_v <= -t2),
+            ]
+            m.d.comb += code.eq(Mux(pos2, 2, Mux(neg2, -2, Mux(pos1, 1, Mux(neg1, -1, 0)))))
+            m.d.comb += [
+                self.v_waddr.eq(s3_n),
+                self.v_wdata.eq(s3_v),
+                self.v_wen.eq(s3_valid),
             ]
         else:
-            old = self.w_rdata.word_select(s1_dpos, 3).as_signed()
+            old = self.w_rdata.word_select(s2_dpos, 3).as_signed()
             wsum = Signal(signed(4))
-            m.d.comb += wsum.eq(old + move)
-            m.d.comb += code.eq(Mux(wsum > 2, 2, Mux(wsum < -2, -2, wsum)))
+            m.d.comb += wsum.eq(old + s2_move)
+            s3_code = Signal(3)
+            m.d.sync += s3_code.eq(Mux(wsum > 2, 2, Mux(wsum < -2, -2, wsum)))
+            m.d.comb += code.eq(s3_code)
 
-        # the word being assembled: digits 0..dpos-1 of it in word
-        word = Signal(15)
+        # ---- stage 4: the digit into the word being assembled; W written
+        s4_valid = Signal()
+        s4_last = Signal()
+        s4_code = Signal(3)
+        s4_wi = Signal(ab)
+        s4_dpos = Signal.like(dpos)
+        m.d.sync += [
+            s4_valid.eq(s3_valid),
+            s4_last.eq(s3_last),
+            s4_code.eq(code),
+            s4_wi.eq(s3_wi),
+            s4_dpos.eq(s3_dpos),
+        ]
+        word = Signal(15)  # digits 0..dpos-1 of the word
         placed = Signal(15)
-        m.d.comb += placed.eq(Mux(s1_dpos == 0, 0, word) | (code << (s1_dpos * 3)))
-        with m.If(s1_valid):
+        m.d.comb += placed.eq(Mux(s4_dpos == 0, 0, word) | (s4_code << (s4_dpos * 3)))
+        with m.If(s4_valid):
             m.d.sync += word.eq(placed)
         m.d.comb += [
-            self.w_waddr.eq(s1_wi),
+            self.w_waddr.eq(s4_wi),
             self.w_wdata.eq(placed),
-            self.w_wen.eq(s1_valid & ((s1_dpos == DIGITS_PER_WORD - 1) | s1_last)),
+            self.w_wen.eq(s4_valid & ((s4_dpos == DIGITS_PER_WORD - 1) | s4_last)),
         ]
 
         # ---- control
@@ -237,7 +313,7 @@ class WeightUpdater(wiring.Component):
         )
         busy = Signal()
         refused = Signal()
-        m.d.comb += [self.busy.eq(busy), self.done.eq(refused | (s1_valid & s1_last))]
+        m.d.comb += [self.busy.eq(busy), self.done.eq(refused | (s4_valid & s4_last))]
         m.d.sync += refused.eq(0)
         with m.If(self.start & ~busy):
             m.d.sync += self.error.eq(bad)
@@ -255,6 +331,6 @@ class WeightUpdater(wiring.Component):
                     n.eq(self.v_base if latent else 0),
                     wi.eq(self.w_base),
                 ]
-        with m.If(s1_valid & s1_last):
+        with m.If(s4_valid & s4_last):
             m.d.sync += busy.eq(0)
         return m

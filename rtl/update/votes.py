@@ -89,17 +89,17 @@ def vote_cycles(
     """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
     the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
 
-        pairs * (out * ceil(fan / lanes) * rank + 31 + max(0, fan * Wb - 15, Wb - 2)) + 18
+        pairs * (out * ceil(fan / lanes) * rank + 31 + max(0, fan * Wb - 15, Wb - 2)) + 19
 
     ``Wb = max(1, rank / D)`` (``D`` = 8 binomial, 4 uniform digits per word) is the
     stream core's cycles per row of ``A`` or ``B``; 31 = the keyer's two requests (15
     each) and the pair's first cycle; ``fan * Wb - 15``: the part of the ``B`` fill that
     the request of ``A`` does not hide; ``Wb - 2``: the wait for the first row of ``A``
-    when the fill is short; 18 = the run key (14), the start and the pipeline.
+    when the fill is short; 19 = the run key (14), the start and the pipeline.
     """
     wb = max(1, rank // (8 if digits == "binomial" else 4))
     nkb = -(-fan // lanes)
-    return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15, wb - 2)) + 18
+    return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15, wb - 2)) + 19
 
 
 def _rank_shift(rank: int) -> int:
@@ -168,7 +168,7 @@ class VoteAccumulator(wiring.Component):
         of the previous cycle (latency 1).
 
     Timing: :func:`vote_cycles`, ``pairs * (out * ceil(fan / lanes) * rank + 31 +
-    max(0, fan * Wb - 15, Wb - 2)) + 18`` cycles from ``start`` to ``done`` (``Wb`` cycles per
+    max(0, fan * Wb - 15, Wb - 2)) + 19`` cycles from ``start`` to ``done`` (``Wb`` cycles per
     row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform). One
     ``(o, kb, c)`` per cycle while computing; the keyer requests and the ``B`` fill of a
     pair are not overlapped with the previous pair's computation.
@@ -317,9 +317,10 @@ class VoteAccumulator(wiring.Component):
         computing = Signal()
         issue = computing & (~need_a | core_a.o.valid)
         m.d.comb += core_a.o.ready.eq(computing & need_a)
-        last_c = c == r - 1
-        last_kb = kcol + lanes >= self.fan
-        last_o = o + 1 == self.out
+        # "last" flags as flip-flops, set as the counters move (short enable paths)
+        last_c = Signal()  # c == r - 1
+        last_kb = Signal()  # kcol + lanes >= fan
+        last_o = Signal()  # o == out - 1
         last_issue = issue & last_c & last_kb & last_o
         for i in range(lanes):
             m.d.comb += [b_rd[i].addr.eq(kb), b_rd[i].en.eq(1)]
@@ -345,27 +346,60 @@ class VoteAccumulator(wiring.Component):
         with m.If(issue):
             m.d.sync += [a_row.eq(Cat(a_now[3:], a_now[:3])), need_a.eq(0)]
             with m.If(last_c):
-                m.d.sync += [c.eq(0), zaddr.eq(zaddr + 1)]
+                m.d.sync += [c.eq(0), zaddr.eq(zaddr + 1), last_c.eq(r == 1)]
                 with m.If(last_kb):
-                    m.d.sync += [kb.eq(0), kcol.eq(0), o.eq(o + 1), need_a.eq(1)]
+                    m.d.sync += [
+                        kb.eq(0),
+                        kcol.eq(0),
+                        o.eq(o + 1),
+                        need_a.eq(1),
+                        last_kb.eq(lanes >= self.fan),
+                        last_o.eq(o + 2 == self.out),
+                    ]
                 with m.Else():
-                    m.d.sync += [kb.eq(kb + 1), kcol.eq(kcol + lanes)]
+                    m.d.sync += [
+                        kb.eq(kb + 1),
+                        kcol.eq(kcol + lanes),
+                        last_kb.eq(kcol + 2 * lanes >= self.fan),
+                    ]
             with m.Else():
-                m.d.sync += c.eq(c + 1)
+                m.d.sync += [c.eq(c + 1), last_c.eq(c + 2 == r)]
 
+        # stage 1 selects digit c of each lane's B row (read at issue) into a register;
+        # stage 1b adds the coefficient times it to the lane's accumulator
+        s1b_valid = Signal()
+        s1b_coef = Signal(signed(self.coef_bits))
+        s1b_first = Signal()
+        s1b_last = Signal()
+        s1b_zaddr = Signal(self.z_addr_bits)
+        s1b_fresh = Signal()
+        s1b_dig = [Signal(3, name=f"s1b_dig{i}") for i in range(lanes)]
+        m.d.sync += [
+            s1b_valid.eq(s1_valid),
+            s1b_coef.eq(s1_coef),
+            s1b_first.eq(s1_first),
+            s1b_last.eq(s1_last),
+            s1b_zaddr.eq(s1_zaddr),
+            s1b_fresh.eq(s1_fresh),
+        ]
+        for i in range(lanes):
+            row = b_rd[i].data
+            m.d.sync += s1b_dig[i].eq(row.word_select(s1_c, 3) if r > 1 else row)
         acc = [Signal(signed(self.acc_bits), name=f"acc{i}") for i in range(lanes)]
-        with m.If(s1_valid):
+        with m.If(s1b_valid):
             for i in range(lanes):
-                row = b_rd[i].data
-                bdig = row.word_select(s1_c, 3) if r > 1 else row
-                prod = times_digit(s1_coef, bdig)
-                m.d.sync += acc[i].eq(Mux(s1_first, 0, acc[i]) + prod)
+                prod = times_digit(s1b_coef, s1b_dig[i])
+                m.d.sync += acc[i].eq(Mux(s1b_first, 0, acc[i]) + prod)
 
         # stage 2: the group's sums (acc) -> contributions; Z read
         s2_valid = Signal()
         s2_zaddr = Signal(self.z_addr_bits)
         s2_fresh = Signal()
-        m.d.sync += [s2_valid.eq(s1_valid & s1_last), s2_zaddr.eq(s1_zaddr), s2_fresh.eq(s1_fresh)]
+        m.d.sync += [
+            s2_valid.eq(s1b_valid & s1b_last),
+            s2_zaddr.eq(s1b_zaddr),
+            s2_fresh.eq(s1b_fresh),
+        ]
         s3_valid = Signal()
         s3_zaddr = Signal(self.z_addr_bits)
         s3_fresh = Signal()
@@ -444,6 +478,9 @@ class VoteAccumulator(wiring.Component):
                         kcol.eq(0),
                         c.eq(0),
                         zaddr.eq(0),
+                        last_c.eq(r == 1),
+                        last_kb.eq(lanes >= self.fan),
+                        last_o.eq(self.out == 1),
                     ]
                     m.next = "COMPUTE"
             with m.State("COMPUTE"):
@@ -455,7 +492,7 @@ class VoteAccumulator(wiring.Component):
                         m.d.sync += j.eq(j + 1)
                         m.next = "KEY_B"
             with m.State("FINISH"):
-                with m.If(~computing & ~s1_valid & ~s2_valid & ~s3_valid):
+                with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid):
                     m.d.sync += busy.eq(0)
                     m.d.comb += self.done.eq(1)
                     m.next = "IDLE"
