@@ -33,6 +33,14 @@ VERILOG_CASES = [
     ("lrgen-compact", ["rank=16", "digits=uniform", "max_fan=65", "max_out=10"]),
     ("evaluator", ["lanes=4"]),
     ("evaluator", ["lanes=3", "rank=16", "digits=uniform", "max_layers=3", "max_width=12"]),
+    ("shaper", []),
+    ("shaper", ["max_population=4096", "score_bits=32", "pivots=3"]),
+    ("votes", []),
+    ("votes", ["mode=quantized", "rank=16", "lanes=3"]),
+    ("weight-update", []),
+    ("weight-update", ["update=pentary"]),
+    ("accelerator", ["lanes=2", "max_width=16", "max_population=32"]),
+    ("accelerator", ["lanes=3", "update=pentary", "max_layers=3", "max_width=9"]),
 ]
 
 
