@@ -38,11 +38,12 @@ from amaranth import Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
+from ..evaluator.params import MAX_STEP
+
 __all__ = ["CONTROL_ERRORS", "RUN_KINDS", "Controller"]
 
 RUN_KINDS = {"train": 0, "eval": 1, "update": 2, "init": 3}
 CONTROL_ERRORS = {9: "shaper", 10: "update", 11: "steps", 12: "kind", 13: "params"}
-MAX_STEP = 65534
 
 
 class Controller(wiring.Component):

@@ -35,6 +35,15 @@ from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..evaluator.params import (
+    MAX_POPULATION,
+    MAX_STEP,
+    MODES,
+    RANKS,
+    SIGMA_SHIFT_MAX,
+    bits_for,
+    rank_shift,
+)
 from ..noise.keyer import StreamKeyer
 from ..noise.prng import DIGIT_DISTS, PentaryStreamCore
 from ..params import check_choice, check_int
@@ -52,18 +61,8 @@ __all__ = [
     "z_layout",
 ]
 
-RANKS = (1, 4, 16, 64)
-MODES = ("lowrank", "quantized")
 MAX_WIDTH = 4096
-MAX_POPULATION = 4096
-MAX_STEP = 65534
-SIGMA_SHIFT_MAX = 8
 LANES_MAX = 64
-
-
-def bits_for(bound: int) -> int:
-    """Width of a two's-complement register holding every integer in [-bound, bound]."""
-    return max(1, bound).bit_length() + 1
 
 
 def g_bound(population: int) -> int:
@@ -100,10 +99,6 @@ def vote_cycles(
     wb = max(1, rank // (8 if digits == "binomial" else 4))
     nkb = -(-fan // lanes)
     return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15, wb - 2)) + 19
-
-
-def _rank_shift(rank: int) -> int:
-    return (rank.bit_length() - 1) // 2
 
 
 def times_digit(x, d):
@@ -410,7 +405,7 @@ class VoteAccumulator(wiring.Component):
                 contrib = acc[i]
             else:
                 pq = PentaryQuantizer(
-                    self.acc_bits, shift_offset=_rank_shift(r), max_shift=SIGMA_SHIFT_MAX
+                    self.acc_bits, shift_offset=rank_shift(r), max_shift=SIGMA_SHIFT_MAX
                 )
                 m.submodules[f"pquant{i}"] = pq
                 m.d.comb += [pq.x.eq(acc[i]), pq.shift.eq(self.sigma_shift)]
