@@ -53,13 +53,18 @@ def add_evaluator_suite(suites) -> None:
     e.set_defaults(func=run_evaluator)
 
 
-def run_evaluator(args) -> int:
+def _check_sizes(args) -> None:
+    """The options both hardware benchmarks share: --lanes, --batch, --population."""
     if not 1 <= args.lanes <= 256:
         raise UsageError(f"--lanes {args.lanes} out of range 1..256")
     if not 1 <= args.batch <= 1024:
         raise UsageError(f"--batch {args.batch} out of range 1..1024")
     if args.population % 2 or not 2 <= args.population <= 4096:
         raise UsageError(f"--population {args.population}: an even number in 2..4096")
+
+
+def run_evaluator(args) -> int:
+    _check_sizes(args)
     if args.mode == "quantized":
         raise UsageError("--mode quantized: the evaluator is built in low-rank mode only so far")
     try:
@@ -142,12 +147,7 @@ def add_accelerator_suite(suites) -> None:
 
 
 def run_accelerator(args) -> int:
-    if not 1 <= args.lanes <= 256:
-        raise UsageError(f"--lanes {args.lanes} out of range 1..256")
-    if not 1 <= args.batch <= 1024:
-        raise UsageError(f"--batch {args.batch} out of range 1..1024")
-    if args.population % 2 or not 2 <= args.population <= 4096:
-        raise UsageError(f"--population {args.population}: an even number in 2..4096")
+    _check_sizes(args)
     if args.update_lanes is not None and not 1 <= args.update_lanes <= 64:
         raise UsageError(f"--update-lanes {args.update_lanes} out of range 1..64")
     if not 1 <= args.pivots <= min(16, args.population // 2):

@@ -165,3 +165,21 @@ def test_compact_block_within_the_lut4_target():
     last = json.loads(r.stdout.strip().splitlines()[-1])
     assert last["brams"] == 3 and last["dsps"] == 0
     assert last["luts"] <= 200, f"lrgen-compact: {last['luts']} LUT4 > 200"
+
+
+@pytest.mark.parametrize(
+    "suite, args, message",
+    [
+        ("evaluator", ["--lanes", "0"], "--lanes 0 out of range 1..256"),
+        ("evaluator", ["--population", "7"], "an even number in 2..4096"),
+        ("accelerator", ["--batch", "5000"], "--batch 5000 out of range 1..1024"),
+        ("accelerator", ["--update-lanes", "99"], "--update-lanes 99 out of range 1..64"),
+        ("accelerator", ["--pivots", "40"], "--pivots 40 out of range"),
+        ("accelerator", ["--sim-batches", "32,16"], "two increasing batch sizes"),
+    ],
+)
+def test_hardware_bench_bad_options_give_one_line_errors(suite, args, message):
+    r = pentegg("bench", suite, *args)
+    assert r.returncode == 2, r.stderr
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], r.stderr
