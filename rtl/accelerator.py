@@ -322,8 +322,14 @@ class Accelerator(wiring.Component):
             m.submodules[f"mem_{name}"] = mm
             return mm.read_port(), mm.write_port()
 
-        def host_write(wp, name):
-            return idle & dec.mem_wen & (host_sel == MEMORIES[name])
+        def write_port(wp, name, users):
+            """``wp`` driven by the block of each ``(phase, addr, data, en)`` in ``users``
+            during its phase, otherwise by the host's writes to memory ``name``."""
+            host = (host_addr, dec.mem_wdata, idle & dec.mem_wen & (host_sel == MEMORIES[name]))
+            sel = host
+            for code, *port in reversed(users):
+                sel = [Mux(phase == code, u, h) for u, h in zip(port, sel, strict=True)]
+            m.d.comb += [wp.addr.eq(sel[0]), wp.data.eq(sel[1]), wp.en.eq(sel[2])]
 
         # weights: read by the evaluator (eval), the updater (pentary, apply), the host
         rp, wp = mem("weights", 16, self.weight_words)
@@ -336,16 +342,11 @@ class Accelerator(wiring.Component):
         if self.update == "pentary":
             m.d.comb += up.w_rdata.eq(rp.data)
         rd_data["weights"] = rp.data
-        with m.If(phase == 4):
-            m.d.comb += [wp.addr.eq(up.w_waddr), wp.data.eq(up.w_wdata), wp.en.eq(up.w_wen)]
-        with m.Elif(phase == 5):
-            m.d.comb += [wp.addr.eq(ini.w_addr), wp.data.eq(ini.w_data), wp.en.eq(ini.w_en)]
-        with m.Else():
-            m.d.comb += [
-                wp.addr.eq(host_addr),
-                wp.data.eq(dec.mem_wdata),
-                wp.en.eq(host_write(wp, "weights")),
-            ]
+        write_port(
+            wp,
+            "weights",
+            [(4, up.w_waddr, up.w_wdata, up.w_wen), (5, ini.w_addr, ini.w_data, ini.w_en)],
+        )
 
         # latent V
         if self.update == "latent":
@@ -356,16 +357,11 @@ class Accelerator(wiring.Component):
                 up.v_rdata.eq(rp.data),
             ]
             rd_data["latent"] = rp.data.as_signed()
-            with m.If(phase == 4):
-                m.d.comb += [wp.addr.eq(up.v_waddr), wp.data.eq(up.v_wdata), wp.en.eq(up.v_wen)]
-            with m.Elif(phase == 5):
-                m.d.comb += [wp.addr.eq(ini.v_addr), wp.data.eq(ini.v_data), wp.en.eq(ini.v_en)]
-            with m.Else():
-                m.d.comb += [
-                    wp.addr.eq(host_addr),
-                    wp.data.eq(dec.mem_wdata),
-                    wp.en.eq(host_write(wp, "latent")),
-                ]
+            write_port(
+                wp,
+                "latent",
+                [(4, up.v_waddr, up.v_wdata, up.v_wen), (5, ini.v_addr, ini.v_data, ini.v_en)],
+            )
 
         # samples, labels, batch indices: read by the evaluator, written by the host
         for name, width, addr, dout in (
@@ -378,10 +374,8 @@ class Accelerator(wiring.Component):
                 rp.en.eq(1),
                 rp.addr.eq(Mux(phase == 1, addr, host_addr)),
                 dout.eq(delayed(rp.data, lat - 1, name)),
-                wp.addr.eq(host_addr),
-                wp.data.eq(dec.mem_wdata),
-                wp.en.eq(host_write(wp, name)),
             ]
+            write_port(wp, name, [])
             rd_data[name] = rp.data
 
         # scores: the evaluator accumulates (eval), the shaper reads (shape), the host
@@ -395,14 +389,7 @@ class Accelerator(wiring.Component):
             sh.s_data.eq(delayed(rp.data, lat - 1, "sc").as_signed()),
         ]
         rd_data["scores"] = rp.data.as_signed()
-        with m.If(phase == 1):
-            m.d.comb += [wp.addr.eq(ev.sc_waddr), wp.data.eq(ev.sc_wdata), wp.en.eq(ev.sc_wen)]
-        with m.Else():
-            m.d.comb += [
-                wp.addr.eq(host_addr),
-                wp.data.eq(dec.mem_wdata),
-                wp.en.eq(host_write(wp, "scores")),
-            ]
+        write_port(wp, "scores", [(1, ev.sc_waddr, ev.sc_wdata, ev.sc_wen)])
 
         # g: the shaper writes, the accumulator reads (the host reads when idle)
         rp, wp = mem("g", sh.g_data.shape(), max(2, self.max_population // 2))
