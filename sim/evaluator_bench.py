@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from pentegg import accel_protocol
 from pentegg.golden import Config, make_noise, population_forward
-from pentegg.golden.digit import pack
 from pentegg.golden.fitness import classification_scores
 
 __all__ = ["EvalJob", "random_job", "run_amaranth"]
@@ -45,10 +45,7 @@ class EvalJob:
 
     # ------------------------------------------------------------------ memory images
     def weight_words(self) -> list[int]:
-        words: list[int] = []
-        for w in self.weights:
-            words += [int(v) for v in pack(w)]
-        return words
+        return accel_protocol.weight_words(self.weights)
 
     def sample_bytes(self) -> list[int]:
         return [int(v) & 0xFF for v in np.asarray(self.samples).reshape(-1)]
