@@ -171,6 +171,19 @@ class Accelerator(wiring.Component):
             }
         )
 
+    @property
+    def host_memories(self) -> dict[str, tuple[int, int, bool]]:
+        """The memories the host reaches with ``WMEM``/``RMEM``: name -> (select, depth in
+        words, writable by the host). The link engine checks requests against it."""
+        mems = {"weights": (MEMORIES["weights"], self.weight_words, True)}
+        if self.update == "latent":
+            mems["latent"] = (MEMORIES["latent"], self.latent_words, True)
+        for name in ("samples", "labels", "batch"):
+            mems[name] = (MEMORIES[name], self.depths[name], True)
+        mems["scores"] = (MEMORIES["scores"], self.max_population, True)
+        mems["g"] = (MEMORIES["g"], max(2, self.max_population // 2), False)
+        return mems
+
     def elaborate(self, platform):
         m = Module()
         p = self.params
