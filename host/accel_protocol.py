@@ -21,6 +21,7 @@ from .rtl.control.registers import register_map
 from .rtl.evaluator.sequencer import ERROR_FLAGS
 
 __all__ = [
+    "config_regs",
     "config_words",
     "decode_error",
     "mem_read",
@@ -61,11 +62,10 @@ def run(kind: str) -> list[int]:
     return [(Op.RUN.value << 28) | RUN_KINDS[kind]]
 
 
-def config_words(
-    cfg: Config, max_layers: int, *, step: int, steps: int = 1, batch: int = 1, shared=True
-) -> list[int]:
-    """Register writes for a run of ``cfg`` (its run-time parameters, spec 9.1)."""
-    words = []
+def config_regs(
+    cfg: Config, *, step: int, steps: int = 1, batch: int = 1, shared=True
+) -> dict[str, int]:
+    """The registers of a run of ``cfg`` (its run-time parameters, spec 9.1), by name."""
     regs = {
         "population": cfg.population,
         "batch": batch,
@@ -86,9 +86,15 @@ def config_words(
         regs[f"width{i}"] = w
     for l, s in enumerate(cfg.shifts()):
         regs[f"act_shift{l}"] = s
-    for name, value in regs.items():
-        words += reg_write(name, value, max_layers)
-    return words
+    return regs
+
+
+def config_words(
+    cfg: Config, max_layers: int, *, step: int, steps: int = 1, batch: int = 1, shared=True
+) -> list[int]:
+    """Register writes for a run of ``cfg`` (:func:`config_regs`) as command words."""
+    regs = config_regs(cfg, step=step, steps=steps, batch=batch, shared=shared)
+    return [w for name, value in regs.items() for w in reg_write(name, value, max_layers)]
 
 
 def weight_words(weights: Sequence[np.ndarray]) -> list[int]:

@@ -14,7 +14,7 @@ import sys
 
 from . import __version__
 
-COMMAND_MODULES = ("cmd_info", "cmd_train", "cmd_bench", "cmd_hw")
+COMMAND_MODULES = ("cmd_info", "cmd_train", "cmd_compare", "cmd_bench", "cmd_hw")
 
 
 class UsageError(Exception):
@@ -43,7 +43,12 @@ def user_errors() -> tuple[type[BaseException], ...]:
         IsADirectoryError,
         PermissionError,
     ]
-    for mod, name in (("pentegg.tasks", "TaskError"), ("pentegg.cmd_hw", "HardwareError")):
+    for mod, name in (
+        ("pentegg.tasks", "TaskError"),
+        ("pentegg.cmd_hw", "HardwareError"),
+        ("pentegg.device", "DeviceError"),
+        ("pentegg.transport", "TransportError"),
+    ):
         try:
             errs.append(getattr(importlib.import_module(mod), name))
         except (ImportError, AttributeError):

@@ -64,11 +64,37 @@ def register(sub) -> None:
 def add_train_parser(sub):
     p = sub.add_parser(
         "train",
-        help="train a pentary network with Pentary-EGGROLL (golden model)",
-        description="Train a pentary network on a task with the golden model. Unset options "
+        help="train a pentary network with Pentary-EGGROLL (golden model or a device)",
+        description="Train a pentary network on a task with the golden model, the simulated "
+        "accelerator or a board (--device). Unset options "
         "take the task's tuned defaults (docs/tasks.md), then the spec defaults "
         "(pentegg info).",
     )
+    add_model_options(p)
+    p.add_argument("--eval-every", type=_positive, help="evaluate the metric every N steps")
+    p.add_argument(
+        "--checkpoint-every",
+        type=_positive,
+        default=100,
+        help="write the state every N steps (default 100, and at the end)",
+    )
+    p.add_argument("--out", type=Path, help="run directory for state, curve and plot")
+    p.add_argument(
+        "--resume", type=Path, metavar="DIR", help="continue the run in DIR up to --steps total"
+    )
+    p.add_argument(
+        "--json",
+        action="store_true",
+        help="print the result as one JSON object on the last line of stdout",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    add_device_flags(p, default="golden")
+    p.set_defaults(func=run_train)
+    return p
+
+
+def add_model_options(p) -> None:
+    """--task, --steps and the model flags (shared by train and compare)."""
     p.add_argument(
         "--task", required=True, help="digits | xor | cartpole | csv:PATH (your own table)"
     )
@@ -90,25 +116,51 @@ def add_train_parser(sub):
     p.add_argument("--act-shifts", type=_int_list, help="activation shift per layer")
     p.add_argument("--init", choices=("random", "zero"), help="initial weights")
     p.add_argument("--split-seed", type=int, default=0, help="csv: seed of the 80/20 split")
-    p.add_argument("--eval-every", type=_positive, help="evaluate the metric every N steps")
+
+
+def add_device_flags(p, default: str | None) -> None:
     p.add_argument(
-        "--checkpoint-every",
+        "--device",
+        default=default,
+        required=default is None,
+        metavar="DEV",
+        help="golden (the NumPy model), sim (the accelerator's Verilog, simulated; built "
+        "for the job and cached) or serial:PORT[@BAUD] (a board)"
+        + (f"; default {default}" if default else ""),
+    )
+    p.add_argument(
+        "--lanes",
         type=_positive,
-        default=100,
-        help="write the state every N steps (default 100, and at the end)",
-    )
-    p.add_argument("--out", type=Path, help="run directory for state, curve and plot")
-    p.add_argument(
-        "--resume", type=Path, metavar="DIR", help="continue the run in DIR up to --steps total"
+        default=8,
+        help="sim: pair-lanes of the simulated accelerator (default 8)",
     )
     p.add_argument(
-        "--json",
-        action="store_true",
-        help="print the result as one JSON object on the last line of stdout",
+        "--timeout",
+        type=float,
+        default=5.0,
+        help="seconds to wait for a device's response before a retry (default 5)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run_train)
-    return p
+
+
+def open_stepper(args, task, cfg, batch):
+    """The ES stepper of ``--device`` (golden, or a device opened for this job)."""
+    from .train import DeviceStepper, GoldenStepper
+
+    if args.device == "golden":
+        return GoldenStepper(task, batch)
+    from .device import Trainer, open_device
+
+    samples = len(getattr(task, "x_train", ()))
+    dev = open_device(
+        args.device,
+        cfg=cfg,
+        batch=min(batch, samples) if samples else batch,
+        samples=samples,
+        lanes=args.lanes,
+        timeout=args.timeout,
+        quiet=getattr(args, "quiet", False),
+    )
+    return DeviceStepper(Trainer(dev, task, cfg, batch), args.device)
 
 
 def _register_eval_plot(sub) -> None:
@@ -246,20 +298,28 @@ def train_record(args) -> dict:
     meta.update(task=task.name, batch=batch, steps_target=steps)
     eval_every = args.eval_every or task.defaults.get("eval_every", 25)
     prog = Progress(steps, label=task.name, enabled=False if args.quiet else None, start=state.step)
-    res: RunResult = run_training(
-        task,
-        state,
-        steps,
-        batch,
-        eval_every=eval_every,
-        checkpoint_every=args.checkpoint_every,
-        out=out,
-        meta=meta,
-        curve=curve,
-        wall0=wall0,
-        progress=prog,
-    )
+    stepper = open_stepper(args, task, cfg, batch)
+    meta["device"] = args.device
+    try:
+        res: RunResult = run_training(
+            task,
+            state,
+            steps,
+            batch,
+            eval_every=eval_every,
+            checkpoint_every=args.checkpoint_every,
+            out=out,
+            meta=meta,
+            curve=curve,
+            wall0=wall0,
+            progress=prog,
+            stepper=stepper,
+        )
+    finally:
+        if hasattr(stepper, "trainer"):
+            stepper.trainer.dev.close()
     rec = result_record(task, res, batch, out)
+    rec["device"] = args.device
     if out is not None:
         from .plot import plot_curves
 

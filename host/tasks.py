@@ -70,12 +70,16 @@ class ClassificationTask(Task):
     x_test: np.ndarray
     y_test: np.ndarray
 
-    def scorer(self, cfg, step: int, batch: int):
+    def batch_indices(self, cfg, step: int, batch: int) -> np.ndarray:
+        """The training samples of ES step ``step``: all of them when ``batch`` covers
+        the set, else ``batch`` drawn without replacement by the step's generator."""
         n = len(self.x_train)
         if batch >= n:
-            idx = np.arange(n)
-        else:
-            idx = step_rng(cfg.seed, step).choice(n, batch, replace=False)
+            return np.arange(n)
+        return step_rng(cfg.seed, step).choice(n, batch, replace=False)
+
+    def scorer(self, cfg, step: int, batch: int):
+        idx = self.batch_indices(cfg, step, batch)
         x, y = self.x_train[idx], self.y_train[idx]
         return lambda forward: classification_scores(forward(x), y, cfg.margin)
 

@@ -94,9 +94,14 @@ def run_training(
     curve: list[dict] | None = None,
     wall0: float = 0.0,
     progress: Progress | None = None,
+    stepper=None,
 ) -> RunResult:
-    """Train ``state`` until ``steps`` ES steps are done or the task is solved."""
-    cfg = state.cfg
+    """Train ``state`` until ``steps`` ES steps are done or the task is solved.
+
+    ``stepper(state, k) -> (state, last_scores, last_moved)`` runs the ES steps: by
+    default the golden model (:class:`GoldenStepper`), or a device
+    (:class:`DeviceStepper`). Every evaluation and checkpoint sees the same states
+    either way."""
     curve = list(curve or [])
     prog = progress or Progress(0, enabled=False)
     t0 = time.perf_counter() - wall0
@@ -104,9 +109,18 @@ def run_training(
     solved = bool(curve) and task.solved(value)
     last_scores = np.zeros(1)
     moved = 0
+    step_fn = stepper or GoldenStepper(task, batch)
     while state.step < steps and not solved:
-        state, info = es_step(state, task.scorer(cfg, state.step, batch))
-        last_scores, moved = info.scores, info.moved
+        # a chunk ends at the next evaluation, checkpoint or the end
+        k = 1
+        if step_fn.max_chunk > 1:
+            s = state.step
+            ends = (
+                (s // eval_every + 1) * eval_every,
+                (s // checkpoint_every + 1) * checkpoint_every,
+            )
+            k = max(1, min(steps, *ends) - s)
+        state, last_scores, moved = step_fn(state, k)
         done = state.step
         if done % eval_every == 0 or done == steps:
             value = task.metric(state)
@@ -144,6 +158,42 @@ def run_training(
         meta["wall_s"] = wall
         checkpoint(out, state, meta, curve)
     return RunResult(state, value, solved, wall, curve)
+
+
+class GoldenStepper:
+    """ES steps with the golden model, one at a time."""
+
+    max_chunk = 1
+    device = "golden"
+
+    def __init__(self, task: Task, batch: int):
+        self.task, self.batch = task, batch
+
+    def __call__(self, state: TrainState, k: int):
+        for _ in range(k):
+            state, info = es_step(state, self.task.scorer(state.cfg, state.step, self.batch))
+        return state, info.scores, info.moved
+
+
+class DeviceStepper:
+    """ES steps on a device (``pentegg.device.Trainer``), ``k`` per call: ``k - 1`` in
+    one run, then the last alone so that its scores and moved weights are the step's."""
+
+    max_chunk = 1 << 16
+
+    def __init__(self, trainer, name: str):
+        self.trainer, self.device = trainer, name
+        self.loaded: TrainState | None = None
+
+    def __call__(self, state: TrainState, k: int):
+        if self.loaded is not state:
+            self.trainer.start(state)
+        if k > 1:
+            state, _ = self.trainer.steps(state.step, k - 1)
+        new, scores = self.trainer.steps(state.step, 1)
+        moved = sum(int((a != b).sum()) for a, b in zip(new.weights, state.weights, strict=True))
+        self.loaded = new
+        return new, scores, moved
 
 
 def result_record(task: Task, res: RunResult, batch: int, out: Path | None) -> dict:

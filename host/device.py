@@ -1,0 +1,351 @@
+"""The host's driver of a pentegg device (docs/protocol.md): one API over any transport.
+
+:class:`Device` speaks the framed protocol: one request outstanding, sequence numbers,
+retries on timeouts and on corrupted frames, one-line :class:`DeviceError` for anything the
+device refuses. :class:`Trainer` runs ES steps of a training task on a device and reads the
+state back as a golden :class:`~pentegg.golden.TrainState`, so the host's training loop,
+checkpoints and ``compare`` treat a device exactly like the golden model.
+
+Transports (``pentegg.transport``): ``sim`` (the accelerator's Verilog in a native
+Verilator harness, built for the job's elaboration parameters and cached) and
+``serial:PORT[@BAUD]`` (a board).
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Callable, Iterable, Sequence
+
+import numpy as np
+
+from . import accel_protocol as ap
+from .golden import SPEC_VERSION, Config, TrainState
+from .golden.digit import unpack
+from .link import (
+    FrameError,
+    FrameReader,
+    Response,
+    cobs_decode,
+    decode_info,
+    parse_response,
+    request_bytes,
+    words,
+)
+from .rtl.control.registers import register_map
+from .rtl.link.protocol import VERSION, Cmd, Status, max_payload
+
+__all__ = ["Device", "DeviceError", "Trainer", "check_build", "sim_params"]
+
+#: The memories whose words the device returns sign-extended.
+SIGNED_MEMORIES = {"latent", "scores", "g", "logits"}
+
+
+class DeviceError(Exception):
+    """The device refused a request, stopped answering, or does not fit the job."""
+
+
+class Device:
+    """A device behind ``transport`` (``write(bytes)``, ``read(timeout) -> bytes``,
+    ``close()``).
+
+    Parameters
+    ----------
+    timeout : float
+        Seconds to wait for a response before sending the request again.
+    retries : int
+        Repeats of a request after a timeout or a corrupted response.
+    name : str
+        How errors name the device (e.g. ``sim`` or ``serial:/dev/ttyUSB1``).
+    """
+
+    def __init__(self, transport, *, timeout: float = 2.0, retries: int = 3, name="device"):
+        self.transport = transport
+        self.timeout, self.retries, self.name = timeout, retries, name
+        self._reader = FrameReader()
+        self._pending: list[bytes] = []
+        self._seq = 0
+        self._info: dict | None = None
+        self.stats = {"requests": 0, "retries": 0, "bytes_out": 0, "bytes_in": 0}
+
+    # ------------------------------------------------------------------ requests
+    def close(self) -> None:
+        self.transport.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def request(self, cmd: Cmd, payload: bytes = b"", *, timeout: float | None = None) -> Response:
+        """Send one request and return its ``OK`` response (retrying as docs/protocol.md
+        says); :class:`DeviceError` for any other status or when no answer comes."""
+        seq, self._seq = self._seq, (self._seq + 1) & 0xFF
+        data = request_bytes(cmd, seq, payload)
+        why = "no response"
+        for attempt in range(self.retries + 1):
+            if attempt:
+                self.stats["retries"] += 1
+            self.transport.write(data)
+            self.stats["requests"] += 1
+            self.stats["bytes_out"] += len(data)
+            rsp, why = self._await(seq, int(cmd), self.timeout if timeout is None else timeout)
+            if rsp is None:
+                continue
+            if rsp.status == Status.OK:
+                return rsp
+            raise DeviceError(f"{self.name}: {Cmd(cmd).name} refused: {rsp.status.name}")
+        raise DeviceError(
+            f"{self.name}: {Cmd(cmd).name}: {why} after {self.retries + 1} attempts "
+            f"(timeout {self.timeout:g} s)"
+        )
+
+    def _await(self, seq: int, cmd: int, timeout: float) -> tuple[Response | None, str]:
+        """The response to (seq, cmd), or None and why a retry is due."""
+        deadline = time.monotonic() + timeout
+        while True:
+            while self._pending:
+                raw = self._pending.pop(0)
+                try:
+                    rsp = parse_response(cobs_decode(raw))
+                except FrameError as e:
+                    return None, f"corrupted response ({e})"
+                if rsp.status in (Status.CRC, Status.FRAME):
+                    return None, f"the device saw a corrupted request ({rsp.status.name})"
+                if rsp.seq == seq and rsp.cmd == cmd:
+                    return rsp, ""
+                # a late answer to an earlier, retried request: dropped
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return None, "no response"
+            data = self.transport.read(min(left, 0.05))
+            if data:
+                self.stats["bytes_in"] += len(data)
+                self._pending += self._reader.feed(data)
+
+    # ------------------------------------------------------------------ commands
+    def info(self) -> dict:
+        """INFO, checked against this host's protocol and spec versions (cached)."""
+        if self._info is None:
+            info = decode_info(self.request(Cmd.INFO).payload)
+            if info["magic"] != 0x5045_4747:
+                raise DeviceError(f"{self.name}: not a pentegg device (magic {info['magic']:#x})")
+            if info["protocol"] != VERSION:
+                raise DeviceError(
+                    f"{self.name}: protocol version {info['protocol']}, this host speaks {VERSION}"
+                )
+            if info["spec"] != SPEC_VERSION:
+                raise DeviceError(
+                    f"{self.name}: built for spec {info['spec']}, this host implements "
+                    f"spec {SPEC_VERSION}"
+                )
+            self._info = info
+            self._regs = {r.name: r for r in register_map(info["max_layers"])}
+            self._max_words = max_payload(info["frame_bytes"]) // 4
+        return self._info
+
+    def _reg(self, name: str):
+        self.info()
+        try:
+            return self._regs[name]
+        except KeyError:
+            raise DeviceError(f"{self.name}: no register '{name}'") from None
+
+    def write_regs(self, values: dict[str, int]) -> None:
+        pairs = [(self._reg(n).addr, int(v)) for n, v in values.items()]
+        per = self._max_words // 2
+        for i in range(0, len(pairs), per):
+            self.request(Cmd.WRITE_REGS, words(x for p in pairs[i : i + per] for x in p))
+
+    def read_regs(self, names: Sequence[str]) -> dict[str, int]:
+        addrs = [self._reg(n).addr for n in names]
+        vals: list[int] = []
+        for i in range(0, len(addrs), self._max_words):
+            vals += self.request(Cmd.READ_REGS, words(addrs[i : i + self._max_words])).words()
+        return dict(zip(names, vals, strict=True))
+
+    def write_mem(self, mem: str, addr: int, values: Iterable[int]) -> None:
+        self.info()
+        vals = [int(v) for v in values]
+        sel = ap.MEMORIES[mem]
+        per = self._max_words - 1
+        for i in range(0, len(vals), per):
+            head = sel << 24 | (addr + i)
+            self.request(Cmd.WRITE_MEM, words([head, *vals[i : i + per]]))
+
+    def read_mem(self, mem: str, addr: int, count: int) -> np.ndarray:
+        """``count`` words of memory ``mem`` from ``addr`` (int64; signed memories
+        sign-extended)."""
+        self.info()
+        sel = ap.MEMORIES[mem]
+        out = []
+        for i in range(0, count, self._max_words):
+            n = min(self._max_words, count - i)
+            out.append(self.request(Cmd.READ_MEM, words([sel << 24 | (addr + i), n])).payload)
+        raw = b"".join(out)
+        fmt = "<i4" if mem in SIGNED_MEMORIES else "<u4"
+        return np.frombuffer(raw, dtype=fmt).astype(np.int64)
+
+    def status(self) -> dict[str, int]:
+        st, err, step = struct.unpack("<3I", self.request(Cmd.STATUS).payload[:12])
+        return {"busy": st & 1, "error": err, "step": step}
+
+    def reset(self) -> None:
+        self.request(Cmd.RESET)
+
+    def run(
+        self, kind: str, *, timeout: float = 3600.0, poll: Callable[[dict], None] | None = None
+    ) -> dict:
+        """RUN ``kind`` and wait until it ends; :class:`DeviceError` naming the error
+        flags if it ends with any."""
+        self.request(Cmd.RUN, words([ap.RUN_KINDS[kind]]))
+        t0 = time.monotonic()
+        wait = 0.0005
+        while True:
+            st = self.status()
+            if not st["busy"]:
+                break
+            if poll:
+                poll(st)
+            if time.monotonic() - t0 > timeout:
+                self.reset()
+                raise DeviceError(f"{self.name}: RUN {kind} still busy after {timeout:g} s; reset")
+            time.sleep(wait)
+            wait = min(wait * 2, 0.05)
+        if st["error"]:
+            raise DeviceError(
+                f"{self.name}: RUN {kind} ended with error flags: "
+                + ", ".join(ap.decode_error(st["error"]))
+            )
+        return st
+
+
+# ---------------------------------------------------------------------- build fit
+def check_build(info: dict, cfg: Config, *, batch: int = 1, samples: int = 0) -> None:
+    """:class:`DeviceError` naming the first way ``cfg`` (with this batch and dataset
+    size) does not fit the device's build (its INFO)."""
+    problems = []
+    for name in ("mode", "digits", "update", "rank"):
+        if info[name] != getattr(cfg, name):
+            problems.append(f"{name} {getattr(cfg, name)} (the build has {info[name]})")
+    if cfg.update == "latent" and info["latent_bits"] != cfg.latent_bits:
+        problems.append(f"latent_bits {cfg.latent_bits} (the build has {info['latent_bits']})")
+    if cfg.n_layers > info["max_layers"]:
+        problems.append(f"{cfg.n_layers} layers (the build holds {info['max_layers']})")
+    if max(cfg.layers) > info["max_width"]:
+        problems.append(f"width {max(cfg.layers)} (the build holds {info['max_width']})")
+    if cfg.population > info["max_population"]:
+        problems.append(f"population {cfg.population} (the build holds {info['max_population']})")
+    if batch > info["max_batch"] or batch > info["batch_words"]:
+        problems.append(f"batch {batch} (the build holds {info['max_batch']})")
+    if samples * cfg.layers[0] > info["sample_bytes"] or samples > info["label_words"]:
+        problems.append(
+            f"a dataset of {samples} x {cfg.layers[0]} (the sample memory holds "
+            f"{info['sample_bytes']} bytes, {info['label_words']} labels)"
+        )
+    if problems:
+        raise DeviceError("the job does not fit the device: " + "; ".join(problems))
+
+
+def _pow2(n: int, lo: int = 16) -> int:
+    return max(lo, 1 << max(0, int(n - 1).bit_length()))
+
+
+def sim_params(cfg: Config, *, batch: int, samples: int, lanes: int = 8) -> dict:
+    """Elaboration parameters of a simulated device built for this job: the maxima are
+    the job's own (memories rounded up to powers of two)."""
+    return {
+        "lanes": min(lanes, cfg.pairs),
+        "max_layers": cfg.n_layers,
+        "max_width": max(cfg.layers),
+        "rank": cfg.rank,
+        "mode": cfg.mode,
+        "digits": cfg.digits,
+        "update": cfg.update,
+        "latent_bits": cfg.latent_bits,
+        "max_population": cfg.population,
+        "max_batch": batch,
+        "sample_bytes": _pow2(samples * cfg.layers[0]),
+        "label_words": _pow2(samples),
+        "batch_words": _pow2(batch * 32),
+        "frame_bytes": 8192,
+    }
+
+
+# ---------------------------------------------------------------------- training
+class Trainer:
+    """ES steps of a classification task on a device, with golden's data order.
+
+    ``start(state)`` loads the dataset, the configuration and ``state``;
+    ``steps(state, k)`` runs ``k`` steps (the batch indices of each step computed by the
+    task, exactly as the golden run draws them) and returns the state read back and the
+    scores of the last step.
+    """
+
+    def __init__(self, dev: Device, task, cfg: Config, batch: int):
+        if not hasattr(task, "batch_indices"):
+            raise DeviceError(
+                f"task {task.name}: only classification tasks train on a device so far"
+            )
+        self.dev, self.task, self.cfg, self.batch = dev, task, cfg, batch
+        self.x, self.y = task.x_train, task.y_train
+        self.step_batch = min(batch, len(self.x))
+
+    def start(self, state: TrainState) -> None:
+        info = self.dev.info()
+        check_build(info, self.cfg, batch=self.step_batch, samples=len(self.x))
+        self.max_chunk = max(1, min(info["batch_words"] // self.step_batch, 65535))
+        dev = self.dev
+        dev.reset()
+        dev.write_regs(ap.config_regs(self.cfg, step=state.step, batch=self.step_batch))
+        dev.write_mem("samples", 0, (np.asarray(self.x, dtype=np.int64) & 0xFF).ravel())
+        dev.write_mem("labels", 0, self.y)
+        self.load_state(state)
+
+    def load_state(self, state: TrainState) -> None:
+        self.dev.write_mem("weights", 0, ap.weight_words(state.weights))
+        if self.cfg.update == "latent":
+            self.dev.write_mem("latent", 0, ap.latent_words(state.latent))
+        self.dev.write_regs({"step": state.step})
+
+    def read_state(self, step: int) -> TrainState:
+        cfg = self.cfg
+        words_ = self.dev.read_mem("weights", 0, len(ap.weight_words(_zeros(cfg))))
+        weights, at = [], 0
+        for l in range(cfg.n_layers):
+            out, fan = cfg.shape(l)
+            n = -(-out * fan // 5)
+            weights.append(unpack(words_[at : at + n], out * fan).reshape(out, fan))
+            at += n
+        latent = None
+        if cfg.update == "latent":
+            total = sum(o * f for o, f in (cfg.shape(l) for l in range(cfg.n_layers)))
+            flat = self.dev.read_mem("latent", 0, total)
+            latent, at = [], 0
+            for l in range(cfg.n_layers):
+                out, fan = cfg.shape(l)
+                latent.append(flat[at : at + out * fan].reshape(out, fan).astype(np.int16))
+                at += out * fan
+        return TrainState(cfg, step, weights, latent)
+
+    def steps(self, step: int, k: int) -> tuple[TrainState, np.ndarray]:
+        """``k`` ES steps from step ``step`` (the device holds the state before it); the
+        state after them, read back, and the last step's scores."""
+        done = 0
+        while done < k:
+            n = min(k - done, self.max_chunk)
+            t0 = step + done
+            idx = np.concatenate(
+                [self.task.batch_indices(self.cfg, t0 + i, self.batch) for i in range(n)]
+            )
+            self.dev.write_mem("batch", 0, idx)
+            self.dev.write_regs({"step": t0, "steps": n})
+            self.dev.run("train")
+            done += n
+        scores = self.dev.read_mem("scores", 0, self.cfg.population)
+        return self.read_state(step + k), scores
+
+
+def _zeros(cfg: Config) -> list[np.ndarray]:
+    return [np.zeros(cfg.shape(l), dtype=np.int8) for l in range(cfg.n_layers)]
