@@ -1,0 +1,127 @@
+"""``pentegg bench link``: ES steps through the host protocol on the simulated device.
+
+For each task it opens the simulated device built for the task's default configuration,
+loads the dataset and the initial state, then times ES steps two ways:
+
+* ``per_step``: one ``RUN train`` per step and the whole state read back after each (what
+  ``pentegg compare`` does);
+* ``chunked``: ``--steps`` steps in one ``RUN train`` and one read-back (what
+  ``pentegg train --device`` does between evaluations).
+
+It prints the simulated wall time per step, the device's cycles per step (its ``cycles``
+register), the link's bytes per step in each direction and the predicted step time on each
+board: ``cycles / clock + bytes / (baud / 10)`` (8N1: ten bit times per byte), with the
+boards' clocks and baud rates from ``pentegg.boards``.
+"""
+
+from __future__ import annotations
+
+import time
+
+__all__ = ["BOARD_LINKS", "run"]
+
+#: Core clock (Hz) and UART rate (baud) of each board build (docs/boards.md).
+BOARD_LINKS = {"icebreaker": (48_000_000, 3_000_000), "ulx3s-85f": (75_000_000, 3_000_000)}
+
+
+def _delta(after: dict, before: dict) -> dict:
+    return {k: after[k] - before[k] for k in after}
+
+
+def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print) -> dict:
+    from pentegg.cmd_train import _config_from_args
+    from pentegg.device import Trainer, open_device
+    from pentegg.golden import init_state
+    from pentegg.tasks import get_task
+
+    task = get_task(task_name)
+
+    class _Args:  # the task's defaults, as `pentegg train --task T` takes them
+        hidden = None
+        act_shifts = None
+
+    args = _Args()
+    for name in ("population", "rank", "mode", "shaping", "update", "digits", "sigma_shift"):
+        setattr(args, name, None)
+    for name in ("tau", "latent_bits", "latent_shift", "margin", "init"):
+        setattr(args, name, None)
+    args.seed = seed
+    cfg = _config_from_args(args, task)
+    batch = task.defaults.get("batch", 256)
+    samples = len(task.x_train)
+    step_batch = min(batch, samples)
+    t0 = time.perf_counter()
+    dev = open_device("sim", cfg=cfg, batch=step_batch, samples=samples, lanes=lanes)
+    open_s = time.perf_counter() - t0
+    try:
+        trainer = Trainer(dev, task, cfg, batch)
+        state = init_state(cfg)
+        s0 = dict(dev.stats)
+        t0 = time.perf_counter()
+        trainer.start(state)
+        load = {"wall_s": time.perf_counter() - t0, **_delta(dev.stats, s0)}
+        info = dev.info()
+
+        per = []
+        for _ in range(steps):
+            s0 = dict(dev.stats)
+            t0 = time.perf_counter()
+            state, _ = trainer.steps(state.step, 1)
+            wall = time.perf_counter() - t0
+            cycles = dev.read_regs(["cycles"])["cycles"]
+            per.append({"wall_s": wall, "cycles": cycles, **_delta(dev.stats, s0)})
+        s0 = dict(dev.stats)
+        t0 = time.perf_counter()
+        state, _ = trainer.steps(state.step, steps)
+        wall = time.perf_counter() - t0
+        cycles = dev.read_regs(["cycles"])["cycles"]
+        chunk = {"wall_s": wall, "cycles": cycles, **_delta(dev.stats, s0)}
+    finally:
+        dev.close()
+
+    def mean(rows, k):
+        return sum(r[k] for r in rows) / len(rows)
+
+    res = {
+        "task": task.name,
+        "layers": list(cfg.layers),
+        "population": cfg.population,
+        "batch": step_batch,
+        "lanes": info["lanes"],
+        "steps": steps,
+        "open_s": round(open_s, 3),
+        "load": load,
+        "per_step": {k: mean(per, k) for k in per[0]},
+        "chunked": {k: chunk[k] / steps for k in chunk},
+    }
+    for way in ("per_step", "chunked"):
+        r = res[way]
+        link_bytes = r["bytes_out"] + r["bytes_in"]
+        r["predicted_ms"] = {
+            board: 1e3 * (r["cycles"] / clock + link_bytes * 10 / baud)
+            for board, (clock, baud) in BOARD_LINKS.items()
+        }
+    log(
+        f"{task.name} {'-'.join(map(str, cfg.layers))} population {cfg.population} batch "
+        f"{step_batch} lanes {info['lanes']}: device built/opened in {open_s:.1f} s, dataset "
+        f"and state loaded in {load['wall_s']:.2f} s ({load['bytes_out']} bytes)"
+    )
+    for way in ("per_step", "chunked"):
+        r = res[way]
+        pred = ", ".join(f"{b} {ms:.1f} ms" for b, ms in r["predicted_ms"].items())
+        log(
+            f"  {way:<9} sim {r['wall_s']:.3f} s/step, {r['cycles']:.0f} cycles/step, link "
+            f"{r['bytes_out']:.0f} B out + {r['bytes_in']:.0f} B in per step; predicted {pred}"
+        )
+    return res
+
+
+def run(*, tasks=("xor", "digits"), steps: dict | None = None, lanes: int = 8, log=print) -> dict:
+    steps = steps or {}
+    return {
+        "tasks": [
+            run_task(t, steps=steps.get(t, 4 if t == "digits" else 20), lanes=lanes, log=log)
+            for t in tasks
+        ],
+        "boards": {b: {"clock_hz": c, "baud": r} for b, (c, r) in BOARD_LINKS.items()},
+    }

@@ -1,0 +1,169 @@
+"""The host side of the protocol (pentegg.link, pentegg.device) without hardware: framing
+against its definition, and the driver's retries against a scripted transport."""
+
+from __future__ import annotations
+
+import os
+import struct
+
+import pytest
+
+from pentegg.device import Device, DeviceError
+from pentegg.golden import SPEC_VERSION
+from pentegg.link import (
+    FrameError,
+    FrameReader,
+    cobs_decode,
+    cobs_encode,
+    crc16,
+    decode_info,
+    parse_response,
+    request_frame,
+    words,
+)
+from pentegg.rtl.link.protocol import INFO_FIELDS, VERSION, Cmd, Status
+
+
+def test_crc16_is_ccitt_false_check_value():
+    assert crc16(b"123456789") == 0x29B1
+
+
+@pytest.mark.parametrize("n", [0, 1, 253, 254, 255, 508, 509, 1000])
+def test_cobs_round_trips_without_zero_bytes(n):
+    for data in (os.urandom(n), bytes(n), bytes([1]) * n, bytes(range(256)) * (n // 256 + 1)):
+        enc = cobs_encode(data)
+        assert 0 not in enc and cobs_decode(enc) == data
+        assert len(enc) <= len(data) + 1 + len(data) // 254
+
+
+def test_cobs_decode_refuses_a_block_past_the_end():
+    with pytest.raises(FrameError, match="past the end"):
+        cobs_decode(bytes([5, 1, 2]))
+
+
+def test_request_frame_has_zero_crc_residue_and_le_length():
+    f = request_frame(Cmd.READ_MEM, 7, words([1, 2]))
+    assert f[:5] == bytes([VERSION, 7, Cmd.READ_MEM, 8, 0]) and crc16(f) == 0
+
+
+def test_frame_reader_cuts_at_delimiters_and_keeps_partial_frames():
+    r = FrameReader()
+    assert r.feed(b"\x00\x00ab") == []
+    assert r.feed(b"c\x00d\x00e") == [b"abc", b"d"]
+    assert r.pending() == 1
+
+
+def _response(seq, cmd, status=0, payload=b""):
+    body = struct.pack("<BBBBH", VERSION, seq, cmd, status, len(payload)) + payload
+    return body + crc16(body).to_bytes(2, "big")
+
+
+def test_parse_response_checks_crc_length_and_status():
+    ok = _response(3, Cmd.STATUS, 0, words([1, 0, 5]))
+    r = parse_response(ok)
+    assert (r.seq, r.cmd, r.status, r.words()) == (3, Cmd.STATUS, Status.OK, [1, 0, 5])
+    bad = bytearray(ok)
+    bad[7] ^= 1
+    with pytest.raises(FrameError, match="CRC"):
+        parse_response(bytes(bad))
+    with pytest.raises(FrameError, match="shorter"):
+        parse_response(ok[:5])
+
+
+def _info_words(**over):
+    vals = dict.fromkeys(INFO_FIELDS, 0)
+    major, minor = (int(v) for v in SPEC_VERSION.split("."))
+    vals.update(magic=0x50454747, protocol=VERSION, spec=major << 16 | minor, max_layers=2)
+    vals.update(over)
+    vals["frame_bytes"] = vals["frame_bytes"] or 256
+    return words(vals[f] for f in INFO_FIELDS)
+
+
+def test_decode_info_names_enumerated_fields():
+    info = decode_info(_info_words(mode=0, digits=1, update=1, lanes=4))
+    assert (info["mode"], info["digits"], info["update"], info["lanes"]) == (
+        "lowrank",
+        "uniform",
+        "pentary",
+        4,
+    )
+    assert info["spec"] == SPEC_VERSION
+
+
+class ScriptedTransport:
+    """Answers each request with what ``script(frame, n)`` returns (bytes to deliver,
+    already framed), ``n`` counting the requests."""
+
+    def __init__(self, script):
+        self.script, self.n, self.out = script, 0, b""
+        self.reader = FrameReader()
+
+    def write(self, data):
+        for raw in self.reader.feed(data):
+            frame = cobs_decode(raw)
+            self.out += self.script(frame, self.n)
+            self.n += 1
+
+    def read(self, timeout):
+        out, self.out = self.out, b""
+        return out
+
+    def close(self):
+        pass
+
+
+def _framed(frame):
+    return b"\x00" + cobs_encode(frame) + b"\x00"
+
+
+def test_driver_retries_after_a_lost_response_with_the_same_seq():
+    seqs = []
+
+    def script(frame, n):
+        seqs.append(frame[1])
+        if n == 0:
+            return b""  # lost
+        return _framed(_response(frame[1], frame[2], 0, _info_words()))
+
+    dev = Device(ScriptedTransport(script), timeout=0.05, retries=2)
+    assert dev.info()["magic"] == 0x50454747
+    assert seqs == [0, 0] and dev.stats["retries"] == 1
+
+
+def test_driver_retries_after_a_corrupted_response_and_a_crc_status():
+    def script(frame, n):
+        good = _response(frame[1], frame[2], 0, _info_words())
+        if n == 0:
+            return _framed(good[:-1] + bytes([good[-1] ^ 0xFF]))
+        if n == 1:
+            return _framed(_response(frame[1], frame[2], Status.CRC))
+        return _framed(good)
+
+    dev = Device(ScriptedTransport(script), timeout=1.0, retries=3)
+    dev.info()
+    assert dev.stats["retries"] == 2
+
+
+def test_driver_names_a_refusal_in_one_line():
+    def script(frame, n):
+        if frame[2] == Cmd.INFO:
+            return _framed(_response(frame[1], frame[2], 0, _info_words()))
+        return _framed(_response(frame[1], frame[2], Status.BUSY))
+
+    dev = Device(ScriptedTransport(script), timeout=1.0, name="sim")
+    with pytest.raises(DeviceError, match=r"^sim: WRITE_REGS refused: BUSY$"):
+        dev.write_regs({"seed": 1})
+
+
+def test_driver_gives_up_after_its_retries():
+    dev = Device(ScriptedTransport(lambda f, n: b""), timeout=0.01, retries=2, name="x")
+    with pytest.raises(DeviceError, match="no response after 3 attempts"):
+        dev.info()
+
+
+def test_driver_refuses_another_spec_version():
+    def script(frame, n):
+        return _framed(_response(frame[1], frame[2], 0, _info_words(spec=9 << 16)))
+
+    with pytest.raises(DeviceError, match=r"built for spec 9\.0"):
+        Device(ScriptedTransport(script)).info()
