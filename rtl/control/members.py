@@ -276,7 +276,7 @@ class LogitWriter(wiring.Component):
     i) + s`` if ``mask[g]``. Within a round the rows of one ``(i, s)`` come in order
     (sample, row), so the writer keeps one pointer per ``(i, s)``, ``(2 (first_pair + i)
     + s) * stride + beats seen``, and group ``g`` adds ``g * 2 * group * stride``. A new
-    round (``first_pair`` changes) reloads the pointers (``lanes + 2 group`` cycles). A
+    round (``first_pair`` changes) reloads the pointers (about ``lanes + 2 group`` cycles). A
     beat takes one cycle per finalizer group.
 
     Parameters
