@@ -182,3 +182,12 @@ def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lan
         assert await send(ap.mem_read("logits", 0, n_y), n_y) == words
 
     run_on(dut, script)
+
+
+def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_only():
+    acc = Accelerator(lanes=2, max_width=4, member_bytes=100, logit_bytes=16)
+    mems = acc.host_memories
+    assert mems["member_x"] == (7, 100, True) and mems["logits"] == (8, 16, False)
+    for name, bad in (("member_bytes", 15), ("logit_bytes", 1 << 21)):
+        with pytest.raises(ValueError, match=rf"^{name}={bad} is not an integer in 16\.\.1048576$"):
+            Accelerator(**{name: bad})
