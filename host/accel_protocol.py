@@ -24,8 +24,10 @@ __all__ = [
     "config_regs",
     "config_words",
     "decode_error",
+    "logits_from_words",
     "mem_read",
     "mem_write",
+    "member_words",
     "reg_read",
     "reg_write",
     "run",
@@ -105,6 +107,23 @@ def weight_words(weights: Sequence[np.ndarray]) -> list[int]:
 def latent_words(latent: Sequence[np.ndarray]) -> list[int]:
     """The latent memory image: one V per word, layers one after another, row-major."""
     return [int(v) for x in latent for v in np.asarray(x).ravel()]
+
+
+def member_words(x) -> list[int]:
+    """The ``member_x`` memory image of per-member inputs ``x`` (population, batch, n_0),
+    int8: member ``m``, sample ``b``, input ``k`` at ``(m * batch + b) * n_0 + k``, a
+    byte per word."""
+    return [int(v) & 0xFF for v in np.asarray(x).reshape(-1)]
+
+
+def logits_from_words(words: Sequence[int], population: int, batch: int, n_out: int):
+    """Logits (population, batch, n_out) from the words of ``RMEM logits`` (read from
+    address 0, ``population * batch * n_out`` of them)."""
+    n = population * batch * n_out
+    if len(words) != n:
+        raise ValueError(f"{len(words)} logit words, expected {n}")
+    vals = [to_signed(int(w), 8) for w in words]
+    return np.array(vals, dtype=np.int64).reshape(population, batch, n_out)
 
 
 def to_signed(value: int, bits: int) -> int:

@@ -11,15 +11,21 @@ Blocks (docs/rtl.md has the diagram, the schedule and the maps):
 * :class:`~pentegg.rtl.update.votes.VoteAccumulator` and
   :class:`~pentegg.rtl.update.apply.WeightUpdater`: ``Z`` per layer and the update (8);
 * :class:`~pentegg.rtl.control.init.InitWriter`: the initial state (10.1);
+* :class:`~pentegg.rtl.control.members.MemberSizes`,
+  :class:`~pentegg.rtl.control.members.MemberReader` and
+  :class:`~pentegg.rtl.control.members.LogitWriter`: the per-member path;
 * memories: weights (spec 1.4 words), latent ``V``, samples (bytes), labels, batch
-  indices, scores, ``g``. Each has one read and one write port, shared by phase (the
-  controller's ``phase``; the host's accesses when idle).
+  indices, scores, ``g``, per-member inputs (bytes), logits (bytes). Each has one read
+  and one write port, shared by phase (the controller's ``phase``; the host's accesses
+  when idle).
 
 Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`.
 
-Per-member inputs (RL, ``shared = 0``) enter on ``inp`` and the logits leave on
-``logits`` (the evaluator's streams); the host then writes the members' returns into the
-score memory and runs ``UPDATE``.
+Per-member inputs (RL, ``shared = 0``): the host writes member ``m``'s input ``k`` of
+sample ``b`` at ``(m * batch + b) * n_0 + k`` of ``member_x``, runs ``EVAL`` and reads
+logit ``o`` at ``(m * batch + b) * n_L + o`` of ``logits``; then it writes the members'
+returns into the score memory and runs ``UPDATE``. A per-member run that does not fit
+these memories sets the controller's ``members`` flag instead of running.
 """
 
 from __future__ import annotations
@@ -32,8 +38,9 @@ from amaranth.utils import ceil_log2
 from .control.command import CommandDecoder
 from .control.controller import Controller
 from .control.init import InitWriter
+from .control.members import LogitWriter, MemberReader, MemberSizes
 from .control.registers import RegisterFile
-from .evaluator.evaluator import PopulationEvaluator, out_logits_layout
+from .evaluator.evaluator import PopulationEvaluator
 from .params import check_int
 from .update.apply import WeightUpdater
 from .update.shaper import Shaper
@@ -42,7 +49,17 @@ from .update.votes import VoteAccumulator
 __all__ = ["MEMORIES", "Accelerator"]
 
 #: Host memory selects.
-MEMORIES = {"weights": 0, "latent": 1, "samples": 2, "labels": 3, "batch": 4, "scores": 5, "g": 6}
+MEMORIES = {
+    "weights": 0,
+    "latent": 1,
+    "samples": 2,
+    "labels": 3,
+    "batch": 4,
+    "scores": 5,
+    "g": 6,
+    "member_x": 7,
+    "logits": 8,
+}
 
 
 class Accelerator(wiring.Component):
@@ -65,13 +82,15 @@ class Accelerator(wiring.Component):
         Pairs per sweep of the Shaper's rank shaping, 1..16.
     sample_bytes, label_words, batch_words : int
         Depths of the sample, label and batch-index memories (16..2**20).
+    member_bytes, logit_bytes : int
+        Depths of the per-member input and logit memories (16..2**20; default 4096 and
+        1024): a per-member run holds ``population * batch * n_0`` and ``population *
+        batch * n_L`` bytes.
 
     Interface attributes
     --------------------
     cmd : In(stream.Signature(32)), rsp : Out(stream.Signature(32))
         Commands and responses (rtl/control/command.py).
-    inp : In(stream.Signature(8 * lanes)), logits : Out(stream.Signature(...))
-        Per-member inputs and logits (the evaluator's).
     busy : Out(1)
     """
 
@@ -97,6 +116,8 @@ class Accelerator(wiring.Component):
         sample_bytes: int = 4096,
         label_words: int = 1024,
         batch_words: int = 1024,
+        member_bytes: int = 4096,
+        logit_bytes: int = 1024,
     ):
         self.evaluator = PopulationEvaluator(
             lanes=lanes,
@@ -121,6 +142,8 @@ class Accelerator(wiring.Component):
             "samples": check_int("sample_bytes", sample_bytes, 16, 1 << 20),
             "labels": check_int("label_words", label_words, 16, 1 << 20),
             "batch": check_int("batch_words", batch_words, 16, 1 << 20),
+            "member_x": check_int("member_bytes", member_bytes, 16, 1 << 20),
+            "logits": check_int("logit_bytes", logit_bytes, 16, 1 << 20),
         }
         self.shaper = Shaper(
             max_population=max_population,
@@ -165,8 +188,6 @@ class Accelerator(wiring.Component):
             {
                 "cmd": In(stream.Signature(32)),
                 "rsp": Out(stream.Signature(32)),
-                "inp": In(stream.Signature(8 * lanes)),
-                "logits": Out(stream.Signature(out_logits_layout(p))),
                 "busy": Out(1),
             }
         )
@@ -182,6 +203,8 @@ class Accelerator(wiring.Component):
             mems[name] = (MEMORIES[name], self.depths[name], True)
         mems["scores"] = (MEMORIES["scores"], self.max_population, True)
         mems["g"] = (MEMORIES["g"], max(2, self.max_population // 2), False)
+        mems["member_x"] = (MEMORIES["member_x"], self.depths["member_x"], True)
+        mems["logits"] = (MEMORIES["logits"], self.depths["logits"], False)
         return mems
 
     def elaborate(self, platform):
@@ -196,11 +219,22 @@ class Accelerator(wiring.Component):
         m.submodules.votes = vo = self.votes
         m.submodules.updater = up = self.updater
         m.submodules.init = ini = self.init
+        x_bits = ceil_log2(self.depths["member_x"])
+        y_bits = ceil_log2(self.depths["logits"])
+        m.submodules.sizes = sz = MemberSizes(
+            in_depth=self.depths["member_x"],
+            out_depth=self.depths["logits"],
+            width_bits=p.width_bits + 1,
+        )
+        m.submodules.reader = rd = MemberReader(
+            lanes=p.lanes, addr_bits=x_bits, width_bits=p.width_bits + 1, mem_latency=lat
+        )
+        m.submodules.writer = wr = LogitWriter(p, addr_bits=y_bits)
 
         wiring.connect(m, wiring.flipped(self.cmd), dec.cmd)
         wiring.connect(m, dec.rsp, wiring.flipped(self.rsp))
-        wiring.connect(m, wiring.flipped(self.inp), ev.inp)
-        wiring.connect(m, ev.logits, wiring.flipped(self.logits))
+        wiring.connect(m, rd.inp, ev.inp)
+        wiring.connect(m, ev.logits, wr.logits)
         phase = ctl.phase
         idle = ~ctl.busy
         m.d.comb += self.busy.eq(ctl.busy)
@@ -243,7 +277,7 @@ class Accelerator(wiring.Component):
         # ---- evaluator
         m.d.comb += [
             ev.start.eq(ctl.ev_start),
-            ctl.ev_busy.eq(ev.busy),
+            ctl.ev_busy.eq(ev.busy | wr.busy),  # the last beat's writes end the phase
             ctl.ev_error.eq(ev.error),
             ev.n_layers.eq(regs.n_layers),
             ev.sigma_shift.eq(regs.sigma_shift),
@@ -258,6 +292,26 @@ class Accelerator(wiring.Component):
             m.d.comb += ev.widths[i].eq(w)
         for l in range(self.max_layers):
             m.d.comb += ev.act_shifts[l].eq(getattr(regs, f"act_shift{l}"))
+
+        # ---- per-member path (shared = 0): the fit check at the run's start, then the
+        # reader and the writer alongside the evaluator
+        per_member = ~regs.shared
+        m.d.comb += [
+            sz.start.eq(ctl.members_start & per_member),
+            sz.population.eq(regs.population),
+            sz.batch.eq(regs.batch),
+            sz.n_in.eq(ev.widths[0]),
+            sz.n_out.eq(ev.widths[regs.n_layers]),
+            ctl.members_busy.eq(sz.busy),
+            ctl.members_ok.eq(regs.shared | sz.fits),
+            rd.start.eq(ctl.ev_start & per_member),
+            rd.population.eq(regs.population),
+            rd.batch.eq(regs.batch),
+            rd.n_in.eq(ev.widths[0]),
+            rd.stride.eq(sz.in_stride),
+            wr.start.eq(ctl.ev_start & per_member),
+            wr.stride.eq(sz.out_stride),
+        ]
 
         # ---- shaper, votes, updater, init
         layer = ctl.layer
@@ -415,6 +469,26 @@ class Accelerator(wiring.Component):
             wp.en.eq(sh.g_en),
         ]
         rd_data["g"] = rp.data.as_signed()
+
+        # per-member inputs: the reader (eval) and the host; logits: the writer, read by
+        # the host (sign-extended)
+        rp, wp = mem("member_x", 8, self.depths["member_x"])
+        m.d.comb += [
+            rp.en.eq(1),
+            rp.addr.eq(Mux(phase == 1, rd.r_addr, host_addr)),
+            rd.r_data.eq(delayed(rp.data, lat - 1, "x")),
+        ]
+        write_port(wp, "member_x", [])
+        rd_data["member_x"] = rp.data
+        rp, wp = mem("logits", 8, self.depths["logits"])
+        m.d.comb += [
+            rp.en.eq(1),
+            rp.addr.eq(host_addr),
+            wp.addr.eq(wr.w_addr),
+            wp.data.eq(wr.w_data),
+            wp.en.eq(wr.w_en),
+        ]
+        rd_data["logits"] = rp.data.as_signed()
 
         # host reads: one cycle after mem_ren, from the selected memory's read port
         sel_d = Signal.like(host_sel)

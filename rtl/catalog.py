@@ -158,6 +158,8 @@ MODULES: dict[str, ModuleSpec] = {
                 "sample_bytes": "int",
                 "label_words": "int",
                 "batch_words": "int",
+                "member_bytes": "int",
+                "logit_bytes": "int",
             },
         ),
         ModuleSpec(

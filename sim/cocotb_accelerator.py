@@ -10,8 +10,9 @@ names the step, the memory, the index and both values), and ``theta``. Jobs
   then the same steps again in one back-to-back ``RUN train`` (final state compared);
 * ``digits``: 64-16-10, population 32, batch 16, 5 steps on random int8 samples, with
   ``PENTEGG_TB_SHAPING``;
-* ``cartpole``: the host-scored path: 4-16-2, population 16, per-member inputs on ``inp``,
-  logits from ``logits``, the host's scores written to the score memory, ``RUN update``;
+* ``cartpole``: the host-scored path: 4-16-2, population 16, per-member inputs written
+  to the ``member_x`` memory, ``RUN eval``, logits read from the ``logits`` memory, the
+  host's scores written to the score memory, ``RUN update``;
 * ``random``: ``PENTEGG_TB_JOBS`` random run-time configurations within the build
   (widths 1..max incl. 1 and odd, population, batch, tau, latent_shift, init, shaping).
 """
@@ -31,8 +32,6 @@ from pentegg.golden import Config, init_state
 from pentegg.golden.model import es_step
 from pentegg.rtl.update.apply import latent_shift_max
 from pentegg.sim.accelerator_host import AcceleratorJob, golden_steps, load_words
-from pentegg.sim.cocotb_evaluator import decode_beats
-from pentegg.sim.evaluator_bench import EvalJob
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import reset, start_clock
 
@@ -97,8 +96,7 @@ class Host:
 
 async def setup(dut):
     start_clock(dut)
-    for name in ("cmd__valid", "inp__valid", "logits__ready"):
-        getattr(dut, name).value = 0
+    dut.cmd__valid.value = 0
     dut.rsp__ready.value = 1
     await reset(dut)
 
@@ -191,10 +189,10 @@ async def digits(dut):
 
 @cocotb.test()
 async def cartpole(dut):
-    """Host-scored: per-member observations in, logits out, the host's scores back."""
+    """Host-scored: per-member observations in, logits out, the host's scores back, all
+    through the command stream's memories."""
     await setup(dut)
     host = Host(dut)
-    p = _params()
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
     cfg = _config(
         layers=(4, 16, 2),
@@ -210,27 +208,11 @@ async def cartpole(dut):
     await host.run("init")
     for t in range(3):
         obs = rng.integers(-127, 128, size=(cfg.population, 1, 4))
-        ejob = EvalJob(cfg, state.weights, state.step, member_x=obs)
-        await host.send(ap.run("eval"))
-        words = ejob.input_words(p["lanes"])
-        beats, wi, waited = [], 0, 0
-        while True:
-            await FallingEdge(dut.clk)
-            dut.inp__valid.value = int(wi < len(words))
-            if wi < len(words):
-                dut.inp__payload.value = words[wi]
-            dut.logits__ready.value = 1
-            await RisingEdge(dut.clk)
-            if wi < len(words) and dut.inp__ready.value:
-                wi += 1
-            if dut.logits__valid.value:
-                beats.append(int(dut.logits__payload.value))
-            if wi == len(words) and not dut.busy.value and not dut.logits__valid.value:
-                break
-            waited += 1
-            assert waited < 2_000_000, f"step {t}: eval still busy ({wi} input words)"
-        dut.inp__valid.value = 0
-        logits = decode_beats(ejob, beats)
+        await host.send(ap.mem_write("member_x", 0, ap.member_words(obs)))
+        await host.run("eval")
+        n_y = cfg.population * 1 * cfg.layers[-1]
+        words = await host.send(ap.mem_read("logits", 0, n_y), n_y)
+        logits = ap.logits_from_words(words, cfg.population, 1, cfg.layers[-1])
         # the host's "return": how often the member pushes the way the observation leans
         lean = np.sign(obs[:, 0, 2])
         scores = ((logits[:, 0, 1] > logits[:, 0, 0]) == (lean > 0)).astype(int) * 100 + t

@@ -1,6 +1,7 @@
 """The Accelerator trains: whole ES steps in the Amaranth simulator, every step's weights,
 latent integers and member scores equal to golden's (small networks; the cocotb tests
-run the larger ones)."""
+run the larger ones); its per-member path (member_x in, logits out) equals golden's
+forward pass."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from amaranth.sim import Simulator
 
 from pentegg import accel_protocol as ap
-from pentegg.golden import Config
+from pentegg.golden import Config, init_state, make_noise, population_forward
 from pentegg.golden.digit import pack
 from pentegg.rtl.accelerator import Accelerator
 from pentegg.sim import harness
@@ -124,3 +125,69 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init)
                 assert not status & 2, f"step {t}: error flags {ap.decode_error(err)}"
 
     run_on(dut, script)
+
+
+@pytest.mark.parametrize("lanes, mem_latency", [(2, 1), (3, 2)])
+def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lanes, mem_latency):
+    """RUN eval with shared = 0 through the command stream only: inputs written to
+    ``member_x``, logits read from ``logits`` equal golden's, batch 2, a population not
+    a multiple of 2 lanes, two evaluations back to back; then a run whose logits would
+    not fit ``logit_bytes`` sets error flag 15 and leaves the logits as they were."""
+    rng = np.random.default_rng(harness.pick_seed(f"accelerator per-member {lanes}"))
+    cfg = Config(
+        layers=(3, 4, 3),
+        population=2 * lanes + 2,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        sigma_shift=int(rng.integers(0, 3)),
+    ).validate()
+    state = init_state(cfg)
+    ml, batch = 2, 2
+    dut = Accelerator(
+        lanes=lanes,
+        max_layers=ml,
+        max_width=4,
+        max_population=8,
+        max_batch=4,
+        sample_bytes=64,
+        label_words=16,
+        batch_words=16,
+        mem_latency=mem_latency,
+        member_bytes=128,
+        logit_bytes=cfg.population * batch * 3,  # exactly one batch-2 run
+    )
+    n_y = cfg.population * batch * cfg.layers[-1]
+
+    async def script(send):
+        await send(ap.mem_write("weights", 0, ap.weight_words(state.weights)))
+        for t in range(2):
+            step = int(rng.integers(0, 65535))
+            x = rng.integers(-127, 128, size=(cfg.population, batch, cfg.layers[0]))
+            x[0, 0] = 127
+            await send(ap.config_words(cfg, ml, step=step, batch=batch, shared=False))
+            await send(ap.mem_write("member_x", 0, ap.member_words(x)))
+            await send(ap.run("eval"))
+            status = await wait_idle(send, ml)
+            (err,) = await send(ap.reg_read("error", ml), 1)
+            assert not status & 2, f"eval {t}: error flags {ap.decode_error(err)}"
+            words = await send(ap.mem_read("logits", 0, n_y), n_y)
+            got = ap.logits_from_words(words, cfg.population, batch, cfg.layers[-1])
+            want = population_forward(cfg, state.weights, make_noise(cfg, step), x)
+            Scoreboard(f"per-member eval {t}").check("logits", want.ravel(), got.ravel())
+        # 2 more samples per member: the logits do not fit, the run is refused
+        await send(ap.reg_write("batch", batch + 1, ml) + ap.run("eval"))
+        status = await wait_idle(send, ml)
+        (err,) = await send(ap.reg_read("error", ml), 1)
+        assert status & 2 and ap.decode_error(err) == ["members"], ap.decode_error(err)
+        assert await send(ap.mem_read("logits", 0, n_y), n_y) == words
+
+    run_on(dut, script)
+
+
+def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_only():
+    acc = Accelerator(lanes=2, max_width=4, member_bytes=100, logit_bytes=16)
+    mems = acc.host_memories
+    assert mems["member_x"] == (7, 100, True) and mems["logits"] == (8, 16, False)
+    for name, bad in (("member_bytes", 15), ("logit_bytes", 1 << 21)):
+        with pytest.raises(ValueError, match=rf"^{name}={bad} is not an integer in 16\.\.1048576$"):
+            Accelerator(**{name: bad})

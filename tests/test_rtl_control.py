@@ -123,9 +123,12 @@ def test_register_map_rejects_max_layers_out_of_range(max_layers):
         register_map(max_layers)
 
 
-def _controller_run(kind, *, steps=1, step=0, n_layers=2, errors=None, block_cycles=5):
-    """Drive a Controller with model blocks that stay busy ``block_cycles`` cycles;
-    returns the phases it started, in order, and its final outputs."""
+def _controller_run(
+    kind, *, steps=1, step=0, n_layers=2, errors=None, block_cycles=5, members_ok=1
+):
+    """Drive a Controller with model blocks that stay busy ``block_cycles`` cycles (the
+    per-member fit check too, answering ``members_ok`` when it ends); returns the phases it started,
+    in order, and its final outputs."""
     errors = errors or {}
     ctl = Controller()
     log = []
@@ -178,8 +181,18 @@ def _controller_run(kind, *, steps=1, step=0, n_layers=2, errors=None, block_cyc
     sim.add_process(block("vote", ctl.vote_start, ctl.vote_busy))
     sim.add_process(block("apply", ctl.apply_start, ctl.apply_busy, ctl.up_error))
     sim.add_process(block("init", ctl.init_start, ctl.init_busy))
+    sim.add_process(block("members", ctl.members_start, ctl.members_busy))
+
+    async def members_answer(ctx):  # the check's answer appears only when it ends
+        async for (busy,) in ctx.changed(ctl.members_busy):
+            ctx.set(ctl.members_ok, 1 if busy else members_ok)
+
+    sim.add_process(members_answer)
     sim.add_testbench(bench)
     sim.run()
+    checks = [e for e in log if e[0] == "members"]
+    log = [e for e in log if e[0] != "members"]
+    out["members_checks"] = len(checks)
     return log, out
 
 
@@ -205,6 +218,17 @@ def test_controller_stops_on_a_block_error_and_flags_it():
     assert out["error"] == 1 << 9 and out["step"] == 0
     log, out = _controller_run(RUN_KINDS["train"], errors={"eval": 0b100})
     assert [n for n, _, _ in log] == ["eval"] and out["error"] == 0b100
+
+
+def test_controller_refuses_train_and_eval_whose_members_do_not_fit_with_flag_15():
+    for kind in ("train", "eval"):
+        log, out = _controller_run(RUN_KINDS[kind], members_ok=0)
+        assert log == [] and out["error"] == 1 << 15 and out["step"] == 0
+        assert out["members_checks"] == 1
+    log, out = _controller_run(RUN_KINDS["update"], n_layers=1, members_ok=0)
+    assert [n for n, _, _ in log] == ["shape", "vote", "apply"] and out["error"] == 0
+    log, out = _controller_run(RUN_KINDS["eval"])
+    assert [n for n, _, _ in log] == ["eval"] and out["error"] == 0
 
 
 def test_controller_refuses_steps_past_65534_and_unknown_kinds():

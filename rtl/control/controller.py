@@ -26,7 +26,14 @@ rtl/evaluator/sequencer.py):
 * 12 ``kind``: an unknown run kind;
 * 13 ``params``: ``params_ok`` low at the start (a register outside what the build
   holds: a width above ``max_width``, ``n_layers`` above ``max_layers``, a population
-  above ``max_population``, ``latent_shift`` above ``q_max``).
+  above ``max_population``, ``latent_shift`` above ``q_max``);
+* 15 ``members``: a TRAIN or EVAL run with ``members_ok`` low (per-member inputs or
+  logits that do not fit their memories: ``population * batch * n_0`` above
+  ``member_bytes`` or ``population * batch * n_L`` above ``logit_bytes``).
+
+(Bit 14 is the command decoder's ``bad command``.) At a run's start the controller
+strobes ``members_start`` and waits while ``members_busy`` (the accelerator's
+MemberSizes) before its checks.
 
 Counters (``cycles``, ``eval_cycles``, ``shape_cycles``, ``update_cycles``) count the
 cycles of the last run, by phase.
@@ -43,7 +50,14 @@ from ..evaluator.params import MAX_STEP
 __all__ = ["CONTROL_ERRORS", "RUN_KINDS", "Controller"]
 
 RUN_KINDS = {"train": 0, "eval": 1, "update": 2, "init": 3}
-CONTROL_ERRORS = {9: "shaper", 10: "update", 11: "steps", 12: "kind", 13: "params"}
+CONTROL_ERRORS = {
+    9: "shaper",
+    10: "update",
+    11: "steps",
+    12: "kind",
+    13: "params",
+    15: "members",
+}
 
 
 class Controller(wiring.Component):
@@ -58,6 +72,11 @@ class Controller(wiring.Component):
     --------------------
     run : In(1), run_kind : In(4)
     steps : In(16), step : In(16), stride : In(16), n_layers : In(4)
+    params_ok : In(1)
+        The registers are within the build (checked at the start of every run but INIT).
+    members_start : Out(1), members_busy : In(1), members_ok : In(1)
+        The per-member fit check: strobed with ``run``; the checks wait while
+        ``members_busy``; ``members_ok`` low refuses TRAIN and EVAL (flag 15).
     busy : Out(1), error : Out(16)
     step_wr : Out(1), step_next : Out(16)
         ``step`` + 1 after each step of TRAIN or UPDATE.
@@ -82,6 +101,9 @@ class Controller(wiring.Component):
                 "stride": In(16),
                 "n_layers": In(4),
                 "params_ok": In(1, init=1),
+                "members_start": Out(1),
+                "members_busy": In(1),
+                "members_ok": In(1, init=1),
                 "busy": Out(1),
                 "error": Out(16),
                 "step_wr": Out(1),
@@ -178,6 +200,7 @@ class Controller(wiring.Component):
 
         with m.FSM() as fsm:
             with m.State("IDLE"):
+                m.d.comb += self.members_start.eq(self.run)
                 with m.If(self.run):
                     m.d.sync += [
                         kind.eq(self.run_kind),
@@ -193,8 +216,13 @@ class Controller(wiring.Component):
                     m.next = "CHECK"
             with m.State("CHECK"):
                 last = self.step + self.steps - 1
-                with m.If(~self.params_ok & (kind != RUN_KINDS["init"])):
+                evaluates = (kind == RUN_KINDS["train"]) | (kind == RUN_KINDS["eval"])
+                with m.If(self.members_busy):
+                    pass  # the fit check is still running
+                with m.Elif(~self.params_ok & (kind != RUN_KINDS["init"])):
                     fail(13)
+                with m.Elif(~self.members_ok & evaluates):
+                    fail(15)
                 with m.Else():
                     with m.Switch(kind):
                         with m.Case(RUN_KINDS["train"]):

@@ -1,0 +1,389 @@
+"""The per-member (RL) path through memories: the blocks between the accelerator's
+``member_x`` and ``logits`` memories and the PopulationEvaluator's ``inp`` and ``logits``
+streams (``shared = 0``).
+
+Both memories hold a byte per word, member ``m``, sample ``b``, element ``k`` at
+``(m * batch + b) * n + k`` (``n = n_0`` for ``member_x``, ``n_L`` for ``logits``).
+
+* :class:`MemberSizes` (at a run's start): the strides ``batch * n_0`` and ``batch * n_L``
+  and whether ``population * batch * n_0`` bytes fit ``member_x`` and ``population *
+  batch * n_L`` fit ``logits`` (shift-add, at most 32 cycles);
+* :class:`MemberReader`: ``member_x`` into ``inp`` words in the InputLoader's order;
+* :class:`LogitWriter`: the evaluator's ``logits`` beats into ``logits`` writes.
+
+The reader and the writer compute addresses modulo ``2**addr_bits``: exact when the run
+fits (a run that does not is refused before it starts: the controller's ``members``
+flag).
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import data, stream, wiring
+from amaranth.lib.wiring import In, Out
+
+from ..evaluator.evaluator import out_logits_layout
+from ..evaluator.params import EvaluatorParams
+from ..params import check_int
+
+__all__ = ["LogitWriter", "MemberReader", "MemberSizes"]
+
+
+@contextmanager
+def _state(m, name, restart):
+    """``m.State(name)`` whose body ends with ``restart()`` (it takes precedence)."""
+    with m.State(name):
+        yield
+        restart()
+
+
+class MemberSizes(wiring.Component):
+    """Strides and the fit check of a per-member run (module docstring).
+
+    Parameters
+    ----------
+    in_depth, out_depth : int
+        Depths of the ``member_x`` and ``logits`` memories (1..2**24).
+    width_bits : int
+        Width of ``n_in`` and ``n_out`` (1..16).
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe: compute from the inputs below (stable until ``busy`` falls).
+    population : In(13), batch : In(16), n_in : In(width_bits), n_out : In(width_bits)
+    busy : Out(1)
+        Rises the cycle after ``start``, falls when the outputs are valid.
+    fits : Out(1)
+        ``population * batch * n_in <= in_depth`` and ``population * batch * n_out <=
+        out_depth``.
+    in_stride : Out(16 + width_bits), out_stride : Out(16 + width_bits)
+        ``batch * n_in`` and ``batch * n_out``.
+    """
+
+    def __init__(self, *, in_depth: int, out_depth: int, width_bits: int):
+        self.in_depth = check_int("in_depth", in_depth, 1, 1 << 24)
+        self.out_depth = check_int("out_depth", out_depth, 1, 1 << 24)
+        check_int("width_bits", width_bits, 1, 16)
+        super().__init__(
+            {
+                "start": In(1),
+                "population": In(13),
+                "batch": In(16),
+                "n_in": In(width_bits),
+                "n_out": In(width_bits),
+                "busy": Out(1),
+                "fits": Out(1),
+                "in_stride": Out(16 + width_bits),
+                "out_stride": Out(16 + width_bits),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        tb = len(self.in_stride) + 13  # population * batch * n
+        mul = Signal(16)  # multiplier bits left: batch, then population
+        a_in, a_out = Signal(tb), Signal(tb)  # multiplicands, shifted
+        acc_in, acc_out = Signal(tb), Signal(tb)
+        second = Signal()  # the products by population
+        with m.FSM():
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += [
+                        mul.eq(self.batch),
+                        a_in.eq(self.n_in),
+                        a_out.eq(self.n_out),
+                        acc_in.eq(0),
+                        acc_out.eq(0),
+                        second.eq(0),
+                    ]
+                    m.next = "MUL"
+            with m.State("MUL"):
+                m.d.comb += self.busy.eq(1)
+                with m.If(mul != 0):
+                    with m.If(mul[0]):
+                        m.d.sync += [acc_in.eq(acc_in + a_in), acc_out.eq(acc_out + a_out)]
+                    m.d.sync += [mul.eq(mul >> 1), a_in.eq(a_in << 1), a_out.eq(a_out << 1)]
+                with m.Elif(~second):
+                    m.d.sync += [
+                        self.in_stride.eq(acc_in),
+                        self.out_stride.eq(acc_out),
+                        mul.eq(self.population),
+                        a_in.eq(acc_in),
+                        a_out.eq(acc_out),
+                        acc_in.eq(0),
+                        acc_out.eq(0),
+                        second.eq(1),
+                    ]
+                with m.Else():
+                    m.d.sync += self.fits.eq(
+                        (acc_in <= self.in_depth) & (acc_out <= self.out_depth)
+                    )
+                    m.next = "IDLE"
+        return m
+
+
+class MemberReader(wiring.Component):
+    """``member_x`` into the evaluator's ``inp`` stream (module docstring).
+
+    Word order (the InputLoader's): round, sample ``b``, member sign ``s``, input ``k``;
+    lane ``j``'s byte of a word is input ``k`` of sample ``b`` of member ``2 (first_pair
+    + j) + s``, read at ``(2 (first_pair + j) + s) * stride + b * n_in + k``, zero for
+    pairs past the population. One byte read per cycle: a word takes ``lanes +
+    mem_latency + 1`` cycles (more under back-pressure).
+
+    Parameters
+    ----------
+    lanes : int
+        The evaluator's lanes (1..64).
+    addr_bits : int
+        Address width of ``member_x`` (1..24).
+    width_bits : int
+        Width of ``n_in`` (1..16).
+    mem_latency : int
+        Cycles from ``r_addr``/``r_en`` to ``r_data`` (1..8).
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe: stream every word of a run (inputs stable until ``busy`` falls).
+    population : In(13), batch : In(16), n_in : In(width_bits)
+    stride : In(addr_bits)
+        ``batch * n_in`` (MemberSizes).
+    r_addr : Out(addr_bits), r_en : Out(1), r_data : In(8)
+    inp : Out(stream.Signature(8 * lanes))
+    busy : Out(1)
+        From the cycle after ``start`` until the last word is taken.
+    """
+
+    def __init__(self, *, lanes: int, addr_bits: int, width_bits: int, mem_latency: int):
+        self.lanes = check_int("lanes", lanes, 1, 64)
+        self.addr_bits = check_int("addr_bits", addr_bits, 1, 24)
+        check_int("width_bits", width_bits, 1, 16)
+        self.mem_latency = check_int("mem_latency", mem_latency, 1, 8)
+        super().__init__(
+            {
+                "start": In(1),
+                "population": In(13),
+                "batch": In(16),
+                "n_in": In(width_bits),
+                "stride": In(addr_bits),
+                "r_addr": Out(addr_bits),
+                "r_en": Out(1),
+                "r_data": In(8),
+                "inp": Out(stream.Signature(8 * lanes)),
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        L, ab, lat = self.lanes, self.addr_bits, self.mem_latency
+        pairs = self.population[1:]
+        two_s = (self.stride << 1)[:ab]
+        first_pair = Signal(12)
+        rnd_base = Signal(ab)  # first_pair * 2 * stride
+        rnd_step = Signal(ab)  # lanes * 2 * stride
+        b = Signal(16)
+        b_off = Signal(ab)  # b * n_in
+        s = Signal()
+        k = Signal(len(self.n_in))
+        j = Signal(range(max(L, 2)))
+        lane_off = Signal(ab)  # j * 2 * stride
+        word = Signal(8 * L)
+        m.d.comb += [
+            self.r_addr.eq(rnd_base + Mux(s, self.stride, 0) + b_off + k + lane_off),
+            self.inp.payload.eq(word),
+        ]
+
+        # lanes read lat cycles ago: their data is on r_data now
+        tag_v = [Signal(name=f"tag_v{i}") for i in range(lat)]
+        tag_j = [Signal(range(max(L, 2)), name=f"tag_j{i}") for i in range(lat)]
+        m.d.sync += [tag_v[0].eq(self.r_en), tag_j[0].eq(j)]
+        for i in range(1, lat):
+            m.d.sync += [tag_v[i].eq(tag_v[i - 1]), tag_j[i].eq(tag_j[i - 1])]
+        with m.If(tag_v[-1]):
+            m.d.sync += word.word_select(tag_j[-1], 8).eq(self.r_data)
+
+        def restart():  # a start in any state begins a new run
+            with m.If(self.start):
+                m.d.sync += [
+                    first_pair.eq(0),
+                    rnd_base.eq(0),
+                    rnd_step.eq(0),
+                    b.eq(0),
+                    b_off.eq(0),
+                    s.eq(0),
+                    k.eq(0),
+                    j.eq(0),
+                    lane_off.eq(0),
+                    word.eq(0),
+                ]
+                m.next = "STEP"
+
+        with m.FSM():
+            with _state(m, "IDLE", restart):
+                pass
+            with _state(m, "STEP", restart):  # rnd_step = lanes * 2 * stride
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [rnd_step.eq(rnd_step + two_s), j.eq(j + 1)]
+                with m.If(j == L - 1):
+                    m.d.sync += j.eq(0)
+                    m.next = "ISSUE"
+            with _state(m, "ISSUE", restart):  # one read per lane
+                m.d.comb += [self.busy.eq(1), self.r_en.eq(first_pair + j < pairs)]
+                m.d.sync += [lane_off.eq(lane_off + two_s), j.eq(j + 1)]
+                with m.If(j == L - 1):
+                    m.d.sync += [lane_off.eq(0), j.eq(0)]
+                    m.next = "WAIT"
+            # WAIT: until the last byte lands (this cycle or earlier)
+            pending = Cat(*tag_v[:-1]).any() if lat > 1 else Const(0)
+            with _state(m, "WAIT", restart):
+                m.d.comb += self.busy.eq(1)
+                with m.If(~pending):
+                    m.next = "OUT"
+            with _state(m, "OUT", restart):
+                m.d.comb += [self.busy.eq(1), self.inp.valid.eq(1)]
+                with m.If(self.inp.ready):
+                    m.d.sync += word.eq(0)
+                    m.next = "ISSUE"
+                    with m.If(k + 1 < self.n_in):
+                        m.d.sync += k.eq(k + 1)
+                    with m.Else():
+                        m.d.sync += [k.eq(0), s.eq(~s)]
+                        with m.If(s):
+                            with m.If(b + 1 < self.batch):
+                                m.d.sync += [b.eq(b + 1), b_off.eq(b_off + self.n_in)]
+                            with m.Else():
+                                m.d.sync += [b.eq(0), b_off.eq(0)]
+                                with m.If(first_pair + L < pairs):
+                                    m.d.sync += [
+                                        first_pair.eq(first_pair + L),
+                                        rnd_base.eq(rnd_base + rnd_step),
+                                    ]
+                                with m.Else():
+                                    m.next = "IDLE"
+        return m
+
+
+class LogitWriter(wiring.Component):
+    """The evaluator's ``logits`` beats into ``logits`` memory writes (module docstring).
+
+    A beat (``out_logits_layout``) holds row ``row`` of member sign ``s`` of lane ``i``
+    of every group; group ``g``'s logit belongs to member ``2 (first_pair + g * group +
+    i) + s`` if ``mask[g]``. Within a round the rows of one ``(i, s)`` come in order
+    (sample, row), so the writer keeps one pointer per ``(i, s)``, ``(2 (first_pair + i)
+    + s) * stride + beats seen``, and group ``g`` adds ``g * 2 * group * stride``. A new
+    round (``first_pair`` changes) reloads the pointers (about ``lanes + 2 group`` cycles). A
+    beat takes one cycle per finalizer group.
+
+    Parameters
+    ----------
+    p : EvaluatorParams
+        The evaluator's parameters (beat layout, ``group_lanes``, ``finalizers``).
+    addr_bits : int
+        Address width of ``logits`` (1..24).
+
+    Interface attributes
+    --------------------
+    start : In(1)
+        Strobe: a new evaluation (``stride`` stable until its last beat is written).
+    stride : In(addr_bits)
+        ``batch * n_L`` (MemberSizes).
+    logits : In(stream.Signature(out_logits_layout(p)))
+    w_addr : Out(addr_bits), w_data : Out(8), w_en : Out(1)
+    busy : Out(1)
+        A beat (or a round's pointers) is being processed: high from the cycle after a
+        beat is taken until its last group is written.
+    """
+
+    def __init__(self, p: EvaluatorParams, *, addr_bits: int):
+        self.p = p
+        self.addr_bits = check_int("addr_bits", addr_bits, 1, 24)
+        super().__init__(
+            {
+                "start": In(1),
+                "stride": In(addr_bits),
+                "logits": In(stream.Signature(out_logits_layout(p))),
+                "w_addr": Out(addr_bits),
+                "w_data": Out(8),
+                "w_en": Out(1),
+                "busy": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        p = self.p
+        G, F, ab = p.group_lanes, p.finalizers, self.addr_bits
+        beat = self.logits.payload
+        n_keys = 2 << len(beat.i)  # (i, s), i up to its field's range
+        ptr = Array(Signal(ab, name=f"ptr{q}") for q in range(n_keys))
+        key = Cat(beat.s, beat.i)
+        cur_fp = Signal(len(beat.first_pair))
+        rnd_base = Signal(ab)  # cur_fp * 2 * stride
+        group_step = Signal(ab)  # 2 * group * stride
+        acc = Signal(ab)
+        q = Signal(range(n_keys))
+        two_s = (self.stride << 1)[:ab]
+
+        held = Signal(data.ArrayLayout(8, F))  # the beat's logits, groups 1..
+        mask = Signal(F)
+        g = Signal(range(F + 1))
+        addr = Signal(ab)
+
+        def restart():  # a start in any state begins a new evaluation
+            with m.If(self.start):
+                m.d.sync += [cur_fp.eq(0), rnd_base.eq(0), acc.eq(0), q.eq(0)]
+                m.next = "INIT"
+
+        with m.FSM():
+            with _state(m, "OFF", restart):
+                pass
+            with _state(m, "INIT", restart):  # ptr[q] = rnd_base + q * stride
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [ptr[q].eq(acc), acc.eq(acc + self.stride), q.eq(q + 1)]
+                with m.If((q == 2 * G - 1) & (cur_fp == 0)):
+                    m.d.sync += group_step.eq(acc + self.stride)
+                with m.If(q == n_keys - 1):
+                    m.next = "TAKE"
+            with _state(m, "ADVANCE", restart):  # to the beat's round, a pair a cycle
+                m.d.comb += self.busy.eq(1)
+                m.d.sync += [cur_fp.eq(cur_fp + 1), rnd_base.eq(rnd_base + two_s)]
+                with m.If(cur_fp + 1 == beat.first_pair):
+                    m.d.sync += [acc.eq(rnd_base + two_s), q.eq(0)]
+                    m.next = "INIT"
+            with _state(m, "TAKE", restart):  # a beat: group 0 now, the others in WRITE
+                m.d.comb += self.logits.ready.eq(beat.first_pair == cur_fp)
+                with m.If(self.logits.valid):
+                    with m.If(beat.first_pair != cur_fp):
+                        m.next = "ADVANCE"
+                    with m.Else():
+                        a0 = ptr[key]
+                        m.d.comb += [
+                            self.w_addr.eq(a0),
+                            self.w_data.eq(beat.y[0]),
+                            self.w_en.eq(beat.mask[0]),
+                        ]
+                        m.d.sync += ptr[key].eq(a0 + 1)
+                        if F > 1:
+                            m.d.sync += [
+                                held.eq(beat.y),
+                                mask.eq(beat.mask),
+                                addr.eq(a0 + group_step),
+                                g.eq(1),
+                            ]
+                            m.next = "WRITE"
+            with _state(m, "WRITE", restart):
+                m.d.comb += [
+                    self.busy.eq(1),
+                    self.w_addr.eq(addr),
+                    self.w_data.eq(held[g]),
+                    self.w_en.eq(mask.bit_select(g, 1)),
+                ]
+                m.d.sync += [addr.eq(addr + group_step), g.eq(g + 1)]
+                with m.If(g == F - 1):
+                    m.next = "TAKE"
+        return m
