@@ -82,6 +82,8 @@ INFO_FIELDS = (
     "frame_bytes",
     "clock_hz",  # the core clock; 0 in simulation
     "baud",  # the UART's rate; 0 without a UART (simulation)
+    "member_bytes",  # per-member inputs (RL)
+    "logit_bytes",  # per-member logits
 )
 
 #: Enumerated INFO fields: the value is the index in the tuple.
