@@ -212,7 +212,7 @@ def _locked(path: Path) -> Iterator[None]:
 def _estimate_seconds(verilog_chars: int) -> int:
     """A rough build time: ~15 s for a small design, growing with the Verilog's size
     (measured on a 2-core machine; docs/protocol.md, "The simulated device")."""
-    return int(15 + verilog_chars / 12_000)
+    return int(15 + verilog_chars / 20_000)
 
 
 def _say(msg: str) -> None:

@@ -132,6 +132,18 @@ def test_empty_frames_get_no_response_but_do_not_stall(sim):
     assert read_exactly(sim, len(zeros) + len(frame)) == zeros + frame
 
 
+@pytest.mark.parametrize("run_ahead", [0, 5 * LATENCY])
+def test_run_ahead_clocks_on_after_a_response(echo_build, run_ahead):
+    # a frame, then a byte of the next: the echo holds that byte LATENCY cycles after the
+    # frame's delimiter went out, when the harness (nothing outstanding) may stop clocking
+    with SimTransport(echo_build["exe"], run_ahead=run_ahead) as t:
+        t.write(b"\x00\x01\x00\x02")
+        got = read_exactly(t, 3 if run_ahead == 0 else 4, timeout=5)
+        time.sleep(0.1)
+        got += t.read(0.1)
+    assert got == (b"\x00\x01\x00" if run_ahead == 0 else b"\x00\x01\x00\x02")
+
+
 def test_eof_ends_the_harness_cleanly(echo_build):
     frames = b"".join(request_bytes(Cmd.INFO, s) for s in range(50))
     done = subprocess.run(
