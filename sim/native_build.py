@@ -260,7 +260,11 @@ def _build(verilog: str, wrapper: str, key: str, root: Path) -> Path:
         with open(log, "w") as f:
             f.write(" ".join(cmd) + "\n")
             f.flush()
-            done = subprocess.run(cmd, cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT)
+            try:
+                done = subprocess.run(cmd, cwd=work, env=env, stdout=f, stderr=subprocess.STDOUT)
+            except BaseException:  # interrupted: leave no half-built directory behind
+                shutil.rmtree(work, ignore_errors=True)
+                raise
         if done.returncode != 0 or not (work / EXECUTABLE).is_file():
             tail = "\n".join(log.read_text(errors="replace").splitlines()[-20:])
             raise NativeBuildError(f"Verilator failed (log: {log}):\n{tail}")
