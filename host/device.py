@@ -14,6 +14,7 @@ Verilator harness, built for the job's elaboration parameters and cached) and
 from __future__ import annotations
 
 import struct
+import sys
 import time
 from collections.abc import Callable, Iterable, Sequence
 
@@ -35,7 +36,7 @@ from .link import (
 from .rtl.control.registers import register_map
 from .rtl.link.protocol import VERSION, Cmd, Status, max_payload
 
-__all__ = ["Device", "DeviceError", "Trainer", "check_build", "sim_params"]
+__all__ = ["Device", "DeviceError", "Trainer", "check_build", "open_device", "sim_params"]
 
 #: The memories whose words the device returns sign-extended.
 SIGNED_MEMORIES = {"latent", "scores", "g", "logits"}
@@ -222,9 +223,11 @@ class Device:
 
 
 # ---------------------------------------------------------------------- build fit
-def check_build(info: dict, cfg: Config, *, batch: int = 1, samples: int = 0) -> None:
-    """:class:`DeviceError` naming the first way ``cfg`` (with this batch and dataset
-    size) does not fit the device's build (its INFO)."""
+def check_build(
+    info: dict, cfg: Config, *, batch: int = 1, samples: int = 0, members: int = 0
+) -> None:
+    """:class:`DeviceError` naming the ways ``cfg`` (with this batch and dataset size, or
+    ``members`` per-member samples each) does not fit the device's build (its INFO)."""
     problems = []
     for name in ("mode", "digits", "update", "rank"):
         if info[name] != getattr(cfg, name):
@@ -244,6 +247,14 @@ def check_build(info: dict, cfg: Config, *, batch: int = 1, samples: int = 0) ->
             f"a dataset of {samples} x {cfg.layers[0]} (the sample memory holds "
             f"{info['sample_bytes']} bytes, {info['label_words']} labels)"
         )
+    if members:
+        need_x = cfg.population * members * cfg.layers[0]
+        need_y = cfg.population * members * cfg.layers[-1]
+        if need_x > info.get("member_bytes", 0) or need_y > info.get("logit_bytes", 0):
+            problems.append(
+                f"per-member inputs of {need_x} bytes and logits of {need_y} (the build "
+                f"holds {info.get('member_bytes', 0)} and {info.get('logit_bytes', 0)})"
+            )
     if problems:
         raise DeviceError("the job does not fit the device: " + "; ".join(problems))
 
@@ -252,7 +263,7 @@ def _pow2(n: int, lo: int = 16) -> int:
     return max(lo, 1 << max(0, int(n - 1).bit_length()))
 
 
-def sim_params(cfg: Config, *, batch: int, samples: int, lanes: int = 8) -> dict:
+def sim_params(cfg: Config, *, batch: int, samples: int, lanes: int = 8, **over) -> dict:
     """Elaboration parameters of a simulated device built for this job: the maxima are
     the job's own (memories rounded up to powers of two)."""
     return {
@@ -269,38 +280,52 @@ def sim_params(cfg: Config, *, batch: int, samples: int, lanes: int = 8) -> dict
         "sample_bytes": _pow2(samples * cfg.layers[0]),
         "label_words": _pow2(samples),
         "batch_words": _pow2(batch * 32),
+        "member_bytes": _pow2(cfg.population * batch * cfg.layers[0]),
+        "logit_bytes": _pow2(cfg.population * batch * cfg.layers[-1]),
         "frame_bytes": 8192,
+        **over,
     }
 
 
 # ---------------------------------------------------------------------- training
 class Trainer:
-    """ES steps of a classification task on a device, with golden's data order.
+    """ES steps of a training task on a device, with golden's data order.
 
-    ``start(state)`` loads the dataset, the configuration and ``state``;
-    ``steps(state, k)`` runs ``k`` steps (the batch indices of each step computed by the
-    task, exactly as the golden run draws them) and returns the state read back and the
-    scores of the last step.
+    Classification tasks (``task.batch_indices``) train on chip: the dataset is loaded
+    once, each step's batch indices are computed by the task exactly as the golden run
+    draws them, and ``RUN train`` runs the steps. Other tasks (CartPole) are host-scored:
+    the device evaluates the members on the host's per-member inputs (``member_x`` ->
+    ``RUN eval`` -> ``logits``), the host scores them and the device shapes and updates
+    (``RUN update``).
+
+    ``start(state)`` loads the configuration and ``state``; ``steps(step, k)`` runs
+    ``k`` steps and returns the state read back and the scores of the last step.
     """
 
     def __init__(self, dev: Device, task, cfg: Config, batch: int):
-        if not hasattr(task, "batch_indices"):
-            raise DeviceError(
-                f"task {task.name}: only classification tasks train on a device so far"
-            )
         self.dev, self.task, self.cfg, self.batch = dev, task, cfg, batch
-        self.x, self.y = task.x_train, task.y_train
-        self.step_batch = min(batch, len(self.x))
+        self.classify = hasattr(task, "batch_indices")
+        if self.classify:
+            self.x, self.y = task.x_train, task.y_train
+            self.step_batch = min(batch, len(self.x))
+        else:
+            self.step_batch = batch
 
     def start(self, state: TrainState) -> None:
         info = self.dev.info()
-        check_build(info, self.cfg, batch=self.step_batch, samples=len(self.x))
+        cfg = self.cfg
+        if self.classify:
+            check_build(info, cfg, batch=self.step_batch, samples=len(self.x))
+        else:
+            check_build(info, cfg, batch=self.step_batch, members=self.step_batch)
         self.max_chunk = max(1, min(info["batch_words"] // self.step_batch, 65535))
         dev = self.dev
         dev.reset()
-        dev.write_regs(ap.config_regs(self.cfg, step=state.step, batch=self.step_batch))
-        dev.write_mem("samples", 0, (np.asarray(self.x, dtype=np.int64) & 0xFF).ravel())
-        dev.write_mem("labels", 0, self.y)
+        regs = ap.config_regs(cfg, step=state.step, batch=self.step_batch, shared=self.classify)
+        dev.write_regs(regs)
+        if self.classify:
+            dev.write_mem("samples", 0, (np.asarray(self.x, dtype=np.int64) & 0xFF).ravel())
+            dev.write_mem("labels", 0, self.y)
         self.load_state(state)
 
     def load_state(self, state: TrainState) -> None:
@@ -332,6 +357,10 @@ class Trainer:
     def steps(self, step: int, k: int) -> tuple[TrainState, np.ndarray]:
         """``k`` ES steps from step ``step`` (the device holds the state before it); the
         state after them, read back, and the last step's scores."""
+        if not self.classify:
+            for t in range(step, step + k):
+                scores = self._host_scored_step(t)
+            return self.read_state(step + k), scores
         done = 0
         while done < k:
             n = min(k - done, self.max_chunk)
@@ -346,6 +375,69 @@ class Trainer:
         scores = self.dev.read_mem("scores", 0, self.cfg.population)
         return self.read_state(step + k), scores
 
+    def forward(self, x) -> np.ndarray:
+        """Every member's int8 logits for its own inputs ``x`` (population, batch, n_0),
+        computed by the device at the step in its ``step`` register."""
+        cfg = self.cfg
+        x = np.asarray(x)
+        pop, batch = x.shape[0], x.shape[1]
+        if pop != cfg.population or x.ndim != 3:
+            raise ValueError(f"per-member inputs of shape {x.shape}")
+        self.dev.write_regs({"batch": batch})
+        self.dev.write_mem("member_x", 0, ap.member_words(x))
+        self.dev.run("eval")
+        n = pop * batch * cfg.layers[-1]
+        return self.dev.read_mem("logits", 0, n).reshape(pop, batch, cfg.layers[-1])
+
+    def _host_scored_step(self, t: int) -> np.ndarray:
+        self.dev.write_regs({"step": t})
+        scores = np.asarray(self.task.scorer(self.cfg, t, self.batch)(self.forward))
+        self.dev.write_mem("scores", 0, scores)
+        self.dev.write_regs({"step": t})
+        self.dev.run("update")
+        return scores
+
 
 def _zeros(cfg: Config) -> list[np.ndarray]:
     return [np.zeros(cfg.shape(l), dtype=np.int8) for l in range(cfg.n_layers)]
+
+
+def open_device(
+    spec: str,
+    *,
+    cfg: Config | None = None,
+    batch: int = 1,
+    samples: int = 0,
+    lanes: int = 8,
+    timeout: float = 5.0,
+    quiet: bool = False,
+    **params,
+) -> Device:
+    """A :class:`Device` on ``spec``: ``sim`` (the accelerator built for ``cfg``'s job by
+    :func:`sim_params`, ``params`` overriding; Verilated once and cached), ``sim:PATH``
+    (a harness executable) or ``serial:PORT[@BAUD]``. INFO is read and checked."""
+    from .transport import open_transport
+
+    if spec == "sim":
+        if cfg is None:
+            raise DeviceError("--device sim needs a job configuration to build for")
+        from .rtl.link.device import Device as DeviceTop
+
+        p = sim_params(cfg, batch=batch, samples=samples, lanes=lanes, **params)
+        p.update(clock_hz=0, baud=0)
+        if not quiet:
+            print(
+                f"[sim] device: lanes {p['lanes']}, {p['max_layers']} layers of up to "
+                f"{p['max_width']}, population {p['max_population']}, batch {p['max_batch']}",
+                file=sys.stderr,
+            )
+        transport = open_transport("sim", device_factory=DeviceTop, params=p)
+    else:
+        transport = open_transport(spec)
+    dev = Device(transport, timeout=timeout, name=spec)
+    try:
+        dev.info()
+    except BaseException:
+        dev.close()
+        raise
+    return dev

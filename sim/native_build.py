@@ -153,8 +153,9 @@ def device_verilog(device: Any) -> tuple[str, list[tuple[str, str, int, bool]]]:
 
 
 def _wrapper(ports: list[tuple[str, str, int, bool]]) -> str:
-    """A top module with plain port names (Verilator mangles ``__`` in C++ names); other
-    inputs of the device are tied to 0, other outputs left open."""
+    """A top module with plain port names (Verilator mangles ``__`` in C++ names) and
+    ``busy`` (the device's, or 0: the harness clocks while it is high); other inputs of
+    the device are tied to 0, other outputs left open."""
     lines = [
         f"module {WRAPPER_TOP} (",
         "    input wire clk,",
@@ -164,13 +165,17 @@ def _wrapper(ports: list[tuple[str, str, int, bool]]) -> str:
         "    input wire [7:0] rx_payload,",
         "    output wire tx_valid,",
         "    input wire tx_ready,",
-        "    output wire [7:0] tx_payload",
+        "    output wire [7:0] tx_payload,",
+        "    output wire busy",
         ");",
-        f"  {DEVICE_TOP} device (",
     ]
+    has_busy = any(n == "busy" and d == "output" and w == 1 for n, d, w, _ in ports)
+    if not has_busy:
+        lines.append("  assign busy = 1'b0;")
+    lines.append(f"  {DEVICE_TOP} device (")
     conns = []
     for name, direction, _width, _signed in ports:
-        if name in ("clk", "rst") or name in LINK_PORTS:
+        if name in ("clk", "rst") or name in LINK_PORTS or (name == "busy" and has_busy):
             conns.append(f"    .{name}({name.replace('__', '_')})")
         elif direction == "input":
             conns.append(f"    .{name}(1'b0)")

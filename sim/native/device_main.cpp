@@ -4,8 +4,9 @@
 // the bytes of its tx stream go to stdout. Nothing else is read or written: the byte
 // stream is the protocol's (docs/protocol.md), exactly as on a board's UART.
 //
-// The device is clocked only while it has something to do: while input bytes wait, and
-// while a request is outstanding, i.e. while more non-empty frames went in than came out
+// The device is clocked only while it has something to do: while input bytes wait, while
+// it is busy (its `busy` output: a run started by a request), and while a request is
+// outstanding, i.e. while more non-empty frames went in than came out
 // (a frame ends at a 0x00 delimiter; an empty frame, two delimiters in a row, gets no
 // response and is not counted). When the two counts are equal the harness flushes stdout
 // and blocks in poll() on stdin, so an idle device costs no CPU and its cycle count
@@ -18,7 +19,7 @@
 //
 // Built by pentegg.sim.native_build with Verilator; the top module is a wrapper with
 // plain port names (clk, rst, rx_valid, rx_ready, rx_payload, tx_valid, tx_ready,
-// tx_payload) around the Amaranth device.
+// tx_payload, busy) around the Amaranth device.
 
 #include <cerrno>
 #include <csignal>
@@ -126,7 +127,7 @@ int main(int argc, char **argv) {
 
     for (;;) {
         if (in_pos == in_len && !eof) {
-            bool idle = frames_out >= frames_in && ahead == 0;
+            bool idle = frames_out >= frames_in && ahead == 0 && !top->busy;
             if (idle) {
                 if (!flush()) break;
                 struct pollfd pfd = {0, POLLIN, 0};
