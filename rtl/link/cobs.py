@@ -96,8 +96,9 @@ class CobsEncoder(wiring.Component):
     busy : Out(1)
         From the cycle after ``start`` until the delimiter has been sent.
 
-    Throughput: each byte is read twice (once to find the block's end, once to send it),
-    two cycles per read, so about four cycles per byte, plus two per code byte.
+    Throughput: each byte is read twice, once to find the end of its block and once to
+    send it, one cycle each: about two cycles per byte, plus three per block (a block
+    ends at a zero or after 254 bytes). ``addr`` depends combinationally on ``o.ready``.
     """
 
     def __init__(self, addr_bits: int):
@@ -131,13 +132,14 @@ class CobsEncoder(wiring.Component):
                     m.next = "CODE"
                 with m.Else():
                     m.next = "SCAN_D"
-            with m.State("SCAN_D"):
-                m.d.comb += self.addr.eq(q)
+            with m.State("SCAN_D"):  # data: the byte at q; the next one is read meanwhile
+                m.d.comb += self.addr.eq(q + 1)
                 with m.If(self.data == 0):
                     m.next = "CODE"
                 with m.Else():
                     m.d.sync += q.eq(q + 1)
-                    m.next = "SCAN"
+                    with m.If((q + 1 == length) | (q + 1 - p == 254)):
+                        m.next = "CODE"
             with m.State("CODE"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(q - p + 1)]
                 with m.If(self.o.ready):
@@ -149,11 +151,13 @@ class CobsEncoder(wiring.Component):
                     m.next = "NEXT"
                 with m.Else():
                     m.next = "EMIT_D"
-            with m.State("EMIT_D"):
+            with m.State("EMIT_D"):  # data: the byte at r
                 m.d.comb += [self.addr.eq(r), self.o.valid.eq(1), self.o.payload.eq(self.data)]
                 with m.If(self.o.ready):
+                    m.d.comb += self.addr.eq(r + 1)
                     m.d.sync += r.eq(r + 1)
-                    m.next = "EMIT"
+                    with m.If(r + 1 == q):
+                        m.next = "NEXT"
             with m.State("NEXT"):
                 with m.If(q - p == 254):  # a full block: no zero consumed
                     m.d.sync += p.eq(q)
