@@ -434,3 +434,41 @@ def test_a_repeated_run_seq_is_answered_ok_without_running_again():
         assert await run_update(41) == 1, "so does RESET (step back to 0, then + 1)"
 
     run_link(tiny_device(), script)
+
+
+def test_largest_payloads_round_trip_in_one_frame_buffer():
+    """max_payload in both directions: the response is written over the request."""
+    most = max_payload(FB) // 4  # 62 words
+    values = [(i * 7919) % 200 - 100 for i in range(most - 1)]
+    names = [r.name for r in ap.register_map(ML)]
+
+    async def script(host):
+        rsp = await host.request(Cmd.WRITE_MEM, 1, words([1 << 24 | 100, *values]))
+        assert rsp.status == Status.OK
+        rsp = await host.request(Cmd.READ_MEM, 2, words([1 << 24 | 99, most]))
+        assert rsp.status == Status.OK and len(rsp.payload) == 4 * most
+        got = [ap.to_signed(v, 32) for v in rsp.words()]
+        assert got[1:] == values
+        addrs = [reg(names[i % len(names)]) for i in range(most)]
+        rsp = await host.request(Cmd.READ_REGS, 3, words(addrs))
+        assert rsp.status == Status.OK and len(rsp.words()) == most
+        assert rsp.words()[0] == 0x50454747 and rsp.words()[len(names)] == 0x50454747
+
+    run_link(tiny_device(), script)
+
+
+def test_error_output_follows_the_status_registers_error_bit():
+    dut = tiny_device()
+
+    async def script(host):
+        ctx = host.ctx
+        assert not ctx.get(dut.error)
+        rsp = await host.request(Cmd.WRITE_REGS, 1, pairs(steps=0))
+        assert (await host.request(Cmd.RUN, 2, words([0]))).status == Status.OK
+        status, error, _ = await wait_idle(host)
+        assert status == 2 and error == 1 << 11, "a train run of 0 steps is refused"
+        assert ctx.get(dut.error) and not ctx.get(dut.busy)
+        rsp = await host.request(Cmd.RESET, 3)
+        assert rsp.status == Status.OK and not ctx.get(dut.error)
+
+    run_link(dut, script)
