@@ -44,8 +44,8 @@ checks take 1 cycle, plus 5 per word read from the buffer (``PARAM`` reads every
 of ``WRITE_REGS``/``READ_REGS``, the first word or two of the others); execution takes 5
 cycles per request word read and 5 per response word written, plus the Accelerator's
 time (a few cycles per word); the response's CRC one cycle per byte; the encoder about
-four cycles per byte. A UART at 115200 baud delivers a byte every ~87 us, thousands of
-cycles, so the link is the UART's speed.
+two cycles per byte plus three per block. A UART at 115200 baud delivers a byte every
+~87 us, thousands of cycles, so the link runs at the UART's speed.
 """
 
 from __future__ import annotations
