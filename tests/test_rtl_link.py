@@ -14,7 +14,15 @@ from amaranth.lib import memory, wiring
 from amaranth.sim import Simulator
 
 from pentegg import accel_protocol as ap
-from pentegg.link import cobs_decode, cobs_encode, crc16, decode_info, request_frame, words
+from pentegg.link import (
+    cobs_decode,
+    cobs_encode,
+    crc16,
+    decode_info,
+    parse_response,
+    request_frame,
+    words,
+)
 from pentegg.rtl.link.cobs import CobsDecoder, CobsEncoder
 from pentegg.rtl.link.device import Device
 from pentegg.rtl.link.engine import LinkEngine
@@ -472,3 +480,22 @@ def test_error_output_follows_the_status_registers_error_bit():
         assert rsp.status == Status.OK and not ctx.get(dut.error)
 
     run_link(dut, script)
+
+
+def test_random_garbage_gets_one_response_per_frame_and_never_hangs():
+    rng = random.Random(11)
+    junk = bytes(0 if rng.random() < 0.05 else rng.randrange(1, 256) for _ in range(400))
+    junk += bytes(rng.randrange(1, 256) for _ in range(FB + 20)) + b"\x00"  # oversize
+    n_frames = len([f for f in junk.split(b"\x00") if f])
+
+    async def script(host):
+        await load(host)
+        before = await snapshot(host)
+        got = await host.send(junk, frames=n_frames, settle=200)
+        assert len(got) == n_frames
+        for frame in got:
+            rsp = parse_response(frame)
+            assert rsp.status in (Status.FRAME, Status.CRC, Status.OVERSIZE) and not rsp.payload
+        assert await snapshot(host) == before
+
+    run_link(tiny_device(), script)
