@@ -35,6 +35,7 @@ MODULE_NAMES = (
     "lrgen-lane",
     "shaper",
     "accelerator",
+    "device",
     "votes",
     "weight-update",
 )
@@ -53,6 +54,8 @@ _EXPORTS = {
     "VoteAccumulator": ".update.votes",
     "WeightUpdater": ".update.apply",
     "Accelerator": ".accelerator",
+    "LinkEngine": ".link.engine",
+    "Device": ".link.device",
 }
 
 __all__ = ["MODULE_NAMES", *_EXPORTS]

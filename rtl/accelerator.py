@@ -92,6 +92,9 @@ class Accelerator(wiring.Component):
     cmd : In(stream.Signature(32)), rsp : Out(stream.Signature(32))
         Commands and responses (rtl/control/command.py).
     busy : Out(1)
+    error : Out(1)
+        The ``status`` register's error bit (the last run's error flags, or a bad
+        command), e.g. for an LED.
     """
 
     def __init__(
@@ -189,6 +192,7 @@ class Accelerator(wiring.Component):
                 "cmd": In(stream.Signature(32)),
                 "rsp": Out(stream.Signature(32)),
                 "busy": Out(1),
+                "error": Out(1),
             }
         )
 
@@ -237,7 +241,7 @@ class Accelerator(wiring.Component):
         wiring.connect(m, ev.logits, wr.logits)
         phase = ctl.phase
         idle = ~ctl.busy
-        m.d.comb += self.busy.eq(ctl.busy)
+        m.d.comb += [self.busy.eq(ctl.busy), self.error.eq(ctl.error.any() | dec.bad_command)]
 
         # ---- registers, decoder, controller
         m.d.comb += [
@@ -255,7 +259,7 @@ class Accelerator(wiring.Component):
             ctl.step.eq(regs.step),
             ctl.stride.eq(Mux(regs.batch_stride == 0, regs.batch, regs.batch_stride)),
             ctl.n_layers.eq(regs.n_layers),
-            regs.status.eq(Cat(ctl.busy, ctl.error.any() | dec.bad_command)),
+            regs.status.eq(Cat(ctl.busy, self.error)),
             regs.error.eq(ctl.error | (dec.bad_command << 14)),
             regs.cycles.eq(ctl.cycles),
             regs.eval_cycles.eq(ctl.eval_cycles),

@@ -18,6 +18,7 @@ from amaranth.lib import wiring
 
 from .accelerator import Accelerator
 from .evaluator.evaluator import PopulationEvaluator
+from .link.device import Device
 from .noise.keyer import StreamKeyer
 from .noise.lrgen import KeyedLowRankGenerator, LowRankGenerator
 from .noise.lrgen_compact import CompactLowRankGenerator
@@ -54,17 +55,48 @@ class ModuleSpec:
     summary: str
     #: parameter name -> "int", "str" or "int|none"
     params: dict[str, str] = field(default_factory=dict)
+    #: a class ``cls`` passes its ``**kwargs`` to (their defaults are that class's)
+    forwards: type | None = None
 
     def defaults(self) -> dict[str, Any]:
-        sig = inspect.signature(self.cls.__init__)
-        return {
-            n: p.default
-            for n, p in sig.parameters.items()
-            if n in self.params and p.default is not inspect.Parameter.empty
-        }
+        out = {}
+        for cls in (self.forwards, self.cls):
+            if cls is None:
+                continue
+            sig = inspect.signature(cls.__init__)
+            out.update(
+                (n, p.default)
+                for n, p in sig.parameters.items()
+                if n in self.params and p.default is not inspect.Parameter.empty
+            )
+        return out
 
 
 LRGEN_PARAMS = {"rank": "int", "max_fan": "int", "max_out": "int", "digits": "str", "pquant": "str"}
+
+ACCELERATOR_PARAMS = {
+    "lanes": "int",
+    "max_layers": "int",
+    "max_width": "int",
+    "rank": "int",
+    "mode": "str",
+    "digits": "str",
+    "group": "int|none",
+    "noise_depth": "int|none",
+    "max_batch": "int",
+    "mem_latency": "int",
+    "noise_buffers": "int",
+    "max_population": "int",
+    "update": "str",
+    "latent_bits": "int",
+    "update_lanes": "int|none",
+    "pivots": "int",
+    "sample_bytes": "int",
+    "label_words": "int",
+    "batch_words": "int",
+    "member_bytes": "int",
+    "logit_bytes": "int",
+}
 
 MODULES: dict[str, ModuleSpec] = {
     spec.name: spec
@@ -138,29 +170,15 @@ MODULES: dict[str, ModuleSpec] = {
             Accelerator,
             "Accelerator: the whole trainer (evaluator, shaper, votes, update, init, "
             "controller, registers, memories) behind one command stream (spec 10.2)",
-            {
-                "lanes": "int",
-                "max_layers": "int",
-                "max_width": "int",
-                "rank": "int",
-                "mode": "str",
-                "digits": "str",
-                "group": "int|none",
-                "noise_depth": "int|none",
-                "max_batch": "int",
-                "mem_latency": "int",
-                "noise_buffers": "int",
-                "max_population": "int",
-                "update": "str",
-                "latent_bits": "int",
-                "update_lanes": "int|none",
-                "pivots": "int",
-                "sample_bytes": "int",
-                "label_words": "int",
-                "batch_words": "int",
-                "member_bytes": "int",
-                "logit_bytes": "int",
-            },
+            ACCELERATOR_PARAMS,
+        ),
+        ModuleSpec(
+            "device",
+            Device,
+            "Device: the Accelerator behind the host link (COBS frames with CRC-16 on a byte "
+            "stream in and out, docs/protocol.md); rx/tx for a UART or a pipe",
+            {**ACCELERATOR_PARAMS, "frame_bytes": "int", "clock_hz": "int", "baud": "int"},
+            forwards=Accelerator,
         ),
         ModuleSpec(
             "votes",

@@ -41,6 +41,7 @@ VERILOG_CASES = [
     ("weight-update", ["update=pentary"]),
     ("accelerator", ["lanes=2", "max_width=16", "max_population=32"]),
     ("accelerator", ["lanes=3", "update=pentary", "max_layers=3", "max_width=9"]),
+    ("device", ["lanes=2", "max_width=16", "max_population=32", "frame_bytes=256"]),
 ]
 
 

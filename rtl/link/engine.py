@@ -1,0 +1,529 @@
+"""LinkEngine: the device side of the host protocol (docs/protocol.md).
+
+Bytes in (``rx``), bytes out (``tx``), the Accelerator's command words in between::
+
+    rx -> CobsDecoder -> frame buffer (+ CRC) -> checks -> command words -> cmd
+                                      ^                                      |
+                                      +--------- response words <-- rsp <---+
+    tx <- CobsEncoder <- header registers + frame buffer (payload) + CRC
+
+One frame buffer (``frame_bytes`` bytes, one byte wide, one read and one write port)
+holds the request and then the response: the request's payload starts at byte 5, and
+the response's payload is written over it from byte 5 on (its header is kept in
+registers and its CRC computed before it is sent), so a response word never overwrites a
+request word that has not been read yet (``READ_REGS`` reads word ``j`` before it writes
+answer ``j`` at the same place).
+
+A request is handled in phases, and nothing reaches ``cmd`` before the whole request has
+passed every check:
+
+1. receive: the decoded bytes are written to the buffer and run through CRC-16 as they
+   arrive; the header bytes are kept in registers; a frame longer than the buffer sets
+   ``OVERSIZE`` and the rest of it is dropped up to its delimiter;
+2. frame checks, in this order: ``OVERSIZE``, ``FRAME`` (a COBS block running past the
+   delimiter, or fewer than 7 bytes), ``CRC``, ``VERSION``, ``LENGTH`` (``len`` against
+   the bytes received), ``COMMAND``, ``LENGTH`` (``len`` against the command);
+3. ``PARAM``: every register address, the memory select, address and count, the run kind;
+4. a ``RUN`` whose ``seq`` is that of the last run started (no ``RUN``, ``WRITE_*`` or
+   ``RESET`` executed since) is answered ``OK`` without running; then ``BUSY`` for
+   ``WRITE_REGS``, ``WRITE_MEM``, ``READ_MEM`` and ``RUN`` while ``busy``;
+5. execute: the command words go out on ``cmd``, response words come back on ``rsp``
+   and are written to the buffer; ``RESET`` pulses ``accel_reset`` for one cycle;
+6. respond: the response's CRC is computed over header and payload, then the
+   CobsEncoder sends the frame and its delimiter on ``tx``; back to 1.
+
+A ``RUN`` is answered after the Accelerator's ``busy`` has risen (it does two cycles after
+the ``RUN`` word is taken, for at least one cycle even for a run the controller refuses;
+the engine waits at most 16 cycles), so a ``STATUS`` that follows reports the run.
+
+Empty payload ``WRITE_REGS``, ``READ_REGS`` and ``WRITE_MEM`` requests are ``LENGTH``; a
+``WRITE_MEM`` with its header word and no value is ``PARAM`` (count 0).
+
+Latency and throughput (cycles, no back-pressure): one byte per cycle received; the
+checks take 1 cycle, plus 5 per word read from the buffer (``PARAM`` reads every address
+of ``WRITE_REGS``/``READ_REGS``, the first word or two of the others); execution takes 5
+cycles per request word read and 5 per response word written, plus the Accelerator's
+time (a few cycles per word); the response's CRC one cycle per byte; the encoder about
+two cycles per byte plus three per block. A UART at 115200 baud delivers a byte every
+~87 us, thousands of cycles, so the link runs at the UART's speed.
+"""
+
+from __future__ import annotations
+
+from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth.lib import crc, memory, stream, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from ..control.command import Op
+from ..control.registers import register_map
+from ..params import check_int
+from .cobs import CobsDecoder, CobsEncoder
+from .protocol import (
+    CRC_BYTES,
+    FRAME_BYTES_RANGE,
+    REQUEST_HEADER,
+    RESPONSE_HEADER,
+    VERSION,
+    Cmd,
+    Status,
+    max_payload,
+)
+
+__all__ = ["LinkEngine", "check_frame_bytes"]
+
+#: How long a RUN waits for ``busy`` to rise before answering (cycles).
+RUN_WAIT = 16
+
+
+def check_frame_bytes(frame_bytes) -> int:
+    lo, hi = FRAME_BYTES_RANGE
+    if (
+        not isinstance(frame_bytes, int)
+        or isinstance(frame_bytes, bool)
+        or not lo <= frame_bytes <= hi
+        or frame_bytes & (frame_bytes - 1)
+    ):
+        raise ValueError(f"frame_bytes={frame_bytes!r} is not a power of two in {lo}..{hi}")
+    return frame_bytes
+
+
+class LinkEngine(wiring.Component):
+    """Frames in and out, Accelerator command words in between (module docstring).
+
+    Parameters
+    ----------
+    frame_bytes : int
+        The frame buffer's size in bytes, a power of two, 256..65536.
+    memories : dict
+        ``name -> (sel, depth, writable)``: the Accelerator's ``host_memories``, which
+        ``WRITE_MEM``/``READ_MEM`` are checked against.
+    max_layers : int
+        The Accelerator's (its register map, 1..8).
+    info : list of int
+        INFO's words (``INFO_FIELDS`` order), each 0..2**32-1.
+
+    Interface attributes
+    --------------------
+    rx : In(stream.Signature(8))
+        Received bytes, delimiters included. Ready only while a frame is received.
+    tx : Out(stream.Signature(8))
+        Response bytes: COBS-encoded frames, each ended by ``0x00``.
+    cmd : Out(stream.Signature(32)), rsp : In(stream.Signature(32))
+        The Accelerator's command and response words (rtl/control/command.py).
+    busy : In(1)
+        The Accelerator runs.
+    accel_reset : Out(1)
+        A one-cycle pulse for ``RESET``: resets the Accelerator's registers.
+    """
+
+    def __init__(
+        self,
+        *,
+        frame_bytes: int = 2048,
+        memories: dict[str, tuple[int, int, bool]],
+        max_layers: int,
+        info: list[int],
+    ):
+        self.frame_bytes = check_frame_bytes(frame_bytes)
+        self.max_layers = check_int("max_layers", max_layers, 1, 8)
+        self.max_words = max_payload(frame_bytes) // 4
+        self.memories = {}
+        for name, (sel, depth, writable) in memories.items():
+            check_int(f"memories[{name!r}] select", sel, 0, 15)
+            check_int(f"memories[{name!r}] depth", depth, 1, 1 << 24)
+            self.memories[name] = (sel, depth, bool(writable))
+        self.info = [check_int("info word", w, 0, 0xFFFF_FFFF) for w in info]
+        if not 1 <= len(self.info) <= self.max_words:
+            raise ValueError(f"info has {len(self.info)} words, not 1..{self.max_words}")
+        super().__init__(
+            {
+                "rx": In(stream.Signature(8)),
+                "tx": Out(stream.Signature(8)),
+                "cmd": Out(stream.Signature(32)),
+                "rsp": In(stream.Signature(32)),
+                "busy": In(1),
+                "accel_reset": Out(1),
+            }
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        fb = self.frame_bytes
+        ab = ceil_log2(fb)  # byte address bits
+        m.submodules.dec = dec = CobsDecoder()
+        m.submodules.enc = enc = CobsEncoder(ab + 1)
+        m.submodules.rx_crc = rx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
+        m.submodules.tx_crc = tx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
+        m.submodules.buf = buf = memory.Memory(shape=8, depth=fb, init=[])
+        rp = buf.read_port()
+        wp = buf.write_port()
+        wiring.connect(m, wiring.flipped(self.rx), dec.i)
+        wiring.connect(m, enc.o, wiring.flipped(self.tx))
+
+        # ---- request header, response header
+        n = Signal(ab + 1)  # decoded bytes received (saturates at fb)
+        over = Signal()
+        cobs_err = Signal()
+        ver, seq, cmd, len_f = Signal(8), Signal(8), Signal(8), Signal(16)
+        status = Signal(4)
+        resp_n = Signal(ab + 1)  # response payload bytes
+        crc_val = Signal(16)
+
+        # ---- execution
+        rptr, wptr = Signal(ab + 1), Signal(ab + 1)
+        k = Signal(3)
+        word, wword, hdr0, hdr1 = Signal(32), Signal(32), Signal(32), Signal(32)
+        cnt = Signal(max(ab + 1, 6))
+        rd_addr = Signal(ab)
+        dup_valid, dup_seq = Signal(), Signal(8)
+        wait = Signal(range(RUN_WAIT + 1))
+        m.d.comb += rp.addr.eq(rd_addr)
+
+        # ---- register and memory tables
+        regs = register_map(self.max_layers)
+        rw_mask = sum(1 << r.addr for r in regs if r.access == "rw")
+        mapped_mask = sum(1 << r.addr for r in regs)
+        reg_addr = {r.name: r.addr for r in regs}
+
+        def reg_ok(a, mask):
+            return (a[8:] == 0) & Const(mask, 256).bit_select(a[:8], 1)
+
+        def mem_ok(write):
+            sel, addr = hdr0[24:], hdr0[:24]
+            count = cnt if write else hdr1
+            end = Signal(34, name=f"mem_end_{'w' if write else 'r'}")
+            m.d.comb += end.eq(addr + count)
+            ok = Const(0)
+            for s, depth, writable in self.memories.values():
+                if write and not writable:
+                    continue
+                ok |= (sel == s) & (end <= depth)
+            return ok & (count != 0) & (count <= self.max_words)
+
+        # ---- the response's bytes, as the CRC pass and the encoder read them:
+        # header registers, the buffer's payload (response byte i at buffer byte i - 1),
+        # the CRC; the byte at vaddr comes out as vdata one cycle later
+        vaddr = Signal(ab + 1)  # combinational: the CRC pass's vcnt or the encoder's addr
+        vcnt = Signal(ab + 1)
+        hb, hb_d = Signal(8), Signal(8)
+        pay_d = Signal()
+        head = Array(
+            [Const(VERSION, 8), seq, cmd, Cat(status, Const(0, 4)), resp_n[:8], resp_n[8:]]
+        )
+        m.d.comb += hb.eq(
+            Mux(
+                vaddr < RESPONSE_HEADER,
+                head[vaddr[:3]],
+                Mux(vaddr == RESPONSE_HEADER + resp_n, crc_val[8:], crc_val[:8]),
+            )
+        )
+        m.d.sync += [
+            hb_d.eq(hb),
+            pay_d.eq((vaddr >= RESPONSE_HEADER) & (vaddr < RESPONSE_HEADER + resp_n)),
+        ]
+        vdata = Mux(pay_d, rp.data, hb_d)
+        resp_len = RESPONSE_HEADER + resp_n  # bytes before the CRC
+        feed_d = Signal()
+        m.d.comb += [tx_crc.data.eq(vdata), tx_crc.valid.eq(feed_d), enc.data.eq(vdata)]
+
+        # ---- helpers: states that read a word from the buffer, write one, send, receive
+        def fetch(state, dest, then):
+            """``dest`` = the little-endian word at ``rptr``; ``rptr`` += 4. 5 cycles."""
+            with m.State(state):
+                m.d.comb += rd_addr.eq(rptr + k)
+                with m.If(k != 0):
+                    m.d.sync += dest.word_select((k - 1)[:2], 8).eq(rp.data)
+                with m.If(k == 4):
+                    m.d.sync += [k.eq(0), rptr.eq(rptr + 4)]
+                    m.next = then
+                with m.Else():
+                    m.d.sync += k.eq(k + 1)
+
+        def store(state, then):
+            """``wword`` written at ``wptr``; ``wptr`` += 4. 4 cycles."""
+            with m.State(state):
+                m.d.comb += [
+                    wp.addr.eq(wptr + k),
+                    wp.data.eq(wword.word_select(k[:2], 8)),
+                    wp.en.eq(1),
+                ]
+                with m.If(k == 3):
+                    m.d.sync += [k.eq(0), wptr.eq(wptr + 4)]
+                    m.next = then
+                with m.Else():
+                    m.d.sync += k.eq(k + 1)
+
+        def send(state, value, then, done=()):
+            with m.State(state):
+                m.d.comb += [self.cmd.valid.eq(1), self.cmd.payload.eq(value)]
+                with m.If(self.cmd.ready):
+                    m.d.sync += list(done)
+                    then()
+
+        def recv(state, then):
+            with m.State(state):
+                m.d.comb += self.rsp.ready.eq(1)
+                with m.If(self.rsp.valid):
+                    m.d.sync += wword.eq(self.rsp.payload)
+                    m.next = then
+
+        def goto(state):
+            def f():
+                m.next = state
+
+            return f
+
+        def answer(code, payload_bytes=0):
+            m.d.sync += [status.eq(code), resp_n.eq(payload_bytes)]
+            m.next = "R_START"
+
+        def loop(again, then="R_START"):
+            """Count ``cnt`` down: to ``again`` while words are left, else ``then``."""
+            m.d.sync += cnt.eq(cnt - 1)
+            with m.If(cnt == 1):
+                m.next = then
+            with m.Else():
+                m.next = again
+
+        op = lambda o, low: (o.value << 28) | low  # noqa: E731
+        payload_words = len_f[2:]
+
+        with m.FSM():
+            # ---- 1. receive
+            with m.State("RX"):
+                beat = dec.o.payload
+                m.d.comb += [dec.o.ready.eq(1), rx_crc.start.eq(n == 0)]
+                with m.If(dec.o.valid & beat.end):
+                    m.d.sync += cobs_err.eq(beat.error)
+                    m.next = "CHECK"
+                with m.Elif(dec.o.valid):
+                    m.d.comb += [rx_crc.data.eq(beat.data), rx_crc.valid.eq(1)]
+                    with m.If(n == fb):
+                        m.d.sync += over.eq(1)
+                    with m.Else():
+                        m.d.comb += [wp.addr.eq(n), wp.data.eq(beat.data), wp.en.eq(1)]
+                        m.d.sync += n.eq(n + 1)
+                        for i, reg in enumerate((ver, seq, cmd)):
+                            with m.If(n == i):
+                                m.d.sync += reg.eq(beat.data)
+                        with m.If(n == 3):
+                            m.d.sync += len_f[:8].eq(beat.data)
+                        with m.If(n == 4):
+                            m.d.sync += len_f[8:].eq(beat.data)
+
+            # ---- 2. frame checks
+            with m.State("CHECK"):
+                lw = len_f[:2] != 0  # not whole words
+                m.d.sync += [rptr.eq(REQUEST_HEADER), k.eq(0)]
+                with m.If(over):
+                    answer(Status.OVERSIZE)
+                with m.Elif(cobs_err | (n < REQUEST_HEADER + CRC_BYTES)):
+                    answer(Status.FRAME)
+                with m.Elif(rx_crc.crc != 0):
+                    answer(Status.CRC)
+                with m.Elif(ver != VERSION):
+                    answer(Status.VERSION)
+                with m.Elif(len_f != n - REQUEST_HEADER - CRC_BYTES):
+                    answer(Status.LENGTH)
+                with m.Else():
+                    with m.Switch(cmd):
+                        with m.Case(Cmd.INFO, Cmd.STATUS, Cmd.RESET):
+                            with m.If(len_f != 0):
+                                answer(Status.LENGTH)
+                            with m.Else():
+                                m.next = "GATE"
+                        with m.Case(Cmd.WRITE_REGS):
+                            with m.If(lw | len_f[2] | (len_f == 0)):
+                                answer(Status.LENGTH)
+                            with m.Else():
+                                m.d.sync += cnt.eq(len_f[3:])
+                                m.next = "SC_WR"
+                        with m.Case(Cmd.READ_REGS):
+                            with m.If(lw | (len_f == 0)):
+                                answer(Status.LENGTH)
+                            with m.Else():
+                                m.d.sync += cnt.eq(payload_words)
+                                m.next = "SC_RR"
+                        with m.Case(Cmd.WRITE_MEM):
+                            with m.If(lw | (len_f == 0)):
+                                answer(Status.LENGTH)
+                            with m.Else():
+                                m.d.sync += cnt.eq(payload_words - 1)
+                                m.next = "SC_WM"
+                        with m.Case(Cmd.READ_MEM):
+                            with m.If(len_f != 8):
+                                answer(Status.LENGTH)
+                            with m.Else():
+                                m.next = "SC_RM0"
+                        with m.Case(Cmd.RUN):
+                            with m.If(len_f != 4):
+                                answer(Status.LENGTH)
+                            with m.Else():
+                                m.next = "SC_RUN"
+                        with m.Default():
+                            answer(Status.COMMAND)
+
+            # ---- 3. PARAM
+            fetch("SC_WR", word, "SC_WR_C")
+            with m.State("SC_WR_C"):
+                m.d.sync += rptr.eq(rptr + 4)  # skip the value
+                with m.If(~reg_ok(word, rw_mask)):
+                    answer(Status.PARAM)
+                with m.Else():
+                    loop("SC_WR", "GATE")
+            fetch("SC_RR", word, "SC_RR_C")
+            with m.State("SC_RR_C"):
+                with m.If(~reg_ok(word, mapped_mask)):
+                    answer(Status.PARAM)
+                with m.Else():
+                    loop("SC_RR", "GATE")
+            fetch("SC_WM", hdr0, "SC_WM_C")
+            with m.State("SC_WM_C"):
+                with m.If(~mem_ok(write=True)):
+                    answer(Status.PARAM)
+                with m.Else():
+                    m.next = "GATE"
+            fetch("SC_RM0", hdr0, "SC_RM1")
+            fetch("SC_RM1", hdr1, "SC_RM_C")
+            with m.State("SC_RM_C"):
+                with m.If(~mem_ok(write=False)):
+                    answer(Status.PARAM)
+                with m.Else():
+                    m.next = "GATE"
+            fetch("SC_RUN", hdr0, "SC_RUN_C")
+            with m.State("SC_RUN_C"):
+                with m.If(hdr0 >= 4):
+                    answer(Status.PARAM)
+                with m.Else():
+                    m.next = "GATE"
+
+            # ---- 4. duplicate RUN, BUSY; then execute
+            with m.State("GATE"):
+                waits = (cmd == Cmd.WRITE_REGS) | (cmd == Cmd.WRITE_MEM)
+                waits |= (cmd == Cmd.READ_MEM) | (cmd == Cmd.RUN)
+                m.d.sync += [rptr.eq(REQUEST_HEADER), wptr.eq(REQUEST_HEADER), k.eq(0)]
+                with m.If((cmd == Cmd.RUN) & dup_valid & (seq == dup_seq)):
+                    answer(Status.OK)
+                with m.Elif(waits & self.busy):
+                    answer(Status.BUSY)
+                with m.Else():
+                    m.d.sync += status.eq(Status.OK)
+                    with m.Switch(cmd):
+                        with m.Case(Cmd.INFO):
+                            m.d.sync += [resp_n.eq(4 * len(self.info)), cnt.eq(len(self.info))]
+                            m.next = "X_INFO"
+                        with m.Case(Cmd.WRITE_REGS):
+                            m.d.sync += [resp_n.eq(0), cnt.eq(len_f[3:]), dup_valid.eq(0)]
+                            m.next = "X_WR_A"
+                        with m.Case(Cmd.READ_REGS):
+                            m.d.sync += [resp_n.eq(len_f), cnt.eq(payload_words)]
+                            m.next = "X_RR_A"
+                        with m.Case(Cmd.WRITE_MEM):
+                            m.d.sync += [resp_n.eq(0), dup_valid.eq(0)]
+                            m.d.sync += rptr.eq(REQUEST_HEADER + 4)
+                            m.next = "X_WM_H"
+                        with m.Case(Cmd.READ_MEM):
+                            m.d.sync += [resp_n.eq(hdr1 << 2), cnt.eq(hdr1)]
+                            m.next = "X_RM_H"
+                        with m.Case(Cmd.RUN):
+                            m.d.sync += resp_n.eq(0)
+                            m.next = "X_RUN"
+                        with m.Case(Cmd.STATUS):
+                            m.d.sync += [resp_n.eq(12), cnt.eq(3)]
+                            m.next = "X_ST"
+                        with m.Case(Cmd.RESET):
+                            m.d.sync += resp_n.eq(0)
+                            m.next = "X_RESET"
+
+            # ---- 5. execute
+            info = Array(Const(w, 32) for w in self.info)
+            with m.State("X_INFO"):
+                m.d.sync += wword.eq(info[(len(self.info) - cnt)[: ceil_log2(len(self.info) + 1)]])
+                m.next = "X_INFO_S"
+            store("X_INFO_S", "X_INFO_N")
+            with m.State("X_INFO_N"):
+                loop("X_INFO")
+
+            fetch("X_WR_A", word, "X_WR_SA")
+            send("X_WR_SA", op(Op.WREG, 0) | word[:8], goto("X_WR_V"))
+            fetch("X_WR_V", word, "X_WR_SV")
+            send("X_WR_SV", word, lambda: loop("X_WR_A"))
+
+            fetch("X_RR_A", word, "X_RR_S")
+            send("X_RR_S", op(Op.RREG, 0) | word[:8], goto("X_RR_R"))
+            recv("X_RR_R", "X_RR_W")
+            store("X_RR_W", "X_RR_N")
+            with m.State("X_RR_N"):
+                loop("X_RR_A")
+
+            mem_head = Cat(hdr0[:24], hdr0[24:28])
+            send("X_WM_H", op(Op.WMEM, 0) | mem_head, goto("X_WM_C"))
+            send("X_WM_C", cnt, goto("X_WM_D"))
+            fetch("X_WM_D", word, "X_WM_S")
+            send("X_WM_S", word, lambda: loop("X_WM_D"))
+
+            send("X_RM_H", op(Op.RMEM, 0) | mem_head, goto("X_RM_C"))
+            send("X_RM_C", hdr1, goto("X_RM_R"))
+            recv("X_RM_R", "X_RM_W")
+            store("X_RM_W", "X_RM_N")
+            with m.State("X_RM_N"):
+                loop("X_RM_R")
+
+            send(
+                "X_RUN",
+                op(Op.RUN, 0) | hdr0[:4],
+                goto("X_RUN_W"),
+                [dup_valid.eq(1), dup_seq.eq(seq), wait.eq(0)],
+            )
+            with m.State("X_RUN_W"):  # until busy rises (module docstring)
+                m.d.sync += wait.eq(wait + 1)
+                with m.If(self.busy | (wait == RUN_WAIT)):
+                    m.next = "R_START"
+
+            # cnt 3, 2, 1: status, error, step
+            status_regs = Array(
+                Const(op(Op.RREG, reg_addr[name]), 32)
+                for name in ("step", "step", "error", "status")
+            )
+            send("X_ST", status_regs[cnt[:2]], goto("X_ST_R"))
+            recv("X_ST_R", "X_ST_W")
+            store("X_ST_W", "X_ST_N")
+            with m.State("X_ST_N"):
+                loop("X_ST")
+
+            with m.State("X_RESET"):
+                m.d.comb += self.accel_reset.eq(1)
+                m.d.sync += dup_valid.eq(0)
+                m.next = "R_START"
+
+            # ---- 6. respond
+            with m.State("R_START"):
+                m.d.comb += tx_crc.start.eq(1)
+                m.d.sync += [vcnt.eq(0), feed_d.eq(0)]
+                m.next = "R_CRC"
+            with m.State("R_CRC"):
+                m.d.comb += [vaddr.eq(vcnt), rd_addr.eq(vcnt - 1)]
+                m.d.sync += [vcnt.eq(vcnt + 1), feed_d.eq(vcnt < resp_len)]
+                with m.If(vcnt == resp_len):
+                    m.next = "R_CRC_W"
+            with m.State("R_CRC_W"):
+                m.d.sync += crc_val.eq(tx_crc.crc)
+                m.next = "R_TX0"
+            with m.State("R_TX0"):
+                m.d.comb += [enc.start.eq(1), enc.length.eq(resp_len + CRC_BYTES)]
+                m.next = "R_TX"
+            with m.State("R_TX"):
+                m.d.comb += [vaddr.eq(enc.addr), rd_addr.eq(enc.addr - 1)]
+                with m.If(~enc.busy):
+                    m.d.sync += [
+                        n.eq(0),
+                        over.eq(0),
+                        cobs_err.eq(0),
+                        ver.eq(0),
+                        seq.eq(0),
+                        cmd.eq(0),
+                        len_f.eq(0),
+                    ]
+                    m.next = "RX"
+        return m
