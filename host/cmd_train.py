@@ -159,6 +159,7 @@ def open_stepper(args, task, cfg, batch):
         lanes=args.lanes,
         timeout=args.timeout,
         quiet=getattr(args, "quiet", False),
+        score_bound=task.score_bound(batch),
     )
     return DeviceStepper(Trainer(dev, task, cfg, batch), args.device)
 

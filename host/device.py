@@ -263,9 +263,12 @@ def _pow2(n: int, lo: int = 16) -> int:
     return max(lo, 1 << max(0, int(n - 1).bit_length()))
 
 
-def sim_params(cfg: Config, *, batch: int, samples: int, lanes: int = 8, **over) -> dict:
+def sim_params(
+    cfg: Config, *, batch: int, samples: int, lanes: int = 8, score_bound: int = 0, **over
+) -> dict:
     """Elaboration parameters of a simulated device built for this job: the maxima are
-    the job's own (memories rounded up to powers of two)."""
+    the job's own (memories rounded up to powers of two; ``max_batch`` also large enough
+    for scores up to ``score_bound``, spec 9.2's ``254 * max_batch``)."""
     return {
         "lanes": min(lanes, cfg.pairs),
         "max_layers": cfg.n_layers,
@@ -276,7 +279,7 @@ def sim_params(cfg: Config, *, batch: int, samples: int, lanes: int = 8, **over)
         "update": cfg.update,
         "latent_bits": cfg.latent_bits,
         "max_population": cfg.population,
-        "max_batch": batch,
+        "max_batch": max(batch, -(-score_bound // 254)),
         "sample_bytes": _pow2(samples * cfg.layers[0]),
         "label_words": _pow2(samples),
         "batch_words": _pow2(batch * 32),
@@ -392,6 +395,13 @@ class Trainer:
     def _host_scored_step(self, t: int) -> np.ndarray:
         self.dev.write_regs({"step": t})
         scores = np.asarray(self.task.scorer(self.cfg, t, self.batch)(self.forward))
+        bound = 254 * self.dev.info()["max_batch"]  # the score memory's range (spec 9.2)
+        if np.abs(scores).max(initial=0) > bound:
+            raise DeviceError(
+                f"step {t}: a host score of {int(np.abs(scores).max())} is outside the "
+                f"device's score range +-{bound} (a build with max_batch >= "
+                f"{-(-int(np.abs(scores).max()) // 254)} holds it)"
+            )
         self.dev.write_mem("scores", 0, scores)
         self.dev.write_regs({"step": t})
         self.dev.run("update")

@@ -57,6 +57,11 @@ class Task(ABC):
     def solved(self, value: float) -> bool:
         return False
 
+    def score_bound(self, batch: int) -> int:
+        """The largest ``|score|`` of a member on ``batch`` samples or episodes (spec 7.1
+        for classification: ``254 * batch``); a device must hold it."""
+        return 254 * batch
+
     def meta(self) -> dict:
         return {"task": self.name}
 
