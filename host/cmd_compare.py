@@ -50,7 +50,7 @@ def compare_states(golden_state, dev_state) -> dict | None:
             diff = first_difference(g, d)
             if diff:
                 i, want, got = diff
-                idx = list(np.unravel_index(i, g.shape)) if i >= 0 else None
+                idx = [int(j) for j in np.unravel_index(i, g.shape)] if i >= 0 else None
                 return {"what": what, "layer": l, "index": idx, "golden": want, "device": got}
     return None
 
@@ -63,21 +63,20 @@ def run_compare(args) -> int:
     if args.device == "golden":
         raise UsageError("--device golden: compare needs a device (sim or serial:PORT)")
     task = get_task(args.task, split_seed=args.split_seed)
-    if not hasattr(task, "batch_indices"):
-        raise UsageError(f"--task {task.name}: compare supports classification tasks so far")
     cfg = _config_from_args(args, task)
     batch = args.batch or task.defaults.get("batch", 256)
     steps = args.steps or args.steps_default
-    samples = len(task.x_train)
+    samples = len(getattr(task, "x_train", ()))
     t0 = time.perf_counter()
     dev = open_device(
         args.device,
         cfg=cfg,
-        batch=min(batch, samples),
+        batch=min(batch, samples) if samples else batch,
         samples=samples,
         lanes=args.lanes,
         timeout=args.timeout,
         quiet=args.quiet,
+        score_bound=task.score_bound(batch),
     )
     mismatch = None
     golden = init_state(cfg)

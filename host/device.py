@@ -441,6 +441,10 @@ def open_device(
                 f"{p['max_width']}, population {p['max_population']}, batch {p['max_batch']}",
                 file=sys.stderr,
             )
+        try:  # elaborate once here: a job the RTL cannot hold is a one-line error
+            DeviceTop(**{k: v for k, v in p.items()})
+        except (ValueError, TypeError) as e:
+            raise DeviceError(f"cannot build a simulated device for this job: {e}") from None
         transport = open_transport("sim", device_factory=DeviceTop, params=p)
     else:
         transport = open_transport(spec)
