@@ -442,7 +442,7 @@ def open_device(
                 file=sys.stderr,
             )
         try:  # elaborate once here: a job the RTL cannot hold is a one-line error
-            DeviceTop(**{k: v for k, v in p.items()})
+            DeviceTop(**p)._MustUse__silence = True  # checked, not elaborated
         except (ValueError, TypeError) as e:
             raise DeviceError(f"cannot build a simulated device for this job: {e}") from None
         transport = open_transport("sim", device_factory=DeviceTop, params=p)

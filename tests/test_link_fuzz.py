@@ -166,15 +166,14 @@ def test_fuzzed_frames_get_the_right_status_and_change_nothing(device):
                 ]
             )
             expect(raw.request(payload[0], payload[1], seq), Status.PARAM, str(payload))
-    # a request while the device is busy: a long evaluation (scores only)
+    # a request while the device is busy: RUN eval (scores only) and a WRITE_MEM sent
+    # right behind it, so that the write arrives while the evaluation runs
     dev.write_regs({"batch": 4, "shared": 1})
-    rsp = raw.request(Cmd.RUN, words([ap.RUN_KINDS["eval"]]), 1)
-    expect(rsp, Status.OK, "RUN eval")
-    busy = raw.request(Cmd.WRITE_MEM, words([0, 0x1111]), 2)
-    st = raw.request(Cmd.STATUS, b"", 3)
-    expect(st, Status.OK, "STATUS while busy")
-    if st.words()[0] & 1:
-        expect(busy, Status.BUSY, "WRITE_MEM while busy")
+    run = cobs_encode(request_frame(Cmd.RUN, 1, words([ap.RUN_KINDS["eval"]])))
+    write = cobs_encode(request_frame(Cmd.WRITE_MEM, 2, words([0, 0x1111])))
+    raw.t.write(b"\x00" + run + b"\x00\x00" + write + b"\x00")
+    expect(raw.receive(), Status.OK, "RUN eval")
+    expect(raw.receive(), Status.BUSY, "WRITE_MEM while busy")
     while dev.status()["busy"]:
         pass
     got_w = dev.read_mem("weights", 0, len(want_w))
