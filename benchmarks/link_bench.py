@@ -18,10 +18,14 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["BOARD_LINKS", "run"]
+__all__ = ["board_links", "run"]
 
-#: Core clock (Hz) and UART rate (baud) of each board build (docs/boards.md).
-BOARD_LINKS = {"icebreaker": (48_000_000, 3_000_000), "ulx3s-85f": (75_000_000, 3_000_000)}
+
+def board_links() -> dict[str, tuple[int, int]]:
+    """Core clock (Hz) and UART rate (baud) of each board build (docs/boards.md)."""
+    from pentegg.boards import boards
+
+    return {name: (b.clock_hz, b.baud) for name, b in boards().items()}
 
 
 def _delta(after: dict, before: dict) -> dict:
@@ -99,7 +103,7 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
         link_bytes = r["bytes_out"] + r["bytes_in"]
         r["predicted_ms"] = {
             board: 1e3 * (r["cycles"] / clock + link_bytes * 10 / baud)
-            for board, (clock, baud) in BOARD_LINKS.items()
+            for board, (clock, baud) in board_links().items()
         }
     log(
         f"{task.name} {'-'.join(map(str, cfg.layers))} population {cfg.population} batch "
@@ -120,8 +124,8 @@ def run(*, tasks=("xor", "digits"), steps: dict | None = None, lanes: int = 8, l
     steps = steps or {}
     return {
         "tasks": [
-            run_task(t, steps=steps.get(t, 4 if t == "digits" else 20), lanes=lanes, log=log)
+            run_task(t, steps=steps.get(t) or (2 if t == "digits" else 20), lanes=lanes, log=log)
             for t in tasks
         ],
-        "boards": {b: {"clock_hz": c, "baud": r} for b, (c, r) in BOARD_LINKS.items()},
+        "boards": {b: {"clock_hz": c, "baud": r} for b, (c, r) in board_links().items()},
     }

@@ -8,7 +8,7 @@ import sys
 
 from .cli import UsageError
 
-__all__ = ["add_accelerator_suite", "add_evaluator_suite"]
+__all__ = ["add_accelerator_suite", "add_evaluator_suite", "add_link_suite"]
 
 
 def _layers(text: str) -> tuple[int, ...]:
@@ -184,6 +184,52 @@ def run_accelerator(args) -> int:
     )
     log(f"throughput_ratio {res['throughput_ratio']:.3f}")
     log(f"bit-exact with golden: yes (verilator, {res['wall_s']:.0f} s wall)")
+    if args.json:
+        print(json.dumps(res))
+    return 0
+
+
+def add_link_suite(suites) -> None:
+    e = suites.add_parser(
+        "link",
+        help="ES steps through the host protocol on the simulated device; bytes per step "
+        "and the predicted step time on each board",
+        description="Open the simulated device (the accelerator's Verilog behind the "
+        "framed protocol, built for each task's default configuration), load the dataset "
+        "and the initial state, then time ES steps one run per step with the state read "
+        "back after each (as compare does) and several steps in one run (as train "
+        "--device does). Prints wall time, device cycles and link bytes per step and the "
+        "predicted step time on each board: cycles / clock + bytes * 10 / baud.",
+    )
+    e.add_argument(
+        "--tasks",
+        default="xor,digits",
+        help="comma-separated classification tasks (default xor,digits)",
+    )
+    e.add_argument("--lanes", type=int, default=8, help="pair-lanes, 1..256 (default 8)")
+    e.add_argument("--steps", type=int, help="steps per way (default 20 for xor, 2 for digits)")
+    e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
+    e.set_defaults(func=run_link)
+
+
+def run_link(args) -> int:
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    for t in tasks:
+        if t not in ("xor", "digits") and not t.startswith("csv:"):
+            raise UsageError(f"--tasks: '{t}' is not a classification task (xor, digits, csv:P)")
+    if not 1 <= args.lanes <= 256:
+        raise UsageError(f"--lanes {args.lanes} out of range 1..256")
+    if args.steps is not None and not 1 <= args.steps <= 1000:
+        raise UsageError(f"--steps {args.steps} out of range 1..1000")
+    try:
+        from .benchmarks import link_bench, timing
+    except ImportError as e:
+        raise UsageError(f"the hardware extras are not installed ({e.name})") from None
+    log = (lambda s: print(s, file=sys.stderr)) if args.json else print
+    load = timing.load_average()
+    steps = {t: args.steps for t in tasks} if args.steps else None
+    res = link_bench.run(tasks=tasks, steps=steps, lanes=args.lanes, log=log)
+    res["machine"] = timing.machine_record(load)
     if args.json:
         print(json.dumps(res))
     return 0

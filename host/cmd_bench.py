@@ -119,10 +119,11 @@ def register(sub) -> None:
     r.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
     r.set_defaults(func=run_reference)
 
-    from .bench_hw import add_accelerator_suite, add_evaluator_suite
+    from .bench_hw import add_accelerator_suite, add_evaluator_suite, add_link_suite
 
     add_evaluator_suite(suites)
     add_accelerator_suite(suites)
+    add_link_suite(suites)
 
 
 def _seed_list(text: str) -> list[int]:

@@ -202,7 +202,7 @@ class Device:
         flags if it ends with any."""
         self.request(Cmd.RUN, words([ap.RUN_KINDS[kind]]))
         t0 = time.monotonic()
-        wait = 0.0005
+        wait = 0.0001
         while True:
             st = self.status()
             if not st["busy"]:
@@ -213,7 +213,7 @@ class Device:
                 self.reset()
                 raise DeviceError(f"{self.name}: RUN {kind} still busy after {timeout:g} s; reset")
             time.sleep(wait)
-            wait = min(wait * 2, 0.05)
+            wait = min(wait * 2, 0.01)
         if st["error"]:
             raise DeviceError(
                 f"{self.name}: RUN {kind} ended with error flags: "
