@@ -6,7 +6,7 @@ timeout (possibly nothing). Framing, retries and the command set are the device 
 (``pentegg.link``, ``pentegg.device``). Both transports carry the same bytes.
 
 * ``serial:PORT[@BAUD]`` -- :class:`SerialTransport`, a UART through pyserial
-  (``serial:/dev/ttyUSB1@115200``).
+  (``serial:/dev/ttyUSB1@3000000``; the default rate is the boards' 3 Mbaud).
 * ``sim`` -- :class:`SimTransport`, the device Verilated with the native harness
   (``sim/native/device_main.cpp``) as a child process on pipes; ``device_factory`` builds
   the Amaranth device, built once and cached (``pentegg.sim.native_build``).
@@ -37,7 +37,7 @@ __all__ = [
 ]
 
 #: The UART's rate when a ``serial:`` spec names none.
-DEFAULT_BAUD = 115_200
+DEFAULT_BAUD = 3_000_000  # both board builds run their UART at 3 Mbaud (docs/boards.md)
 
 
 class TransportError(RuntimeError):
@@ -277,7 +277,7 @@ def parse_spec(spec: str) -> tuple[str, str | None, int | None]:
         port, at, baud_text = rest.rpartition("@") if "@" in rest else (rest, "", "")
         if not port:
             raise TransportSpecError(
-                f"transport {spec!r}: expected serial:PORT[@BAUD], e.g. serial:/dev/ttyUSB1@115200"
+                f"transport {spec!r}: expected serial:PORT[@BAUD], e.g. serial:/dev/ttyUSB1@3000000"
             )
         baud = DEFAULT_BAUD
         if at:

@@ -199,7 +199,7 @@ def test_device_without_link_ports_is_refused(tmp_path):
     [
         ("sim", ("sim", None, None)),
         ("sim:/x/device", ("sim", "/x/device", None)),
-        ("serial:/dev/ttyUSB1", ("serial", "/dev/ttyUSB1", 115_200)),
+        ("serial:/dev/ttyUSB1", ("serial", "/dev/ttyUSB1", 3_000_000)),
         ("serial:/dev/ttyUSB1@3000000", ("serial", "/dev/ttyUSB1", 3_000_000)),
         ("serial:COM3@9600", ("serial", "COM3", 9600)),
     ],
