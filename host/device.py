@@ -442,7 +442,7 @@ def open_device(
                 file=sys.stderr,
             )
         try:  # elaborate once here: a job the RTL cannot hold is a one-line error
-            DeviceTop(**p)._MustUse__silence = True  # checked, not elaborated
+            _silence(DeviceTop(**p))  # checked, not elaborated
         except (ValueError, TypeError) as e:
             raise DeviceError(f"cannot build a simulated device for this job: {e}") from None
         transport = open_transport("sim", device_factory=DeviceTop, params=p)
@@ -455,3 +455,17 @@ def open_device(
         dev.close()
         raise
     return dev
+
+
+def _silence(obj, seen=None) -> None:
+    """Mark an elaboratable built only to check its parameters, and the ones it holds, as
+    deliberately unused (no UnusedElaboratable warnings)."""
+    from amaranth.hdl import Elaboratable
+
+    seen = set() if seen is None else seen
+    if id(obj) in seen or not isinstance(obj, Elaboratable):
+        return
+    seen.add(id(obj))
+    obj._MustUse__silence = True
+    for value in vars(obj).values():
+        _silence(value, seen)
