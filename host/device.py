@@ -268,7 +268,9 @@ def sim_params(
 ) -> dict:
     """Elaboration parameters of a simulated device built for this job: the maxima are
     the job's own (memories rounded up to powers of two; ``max_batch`` also large enough
-    for scores up to ``score_bound``, spec 9.2's ``254 * max_batch``)."""
+    for scores up to ``score_bound``, spec 9.2's ``254 * max_batch``). A job with a
+    dataset (``samples``) trains on chip; one without is host-scored and gets the
+    per-member memories."""
     return {
         "lanes": min(lanes, cfg.pairs),
         "max_layers": cfg.n_layers,
@@ -283,8 +285,9 @@ def sim_params(
         "sample_bytes": _pow2(samples * cfg.layers[0]),
         "label_words": _pow2(samples),
         "batch_words": _pow2(batch * 32),
-        "member_bytes": _pow2(cfg.population * batch * cfg.layers[0]),
-        "logit_bytes": _pow2(cfg.population * batch * cfg.layers[-1]),
+        # per-member inputs and logits: host-scored jobs only (no dataset)
+        "member_bytes": _pow2(cfg.population * batch * cfg.layers[0] if not samples else 0),
+        "logit_bytes": _pow2(cfg.population * batch * cfg.layers[-1] if not samples else 0),
         "frame_bytes": 8192,
         **over,
     }
