@@ -140,8 +140,12 @@ class EvaluatorParams:
         return self.regions << self.region_bits
 
     def noise_slots(self, widths: tuple[int, ...]) -> int:
-        """Slots per noise bank a network needs (low-rank mode, docs/rtl.md)."""
+        """Slots per noise bank a network needs (docs/rtl.md). Quantized mode: the E row
+        pairs of every layer, alternating between the banks: ``sum_l ceil(n_{l+1} / 4)
+        (n_l + 1)``."""
         n_layers = len(widths) - 1
+        if self.mode == "quantized":
+            return sum(-(-widths[l + 1] // 4) * (widths[l] + 1) for l in range(n_layers))
         u = -(-self.u_passes // 2) * widths[0] + -(-self.u_passes // 2)
         pairs = 0
         for l in range(n_layers):
@@ -163,7 +167,11 @@ class EvaluatorParams:
 
     @property
     def acc_bits(self) -> int:
-        """A lane MAC: ``|sum_{k<n} x[k] W[o,k]| <= 127 * 2 * max_width``."""
+        """A lane MAC: ``|sum_{k<n} x[k] W[o,k]| <= 127 * 2 * max_width``; quantized mode
+        ``|sum_{k<n} x[k] (W + s E)[o,k] + 127 s E[o,n]| <= 127 * 4 * max_width + 254``
+        (spec 9.2: ``W + s E`` in -4..4; the lane adds the bias column's E term)."""
+        if self.mode == "quantized":
+            return bits_for(ACT_MAX * 4 * self.max_width + 2 * BIAS)
         return bits_for(ACT_MAX * 2 * self.max_width)
 
     @property
