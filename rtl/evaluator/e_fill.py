@@ -32,14 +32,16 @@ __all__ = ["EFill", "e_fill_cycles"]
 
 
 def e_fill_cycles(widths, lanes_active: int, rank: int = 4) -> int:
-    """Approximate cycles of one fill (no back-pressure exists): per lane and layer the
-    job's ``fan + 8 + out * fan`` cycles (rank <= 16, binomial; the key of the next job
-    is mixed meanwhile), plus the first run key (about 30 cycles)."""
+    """Cycles of one fill (no back-pressure exists): per lane and layer the job's
+    ``fan + 8 + out * fan`` cycles (ranks 1 and 4, binomial, ``fan >= 13``; one more at
+    rank 16; the keys of the next job are mixed meanwhile), plus 36 for the first run key
+    and the start (measured on the digits network: tests/test_rtl_evaluator_parts.py).
+    Smaller fans wait a few cycles more for the A state."""
     per_lane = sum(
         (widths[l] + 1) + 8 + (rank >= 16) + widths[l + 1] * (widths[l] + 1)
         for l in range(len(widths) - 1)
     )
-    return 30 + lanes_active * per_lane
+    return 36 + lanes_active * per_lane
 
 
 class EFill(wiring.Component):

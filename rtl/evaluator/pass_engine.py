@@ -182,9 +182,7 @@ class PassEngine(wiring.Component):
             self.nz_addr.eq(cur.u_addr + k),
             self.nz_bank.eq(cur.u_bank),
             self.nz_en.eq(
-                (mac & cur.u) | ((mac | flush) & ~cur.u)
-                if p.mode == "quantized"
-                else mac & cur.u
+                (mac & cur.u) | ((mac | flush) & ~cur.u) if p.mode == "quantized" else mac & cur.u
             ),
             self.busy.eq(running | recq.r_rdy | caps_busy),
         ]
