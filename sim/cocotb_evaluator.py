@@ -227,9 +227,9 @@ async def random_jobs(dut):
             mode=p.get("mode", "lowrank"),
         )
         label = (
-            f"job {n}: {job.cfg.mode}, layers {job.cfg.layers}, population {job.cfg.population}, batch "
-            f"{job.batch}, {'shared' if job.shared else 'per-member'}, seed {job.cfg.seed}, "
-            f"step {job.step}"
+            f"job {n}: {job.cfg.mode}, layers {job.cfg.layers}, population "
+            f"{job.cfg.population}, batch {job.batch}, "
+            f"{'shared' if job.shared else 'per-member'}, seed {job.cfg.seed}, step {job.step}"
         )
         cycles, err, scores, beats = await run_job(dut, job, prng)
         dut._log.info(f"{label}: {cycles} cycles")
