@@ -13,6 +13,11 @@ broadcast to all lanes (:class:`WeightStreamer`, reading the weight memory in th
 :class:`ScoreAccumulator` sums the scores into the score memory; the
 :class:`InputLoader` fills the input regions.
 
+Quantized mode (``mode="quantized"``, spec 6.1): the round's ``E = PQUANT(A B^T, f)`` of
+every lane is written into the noise banks once per round (:class:`EFill`), the lanes
+accumulate ``x . (W + s E)`` (broadcast ``W``, their own ``E``) and there are no u-row
+passes; docs/rtl.md, "Quantized mode".
+
 The weight, sample, label, batch-index and score memories are outside (the accelerator
 owns them: block RAM or SPRAM); the evaluator reads them through ports with
 ``mem_latency`` cycles of read latency.

@@ -61,8 +61,9 @@ class EvaluatorParams:
         group of ``64 / max(rank, 4)`` lanes keeps up with passes of 64 inputs).
     noise_depth : int or None
         Slots per noise bank, 16..65536; ``None``: enough for ``max_layers`` layers of
-        ``max_width`` (low-rank mode). Smaller values save block RAM; a network whose
-        noise does not fit sets the ``noise`` error flag.
+        ``max_width`` in the build's mode (quantized mode needs far more: the E slots).
+        Smaller values save block RAM; a network whose noise does not fit sets the
+        ``noise`` error flag.
     max_batch : int
         Largest batch, 1..65535 (sizes the score).
     mem_latency : int
