@@ -65,8 +65,6 @@ def _check_sizes(args) -> None:
 
 def run_evaluator(args) -> int:
     _check_sizes(args)
-    if args.mode == "quantized":
-        raise UsageError("--mode quantized: the evaluator is built in low-rank mode only so far")
     try:
         from .benchmarks import evaluator_bench, timing
     except ImportError as e:

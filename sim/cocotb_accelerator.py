@@ -145,6 +145,7 @@ def _config(**kw) -> Config:
     p = _params()
     return Config(
         rank=p.get("rank", 4),
+        mode=p.get("mode", "lowrank"),
         digits=p.get("digits", "binomial"),
         update=p.get("update", "latent"),
         latent_bits=p.get("latent_bits", 8),
@@ -268,8 +269,8 @@ async def random_jobs(dut):
         batches = [nrng.integers(0, samples, size=batch) for _ in range(2)]
         job = AcceleratorJob(cfg, x, y, batches, step0=rng.randrange(65533))
         label = (
-            f"random job {i}: layers {layers} pop {pop} batch {batch} {cfg.shaping} tau "
-            f"{cfg.tau} q {cfg.latent_shift} init {cfg.init}"
+            f"random job {i}: {cfg.mode}, layers {layers} pop {pop} batch {batch} "
+            f"{cfg.shaping} tau {cfg.tau} q {cfg.latent_shift} init {cfg.init}"
         )
         dut._log.info(label)
         await train_job(dut, host, job, label, chain=False)

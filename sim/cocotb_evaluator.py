@@ -156,7 +156,7 @@ async def run_job(dut, job: EvalJob, rng: random.Random):
 
 def _eparams() -> EvaluatorParams:
     p = _params()
-    keys = ("lanes", "max_layers", "max_width", "rank", "digits", "group")
+    keys = ("lanes", "max_layers", "max_width", "rank", "mode", "digits", "group")
     return EvaluatorParams(**{k: p[k] for k in keys if k in p}).check()
 
 
@@ -224,11 +224,12 @@ async def random_jobs(dut):
             digits=p["digits"],
             lanes=p["lanes"],
             max_batch=_tb("max_batch", 4),
+            mode=p.get("mode", "lowrank"),
         )
         label = (
-            f"job {n}: layers {job.cfg.layers}, population {job.cfg.population}, batch "
-            f"{job.batch}, {'shared' if job.shared else 'per-member'}, seed {job.cfg.seed}, "
-            f"step {job.step}"
+            f"job {n}: {job.cfg.mode}, layers {job.cfg.layers}, population "
+            f"{job.cfg.population}, batch {job.batch}, "
+            f"{'shared' if job.shared else 'per-member'}, seed {job.cfg.seed}, step {job.step}"
         )
         cycles, err, scores, beats = await run_job(dut, job, prng)
         dut._log.info(f"{label}: {cycles} cycles")
@@ -243,7 +244,9 @@ async def digits_network(dut):
     if not batch:
         return
     rng = np.random.default_rng(cocotb.RANDOM_SEED)
-    cfg = Config(seed=int(rng.integers(1 << 32)), init="random").validate()
+    cfg = Config(
+        seed=int(rng.integers(1 << 32)), init="random", mode=_params().get("mode", "lowrank")
+    ).validate()
     st = init_state(cfg)
     samples = rng.integers(0, 128, (batch, 64))
     job = EvalJob(
@@ -275,6 +278,7 @@ async def benchmark(dut):
         layers=tuple(spec["layers"]),
         population=spec["population"],
         rank=_params()["rank"],
+        mode=_params().get("mode", "lowrank"),
         digits=_params()["digits"],
         seed=int(rng.integers(1 << 32)),
         init="random",

@@ -115,11 +115,13 @@ def random_job(
     max_pop: int | None = None,
     shared: bool | None = None,
     max_samples: int = 64,
+    mode: str = "lowrank",
 ) -> EvalJob:
     """A random job within a build's elaboration maxima: 1..max_layers layers of widths
     1..max_width (1 and the maximum favoured), a population that is usually not a
     multiple of 2 * lanes, random shifts, margin, seed, step, weights including +-2,
-    inputs including saturating ones, shared or per-member inputs."""
+    inputs including saturating ones, shared or per-member inputs; ``mode`` is the
+    build's perturbation mode (spec 6)."""
     nl = int(rng.integers(1, max_layers + 1))
     choices = [1, max_width, *rng.integers(1, max_width + 1, 4)]
     layers = tuple(int(rng.choice(choices)) for _ in range(nl + 1))
@@ -129,6 +131,7 @@ def random_job(
         layers=layers,
         population=pop,
         rank=rank,
+        mode=mode,
         digits=digits,
         sigma_shift=int(rng.integers(0, 9)),
         seed=int(rng.integers(1 << 32)),

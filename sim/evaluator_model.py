@@ -37,6 +37,8 @@ from pentegg.golden.forward import activate
 
 __all__ = [
     "Layout",
+    "e_image",
+    "e_slot",
     "evaluate",
     "layout",
     "noise_image",
@@ -137,6 +139,33 @@ def noise_image(cfg: Config, step: int, pair: int) -> np.ndarray:
                     if o < len(b_next):
                         img[1, addr, i] = b_next[o, c]
     return img
+
+
+def e_slot(layers: tuple[int, ...], l: int, i: int, k: int) -> tuple[int, int, int]:
+    """Quantized mode: (bank, address, digit) of ``E_l[i, k]`` in a lane's noise slots:
+    slot ``E(l, t, k)`` (``t = i // 2``) in bank ``t % 2`` at ``e_base_l + (t // 2) *
+    fan_l + k``, digit ``i % 2``; ``e_base_l = sum_{l' < l} ceil(n_{l'+1} / 4) fan_{l'}``."""
+    base = sum(-(-layers[j + 1] // 4) * (layers[j] + 1) for j in range(l))
+    t = i // 2
+    return t % 2, base + (t // 2) * (layers[l] + 1) + k, i % 2
+
+
+def e_image(cfg: Config, step: int, pair: int) -> tuple[np.ndarray, np.ndarray]:
+    """Quantized mode: the E slots of one pair as EFill writes them, array (2 banks,
+    depth, 2 digits), and which digits are written (rows past ``out`` are not).
+    ``E_l = lrmul(A_l, B_l, cfg.pert_shift())`` of golden's LRGEN, i.e. ``Noise.E``."""
+    depth = sum(-(-cfg.layers[j + 1] // 4) * (cfg.layers[j] + 1) for j in range(cfg.n_layers))
+    img = np.zeros((2, depth, 2), dtype=np.int8)
+    written = np.zeros((2, depth, 2), dtype=bool)
+    for l in range(cfg.n_layers):
+        a, b = lrgen(cfg.seed, step, 1, l, *cfg.shape(l), cfg.rank, cfg.digits, first_pair=pair)
+        e = lrmul(a[0], b[0], cfg.pert_shift())
+        for i in range(e.shape[0]):
+            for k in range(e.shape[1]):
+                bank, addr, d = e_slot(cfg.layers, l, i, k)
+                img[bank, addr, d] = e[i, k]
+                written[bank, addr, d] = True
+    return img, written
 
 
 # --------------------------------------------------------------------------- schedule

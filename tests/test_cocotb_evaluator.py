@@ -1,8 +1,9 @@
 """PopulationEvaluator under cocotb against ``pentegg.golden`` (sim/cocotb_evaluator.py).
 
-Six Icarus builds (lanes 1, 2, 3, 4, 8; ranks 1, 4, 16; binomial and uniform digits; one to
-three layers; group sizes; memory latency 1 and 2) run five random run-time
-configurations each: thirty per run, each with random layer widths from 1 to the maximum
+Six Icarus builds, three in each perturbation mode (low-rank: lanes 1, 8, 2, ranks 4, 4,
+16; quantized: lanes 2, 4, 3, ranks 1, 16, 4; binomial and uniform digits; one to three
+layers; group sizes; memory latency 1 and 2) run five random run-time configurations
+each: thirty per run, each with random layer widths from 1 to the maximum
 (1 and odd widths favoured), a population that is usually not a multiple of
 ``2 * lanes``, random shifts, margin, seed and step, weights with the +-2 extremes,
 saturating inputs, shared or per-member inputs. Verilator runs the digits network
@@ -17,8 +18,23 @@ from pentegg.sim.evaluator_system import EvaluatorSystem
 
 ICARUS_BUILDS = [
     {"lanes": 1, "max_layers": 2, "max_width": 8, "rank": 4, "digits": "binomial"},
-    {"lanes": 2, "max_layers": 3, "max_width": 9, "rank": 1, "digits": "uniform"},
-    {"lanes": 4, "max_layers": 2, "max_width": 7, "rank": 16, "digits": "binomial", "group": 2},
+    {
+        "lanes": 2,
+        "max_layers": 3,
+        "max_width": 9,
+        "rank": 1,
+        "digits": "uniform",
+        "mode": "quantized",
+    },
+    {
+        "lanes": 4,
+        "max_layers": 2,
+        "max_width": 7,
+        "rank": 16,
+        "digits": "binomial",
+        "group": 2,
+        "mode": "quantized",
+    },
     {"lanes": 8, "max_layers": 2, "max_width": 12, "rank": 4, "digits": "uniform"},
     {
         "lanes": 3,
@@ -27,6 +43,7 @@ ICARUS_BUILDS = [
         "rank": 4,
         "digits": "binomial",
         "mem_latency": 1,
+        "mode": "quantized",
     },
     {"lanes": 2, "max_layers": 1, "max_width": 5, "rank": 16, "digits": "uniform"},
 ]
@@ -37,7 +54,8 @@ def _system(params: dict, **memories):
 
 
 def _id(p):
-    return f"L{p['lanes']}-r{p['rank']}-{p['digits'][0]}-w{p['max_width']}x{p['max_layers']}"
+    mode = "q" if p.get("mode") == "quantized" else "lr"
+    return f"{mode}-L{p['lanes']}-r{p['rank']}-{p['digits'][0]}-w{p['max_width']}x{p['max_layers']}"
 
 
 @pytest.mark.parametrize("params", ICARUS_BUILDS, ids=_id)

@@ -33,6 +33,7 @@ VERILOG_CASES = [
     ("lrgen-compact", ["rank=16", "digits=uniform", "max_fan=65", "max_out=10"]),
     ("evaluator", ["lanes=4"]),
     ("evaluator", ["lanes=3", "rank=16", "digits=uniform", "max_layers=3", "max_width=12"]),
+    ("evaluator", ["lanes=2", "mode=quantized", "max_width=12"]),
     ("shaper", []),
     ("shaper", ["max_population=4096", "score_bits=32", "pivots=3"]),
     ("votes", []),

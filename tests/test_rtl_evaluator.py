@@ -1,7 +1,9 @@
 # amaranth: UnusedElaboratable=no
-"""PopulationEvaluator (low-rank mode) in the Amaranth simulator: every member's logits
-(per-member inputs) or spec 7.1 scores (shared inputs) equal ``pentegg.golden``'s
-``population_forward`` and ``classification_scores``, on random small configurations.
+"""PopulationEvaluator in the Amaranth simulator, both perturbation modes: every member's
+logits (per-member inputs) or spec 7.1 scores (shared inputs) equal ``pentegg.golden``'s
+``population_forward`` and ``classification_scores``, on random small configurations
+(low-rank) and on chosen quantized ones (lanes 1/2/4, ranks 1/4/16, odd widths,
+populations not a multiple of ``2 lanes``, weights at +-2, saturating inputs).
 
 The cocotb tests (tests/test_cocotb_evaluator.py) run many more configurations and the
 digits network on Icarus and Verilator; these are the fast checks of the same behaviour.
@@ -78,6 +80,80 @@ def test_evaluator_equals_golden_on_random_configurations(case):
     assert res["error"] == 0
     logits, scores = job.expected()
     board = Scoreboard(f"evaluator {job.cfg.layers} rank {job.cfg.rank} lanes {dut.params.lanes}")
+    if job.shared:
+        board.check("scores[member]", scores, res["scores"])
+    else:
+        board.check("logits[member, sample, class]", logits, res["logits"])
+
+
+# Quantized mode (spec 6.1): (layers, population, rank, lanes, shared, sigma_shift, digits)
+QUANTIZED_CASES = [
+    ((3, 5, 2), 6, 4, 2, True, 0, "binomial"),
+    ((7, 3), 10, 1, 4, False, 0, "uniform"),
+    ((5, 7, 3), 2, 16, 1, True, 1, "binomial"),
+    ((1, 9, 1), 14, 4, 4, False, 2, "binomial"),
+    ((9, 4, 5, 3), 8, 1, 2, True, 1, "uniform"),
+    ((2, 8, 2), 4, 16, 1, False, 0, "binomial"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(QUANTIZED_CASES)))
+def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
+    """Every member evaluates ``x . (W + sign E)^T`` with ``E = PQUANT(A B^T, f)``
+    (golden's ``Noise.e``): scores (shared) or logits (per member) equal golden's.
+    Weights are random with a +-2 row and column, one input row saturates (+-127), and
+    small shifts make hidden activations and logits saturate."""
+    layers, pop, rank, lanes, shared, sigma, digits = QUANTIZED_CASES[case]
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator quantized {case}"))
+    nl = len(layers) - 1
+    cfg = Config(
+        layers=layers,
+        population=pop,
+        rank=rank,
+        mode="quantized",
+        digits=digits,
+        sigma_shift=sigma,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=tuple(int(v) for v in rng.integers(0, 4, nl)),
+        margin=int(rng.integers(1, 255)),
+    ).validate()
+    weights = [w.copy() for w in init_state(cfg).weights]
+    for w in weights:
+        w[0, :] = rng.choice([-2, 2], w.shape[1])  # a row at the extremes
+        w[:, -1] = rng.choice([-2, 2], w.shape[0])  # bias column at the extremes
+    step = int(rng.integers(0, 65535))
+    batch = int(rng.integers(1, 4))
+    if shared:
+        ns = batch + 2
+        samples = rng.integers(-127, 128, (ns, layers[0]))
+        samples[0] = rng.choice([-127, 127], layers[0])
+        job = EvalJob(
+            cfg,
+            weights,
+            step,
+            samples=samples,
+            labels=rng.integers(0, layers[-1], ns),
+            batch_idx=np.concatenate([[0], rng.integers(0, ns, batch - 1)]).astype(int),
+        )
+    else:
+        x = rng.integers(-127, 128, (pop, batch, layers[0]))
+        x[:, 0] = 127
+        job = EvalJob(cfg, weights, step, member_x=x)
+    dut = PopulationEvaluator(
+        lanes=lanes,
+        max_width=max(12, max(layers)),
+        max_layers=max(2, nl),
+        rank=rank,
+        mode="quantized",
+        digits=digits,
+        mem_latency=int(rng.integers(1, 5)),
+        noise_buffers=1 + case % 2,
+    )
+    res = run_amaranth(job, dut, max_cycles=300_000)
+    assert res["error"] == 0
+    logits, scores = job.expected()
+    board = Scoreboard(f"quantized evaluator {layers} rank {rank} lanes {lanes}")
     if job.shared:
         board.check("scores[member]", scores, res["scores"])
     else:

@@ -1,7 +1,9 @@
 # amaranth: UnusedElaboratable=no
 """The PopulationEvaluator's parts in the Amaranth simulator, each against its reference:
 the lane MACs against integer sums, the weight streamer against the packed matrices
-(spec 1.4), the noise fill against ``sim/evaluator_model.noise_image`` (golden's LRGEN).
+(spec 1.4), the noise fill against ``sim/evaluator_model.noise_image`` (golden's LRGEN),
+and the quantized-mode parts: the lane's ``x * (W + s E)`` MAC and the E fill against
+golden's ``lrmul`` (``sim/evaluator_model.e_image``).
 """
 
 import random
@@ -12,11 +14,12 @@ from amaranth.sim import Simulator
 
 from pentegg.golden import Config
 from pentegg.golden.digit import pack
+from pentegg.rtl.evaluator.e_fill import EFill, e_fill_cycles
 from pentegg.rtl.evaluator.lane import PairLane, digit_ctrl
 from pentegg.rtl.evaluator.noise_fill import NoiseFill
 from pentegg.rtl.evaluator.weights import WeightStreamer
 from pentegg.sim import harness
-from pentegg.sim.evaluator_model import layout, noise_image
+from pentegg.sim.evaluator_model import e_image, layout, noise_image
 from pentegg.sim.scoreboard import Scoreboard
 
 
@@ -72,6 +75,57 @@ def test_pair_lane_sums_every_pass_exactly():
             ctx.set(dut.flush, 0)
             exp = [sum(a * b for a, b in zip(xs, d[i], strict=True)) for i in range(2)]
             board.check(f"pass {trial}", exp, [ctx.get(dut.cap[i]) for i in range(2)])
+
+    _run(dut, bench)
+
+
+def test_pair_lane_quantized_sums_x_times_w_plus_sign_e_and_the_bias_e_term():
+    """Quantized lane (acc_bits for 64 inputs): random passes with W and E at their
+    extremes, both member signs: cap_i = sum_k x[k] (W_i[k] + s E_i[k]) + 127 s E_i[n]
+    (the bias column's E digit arrives with the flush), digits in -4..4 without a
+    multiplier."""
+    rng = random.Random(harness.pick_seed("pair lane quantized"))
+    dut = PairLane(17, quantized=True)
+    board = Scoreboard("pair lane quantized")
+
+    async def bench(ctx):
+        ctx.set(dut.qe, 1)
+        for trial in range(60):
+            n = rng.choice([1, 2, 63, 64, rng.randint(1, 64)])
+            s = rng.randint(0, 1)
+            xs = [rng.choice([-127, 127, 0, rng.randint(-127, 127)]) for _ in range(n)]
+            ext = rng.random() < 0.3  # all digits at +-2
+            pick = (lambda: rng.choice([-2, 2])) if ext else (lambda: rng.randint(-2, 2))
+            w = [[pick() for _ in range(n)] for _ in range(2)]
+            e = [[pick() for _ in range(n + 1)] for _ in range(2)]
+            ctx.set(dut.s, s)
+            for k in range(n):
+                ctx.set(dut.x, xs[k])
+                ctx.set(dut.en, 1)
+                for i in range(2):
+                    ctx.set(dut.w[i], _ctrl(w[i][k]))
+                    ctx.set(dut.nd[i], e[i][k])
+                await ctx.tick()
+                if rng.random() < 0.2:
+                    ctx.set(dut.en, 0)
+                    await ctx.tick()
+            ctx.set(dut.en, 0)
+            ctx.set(dut.flush, 1)
+            ctx.set(dut.x, rng.randint(-127, 127))  # not used at the flush
+            for i in range(2):
+                ctx.set(dut.w[i], _ctrl(rng.randint(-2, 2)))  # nor the broadcast digit
+                ctx.set(dut.nd[i], e[i][n])
+            await ctx.tick()
+            ctx.set(dut.flush, 0)
+            sg = 1 - 2 * s
+            exp = [
+                sum(x * (a + sg * b) for x, a, b in zip(xs, w[i], e[i][:n], strict=True))
+                + 127 * sg * e[i][n]
+                for i in range(2)
+            ]
+            board.check(
+                f"pass {trial} (n {n}, sign {s})", exp, [ctx.get(dut.cap[i]) for i in range(2)]
+            )
 
     _run(dut, bench)
 
@@ -282,3 +336,92 @@ def test_noise_fill_writes_a_slot_pair_almost_every_cycle():
     _, written, cycles = _fill(cfg, 3, 0, 4, 4, 2)
     assert written.sum() == 4 * 217
     assert cycles <= 4 * 217 + 29 + 6 * 4, cycles
+
+
+def _e_fill(cfg: Config, step: int, first: int, lanes: int, active: int, max_layers: int):
+    dut = EFill(
+        lanes=lanes,
+        rank=cfg.rank,
+        digits=cfg.digits,
+        max_layers=max_layers,
+        max_width=max(cfg.layers),
+        width_bits=max(cfg.layers).bit_length() + 1,
+        addr_bits=12,
+    )
+    img = np.zeros((lanes, 2, 1 << 12, 2), dtype=np.int64)
+    written = np.zeros((lanes, 2, 1 << 12, 2), dtype=np.int64)
+    res = {}
+
+    async def bench(ctx):
+        ctx.set(dut.seed, cfg.seed)
+        ctx.set(dut.step, step)
+        ctx.set(dut.first_pair, first)
+        ctx.set(dut.sigma_shift, cfg.sigma_shift)
+        ctx.set(dut.lanes_active, active)
+        ctx.set(dut.n_layers, cfg.n_layers)
+        for i, w in enumerate(cfg.layers):
+            ctx.set(dut.widths[i], w)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        cycles = 0
+        while True:
+            _, _, busy, en, bank, addr, lane, d, code = await ctx.tick().sample(
+                dut.busy, dut.w_en, dut.w_bank, dut.w_addr, dut.w_lane, dut.w_digit, dut.w_e
+            )
+            cycles += 1
+            if en:
+                img[lane, bank, addr, d] = code - 8 if code & 4 else code
+                written[lane, bank, addr, d] += 1
+            if not busy:
+                break
+            assert cycles < 200_000
+        res["cycles"] = cycles
+
+    _run(dut, bench)
+    return img, written, res["cycles"]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_e_fill_writes_golden_lrmul_in_the_slot_layout(case):
+    """Random networks (1..3 layers, widths 1..12, odd ones), ranks 1/4/16, both digit
+    kinds, sigma_shift 0 (E saturates at +-2 often, rank 1's dot products reach +-4), 8
+    (E all zero) or random, 1..4 lanes of which some inactive: every digit of every
+    active lane's E slots equals golden's ``lrmul(A, B, pert_shift)`` (``Noise.e``),
+    written exactly once; nothing else is written."""
+    rng = random.Random(harness.pick_seed(f"e fill {case}"))
+    nl = rng.randint(1, 3)
+    lanes = rng.randint(1, 4)
+    active = rng.randint(1, lanes)
+    cfg = Config(
+        layers=tuple(rng.choice([1, 3, 5, 7, 12, rng.randint(1, 12)]) for _ in range(nl + 1)),
+        rank=[1, 4, 16][case % 3],
+        mode="quantized",
+        digits=["binomial", "uniform"][case % 2],
+        sigma_shift=[0, 8, rng.randint(0, 8)][case % 3 if case < 3 else 0],
+        population=2 * (active + 3),
+        seed=rng.randrange(1 << 32),
+    ).validate()
+    step, first = rng.randrange(65535), rng.randrange(8)
+    img, written, _ = _e_fill(cfg, step, first, lanes, active, 3)
+    board = Scoreboard(f"e fill {cfg.layers} rank {cfg.rank} {cfg.digits} f {cfg.pert_shift()}")
+    for j in range(active):
+        exp, mask = e_image(cfg, step, first + j)
+        depth = exp.shape[1]
+        board.check(f"lane {j} E slots [bank, addr, digit]", exp, img[j, :, :depth] * mask)
+        assert (written[j, :, :depth] == mask).all(), f"lane {j}: E digits written != once"
+        assert not written[j, :, depth:].any(), f"lane {j}: a write beyond the layout"
+    assert not written[active:].any()
+
+
+def test_e_fill_writes_one_element_per_cycle():
+    """Digits network (64-64-10), rank 4, 2 lanes: 2 * (64 * 65 + 10 * 65) element writes,
+    one per cycle but for each job's B fill and pipeline (``fan + 8``) and the first run
+    key: the count ``e_fill_cycles`` states."""
+    cfg = Config(layers=(64, 64, 10), mode="quantized").validate()
+    _, written, cycles = _e_fill(cfg, 3, 0, 2, 2, 2)
+    assert written.sum() == 2 * (64 * 65 + 10 * 65)
+    assert cycles == e_fill_cycles(cfg.layers, 2, 4), (
+        cycles,
+        e_fill_cycles(cfg.layers, 2),
+    )

@@ -13,6 +13,11 @@ broadcast to all lanes (:class:`WeightStreamer`, reading the weight memory in th
 :class:`ScoreAccumulator` sums the scores into the score memory; the
 :class:`InputLoader` fills the input regions.
 
+Quantized mode (``mode="quantized"``, spec 6.1): the round's ``E = PQUANT(A B^T, f)`` of
+every lane is written into the noise banks once per round (:class:`EFill`), the lanes
+accumulate ``x . (W + s E)`` (broadcast ``W``, their own ``E``) and there are no u-row
+passes; docs/rtl.md, "Quantized mode".
+
 The weight, sample, label, batch-index and score memories are outside (the accelerator
 owns them: block RAM or SPRAM); the evaluator reads them through ports with
 ``mem_latency`` cycles of read latency.
@@ -25,6 +30,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from .e_fill import EFill
 from .finalizer import Finalizer, logits_layout, record_layout
 from .lane import PairLane
 from .loader import InputLoader
@@ -123,8 +129,6 @@ class PopulationEvaluator(wiring.Component):
             mem_latency=mem_latency,
             noise_buffers=noise_buffers,
         ).check()
-        if mode != "lowrank":
-            raise ValueError(f"mode={mode!r}: only 'lowrank' is implemented in this build")
         self.noise_bits = ceil_log2(p.noise_bank_depth)
         # worst case of the weight memory: every layer max_width x (max_width + 1)
         words = max_layers * -(-max_width * (max_width + 1) // 5)
@@ -184,20 +188,32 @@ class PopulationEvaluator(wiring.Component):
         m.submodules.seq = seq = Sequencer(
             p, eng.cmd_layout, pass_layout(self.waddr_bits, p.width_bits), nbits, self.waddr_bits
         )
-        m.submodules.fill = fill = NoiseFill(
-            lanes=L,
-            rank=p.rank,
-            digits=p.digits,
-            max_layers=p.max_layers,
-            width_bits=p.width_bits + 1,
-            addr_bits=nbits,
-        )
+        quant = p.mode == "quantized"
+        if quant:
+            m.submodules.fill = fill = EFill(
+                lanes=L,
+                rank=p.rank,
+                digits=p.digits,
+                max_layers=p.max_layers,
+                max_width=p.max_width,
+                width_bits=p.width_bits + 1,
+                addr_bits=nbits,
+            )
+        else:
+            m.submodules.fill = fill = NoiseFill(
+                lanes=L,
+                rank=p.rank,
+                digits=p.digits,
+                max_layers=p.max_layers,
+                width_bits=p.width_bits + 1,
+                addr_bits=nbits,
+            )
         m.submodules.loader = ld = InputLoader(p)
         m.submodules.scores = sc = ScoreAccumulator(p)
         lanes = []
         self.dbg = {"fin": fin, "eng": eng, "lanes": lanes, "seq": seq, "fill": fill, "ld": ld}
         for j in range(L):
-            lane = PairLane(p.acc_bits)
+            lane = PairLane(p.acc_bits, quantized=quant)
             m.submodules[f"lane{j}"] = lane
             lanes.append(lane)
 
@@ -238,19 +254,25 @@ class PopulationEvaluator(wiring.Component):
             mem = memory.Memory(shape=6 * L, depth=p.noise_buffers << nbits, init=[])
             m.submodules[f"noise{b}"] = mem
             rp = mem.read_port()
-            wp = mem.write_port(granularity=6)
+            wp = mem.write_port(granularity=3 if quant else 6)
             lanes_use = eng.nz_en & (eng.nz_bank == b)
             rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
             wr_addr = fill.w_addr[:nbits]
             if p.noise_buffers == 2:
                 rd_addr, wr_addr = Cat(rd_addr, seq.nbuf), Cat(wr_addr, seq.fill_buf)
-            m.d.comb += [
-                rp.addr.eq(rd_addr),
-                rp.en.eq(1),
-                wp.addr.eq(wr_addr),
-                wp.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
-                wp.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
-            ]
+            m.d.comb += [rp.addr.eq(rd_addr), rp.en.eq(1), wp.addr.eq(wr_addr)]
+            if quant:  # one digit of one lane's field: E[i, k] of lane w_lane
+                m.d.comb += [
+                    wp.data.eq(Cat(*([fill.w_e] * (2 * L)))),
+                    wp.en.eq(
+                        Mux(fill.w_en & (fill.w_bank == b), 1 << Cat(fill.w_digit, fill.w_lane), 0)
+                    ),
+                ]
+            else:
+                m.d.comb += [
+                    wp.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
+                    wp.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
+                ]
             reg = Signal(slot, name=f"noise_rd{b}")
             m.d.sync += reg.eq(rp.data)
             n_data.append(reg)
@@ -269,6 +291,8 @@ class PopulationEvaluator(wiring.Component):
                 lane.flush.eq(eng.ctrl.flush),
                 fin.caps[j].eq(lane.cap),
             ]
+            if quant:
+                m.d.comb += [lane.qe.eq(eng.ctrl.qe), lane.s.eq(eng.ctrl.s)]
 
         # ---- weights
         wiring.connect(m, seq.wcmd, ws.cmd)
@@ -327,6 +351,8 @@ class PopulationEvaluator(wiring.Component):
             fill.lanes_active.eq(seq.fill_active),
             fill.n_layers.eq(self.n_layers),
         ]
+        if quant:
+            m.d.comb += fill.sigma_shift.eq(self.sigma_shift)
         for i in range(p.max_layers + 1):
             m.d.comb += fill.widths[i].eq(self.widths[i])
 

@@ -17,6 +17,12 @@ BIAS op after a layer with an even number. A u-row pass stores
 ``logits`` (per-member inputs) or update the member's margin state (its label's logit and
 the largest other logit) and, with the last row, emit its spec 7.1 score term on ``terms``.
 
+Quantized mode (spec 6.1): the lanes' sums already hold ``x . (W + s E)`` without the
+bias weight (the lane adds ``127 s E[o, n]``), so ``p = 0`` and ``a_i = v_i + 127 *
+W[o+i, n]``; the same windows run (the u vectors are computed from whatever the noise
+banks hold and never used), so timing and widths are those of low-rank mode with
+``sum_bits`` from spec 9.2's quantized bound.
+
 One Finalizer serves all lanes in ``finalizers`` groups of ``group`` lanes: a shared
 control issues one *op* (one lane's pass) every ``T = max(rank, 4)`` cycles to every
 group at once (lane ``i`` of each group); each group has its own datapath and two u banks
@@ -573,7 +579,9 @@ class Finalizer(wiring.Component):
         # ---- P: accumulate p_i = sum_c A_i,c * u_c; keep the B digits and v
         pw = p.p_bits + 1
         pacc = [sig(signed(pw), f"pacc{i}") for i in range(2)]
-        for i in range(2):
+        # quantized mode: the perturbation is inside the lanes' sums, p stays 0 (and
+        # rshr(0, k) = 0); the u vectors below are then computed but never read
+        for i in range(2 if p.mode != "quantized" else 0):
             prod, cin = _digit_times(nd[0][i], u_P)
             with m.If(arr[1]):
                 m.d.sync += pacc[i].eq(Mux(arr_first[1], 0, pacc[i]) + prod + cin)

@@ -11,6 +11,15 @@ digit leaves the accumulator alone (its flip-flops' enable).
 
 After the last input of a pass comes a *flush* beat: the accumulator moves into the
 capture register (where a finalizer reads it during the next pass) and restarts at zero.
+
+Quantized mode (spec 6.1, ``quantized=True``): in a layer pass (``qe`` high) the MAC digit
+is ``W[o + i, k] + s * E[o + i, k]`` in -4..4, with ``W`` broadcast and ``E`` the lane's
+own digit (``nd``, its pair's perturbation) and ``s`` the member's sign. It is not formed:
+``x * (W + s E) = x * W + x * (s E)``, two select-and-negate terms (``s`` flips the
+negation of the E term) into one three-operand add, so no ``3x`` term and no multiplier.
+The flush beat of such a pass adds the bias column's E term ``127 * s * E[o + i, n]``
+(``nd`` then holds the bias digit; ``x`` is replaced by the constant 127) on its way into
+the capture register; the finalizer adds ``127 * W[o + i, n]`` as in low-rank mode.
 """
 
 from __future__ import annotations
@@ -38,7 +47,10 @@ class PairLane(wiring.Component):
     ----------
     acc_bits : int
         Accumulator width, 2..40: at least ``bits_for(127 * 2 * n_max)`` for passes of up
-        to ``n_max`` inputs (the evaluator derives it from ``max_width``).
+        to ``n_max`` inputs (the evaluator derives it from ``max_width``); quantized:
+        ``bits_for(127 * 4 * n_max + 254)``.
+    quantized : bool
+        Build the quantized-mode MAC (ports ``qe`` and ``s``; two terms per beat).
 
     Interface attributes
     --------------------
@@ -53,34 +65,43 @@ class PairLane(wiring.Component):
     en : In(1)
         A MAC beat: ``acc_i += x * d_i``.
     flush : In(1)
-        End of a pass: ``cap_i <= acc_i``, ``acc_i <= 0`` (``en`` is ignored).
+        End of a pass: ``cap_i <= acc_i``, ``acc_i <= 0`` (``en`` is ignored); with
+        ``qe``: ``cap_i <= acc_i + 127 * s * nd_i``.
+    qe : In(1), s : In(1)
+        Quantized builds only. ``qe``: a layer pass of quantized mode, beats add
+        ``x * (w_i + s * nd_i)`` (``src`` must be 0); ``s``: 1 negates the ``nd`` term.
     cap : Out(ArrayLayout(signed(acc_bits), 2))
         The two sums of the last flushed pass, from the cycle after the flush until the
         next flush.
 
     Latency: a beat is accumulated at the clock edge it is presented at; ``cap`` changes
-    at the flush edge. Throughput: one beat per cycle, one flush per pass.
+    at the flush edge. Throughput: one beat per cycle, one flush per pass (both modes).
     """
 
-    def __init__(self, acc_bits: int):
+    def __init__(self, acc_bits: int, quantized: bool = False):
         if not isinstance(acc_bits, int) or not 2 <= acc_bits <= 40:
             raise ValueError(f"acc_bits={acc_bits!r} is not an integer in 2..40")
         self.acc_bits = acc_bits
-        super().__init__(
-            {
-                "x": In(signed(8)),
-                "w": In(data.ArrayLayout(DIGIT_CTRL, 2)),
-                "nd": In(data.ArrayLayout(signed(3), 2)),
-                "src": In(1),
-                "en": In(1),
-                "flush": In(1),
-                "cap": Out(data.ArrayLayout(signed(acc_bits), 2)),
-            }
-        )
+        self.quantized = bool(quantized)
+        ports = {
+            "x": In(signed(8)),
+            "w": In(data.ArrayLayout(DIGIT_CTRL, 2)),
+            "nd": In(data.ArrayLayout(signed(3), 2)),
+            "src": In(1),
+            "en": In(1),
+            "flush": In(1),
+            "cap": Out(data.ArrayLayout(signed(acc_bits), 2)),
+        }
+        if self.quantized:
+            ports.update({"qe": In(1), "s": In(1)})
+        super().__init__(ports)
 
     def elaborate(self, platform):
         m = Module()
         x = self.x
+        if self.quantized:
+            self._quantized(m)
+            return m
         for i in range(2):
             own = digit_ctrl(self.nd[i].as_unsigned())
             is2 = Mux(self.src, own["is2"], self.w[i].is2)
@@ -94,3 +115,27 @@ class PairLane(wiring.Component):
             with m.Elif(self.en & nz):
                 m.d.sync += acc.eq(acc + term + neg)
         return m
+
+    def _quantized(self, m):
+        x = self.x
+        xe = Mux(self.flush, 127, x)  # the bias column's input, for the E term at flush
+        for i in range(2):
+            own = digit_ctrl(self.nd[i].as_unsigned())
+            # the W term (broadcast weight, or the lane's own digit in a u-row pass)
+            is2 = Mux(self.src, own["is2"], self.w[i].is2)
+            neg = Mux(self.src, own["neg"], self.w[i].neg)
+            nz = Mux(self.src, own["nz"], self.w[i].nz) & ~self.flush
+            mag = Mux(is2, x << 1, x)
+            tw = Mux(nz, Mux(neg, ~mag, mag), 0)
+            cw = nz & neg
+            # the E term: s * E[o + i, k] times x (times 127 at the flush)
+            e_on = self.qe & own["nz"]
+            e_neg = own["neg"] ^ self.s
+            emag = Mux(own["is2"], xe << 1, xe)
+            te = Mux(e_on, Mux(e_neg, ~emag, emag), 0)
+            ce = e_on & e_neg
+            acc = Signal(signed(self.acc_bits), name=f"acc{i}")
+            with m.If(self.flush):
+                m.d.sync += [acc.eq(0), self.cap[i].eq(acc + te + ce)]
+            with m.Elif(self.en):
+                m.d.sync += acc.eq(acc + tw + te + cw + ce)

@@ -61,8 +61,9 @@ class EvaluatorParams:
         group of ``64 / max(rank, 4)`` lanes keeps up with passes of 64 inputs).
     noise_depth : int or None
         Slots per noise bank, 16..65536; ``None``: enough for ``max_layers`` layers of
-        ``max_width`` (low-rank mode). Smaller values save block RAM; a network whose
-        noise does not fit sets the ``noise`` error flag.
+        ``max_width`` in the build's mode (quantized mode needs far more: the E slots).
+        Smaller values save block RAM; a network whose noise does not fit sets the
+        ``noise`` error flag.
     max_batch : int
         Largest batch, 1..65535 (sizes the score).
     mem_latency : int
@@ -140,8 +141,12 @@ class EvaluatorParams:
         return self.regions << self.region_bits
 
     def noise_slots(self, widths: tuple[int, ...]) -> int:
-        """Slots per noise bank a network needs (low-rank mode, docs/rtl.md)."""
+        """Slots per noise bank a network needs (docs/rtl.md). Quantized mode: the E row
+        pairs of every layer, alternating between the banks: ``sum_l ceil(n_{l+1} / 4)
+        (n_l + 1)``."""
         n_layers = len(widths) - 1
+        if self.mode == "quantized":
+            return sum(-(-widths[l + 1] // 4) * (widths[l] + 1) for l in range(n_layers))
         u = -(-self.u_passes // 2) * widths[0] + -(-self.u_passes // 2)
         pairs = 0
         for l in range(n_layers):
@@ -163,7 +168,11 @@ class EvaluatorParams:
 
     @property
     def acc_bits(self) -> int:
-        """A lane MAC: ``|sum_{k<n} x[k] W[o,k]| <= 127 * 2 * max_width``."""
+        """A lane MAC: ``|sum_{k<n} x[k] W[o,k]| <= 127 * 2 * max_width``; quantized mode
+        ``|sum_{k<n} x[k] (W + s E)[o,k] + 127 s E[o,n]| <= 127 * 4 * max_width + 254``
+        (spec 9.2: ``W + s E`` in -4..4; the lane adds the bias column's E term)."""
+        if self.mode == "quantized":
+            return bits_for(ACT_MAX * 4 * self.max_width + 2 * BIAS)
         return bits_for(ACT_MAX * 2 * self.max_width)
 
     @property

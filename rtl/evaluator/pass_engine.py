@@ -15,6 +15,10 @@ pass reads the noise banks the finalizer also reads). A flush waits until the fi
 has taken the previous pass's captures. Everything the lanes receive is delayed by the
 memory latency (two cycles: block RAM register and output register) so that control,
 digits and activations meet.
+
+Quantized mode: every pass is a layer pass that also reads the lanes' own E digits
+(noise bank ``u_bank`` from address ``u_addr``, one slot per input, the bias column's slot
+at the flush beat); the lanes get ``qe`` and the member's sign ``s`` with the beat.
 """
 
 from __future__ import annotations
@@ -67,7 +71,9 @@ ACTIVITY_LAYOUT = data.StructLayout(
 
 def lane_ctrl_layout() -> data.StructLayout:
     """What every lane receives each cycle (besides its activation and noise digits)."""
-    return data.StructLayout({"en": 1, "flush": 1, "src": 1, "w": data.ArrayLayout(DIGIT_CTRL, 2)})
+    return data.StructLayout(
+        {"en": 1, "flush": 1, "src": 1, "qe": 1, "s": 1, "w": data.ArrayLayout(DIGIT_CTRL, 2)}
+    )
 
 
 class PassEngine(wiring.Component):
@@ -175,7 +181,9 @@ class PassEngine(wiring.Component):
             self.act_en.eq(mac),
             self.nz_addr.eq(cur.u_addr + k),
             self.nz_bank.eq(cur.u_bank),
-            self.nz_en.eq(mac & cur.u),
+            self.nz_en.eq(
+                (mac & cur.u) | ((mac | flush) & ~cur.u) if p.mode == "quantized" else mac & cur.u
+            ),
             self.busy.eq(running | recq.r_rdy | caps_busy),
         ]
         m.d.comb += self.release.eq(Mux(flush & cur.release, 1 << cur.in_slot, 0))
@@ -192,6 +200,8 @@ class PassEngine(wiring.Component):
         # ---- lane control, delayed to meet the read data
         now = Signal(lane_ctrl_layout())
         m.d.comb += [now.en.eq(mac), now.flush.eq(flush), now.src.eq(cur.u)]
+        if p.mode == "quantized":
+            m.d.comb += [now.qe.eq(~cur.u), now.s.eq(cur.rec.s)]
         for i in range(2):
             code = self.wbeat.payload.d[i]
             ctrl = digit_ctrl(code)

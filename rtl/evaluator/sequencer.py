@@ -11,6 +11,11 @@ Before the first round a configuration phase derives, per layer, where its matri
 in the weight memory (spec 1.4: row-major, five digits a word, each matrix on a word
 boundary) and ``fan`` divided by 5 (by subtraction: no divider), and where its noise
 slots start. It also checks the run-time parameters against the elaboration maxima.
+
+Quantized mode has no u-row passes: a sample is the layer blocks alone, each pass
+reading the lanes' E slots ``E(l, t, k)`` (bank ``t % 2``, address ``e_base_l + (t // 2)
+fan_l + k``, ``e_base_l = sum_{l' < l} ceil(n_{l'+1} / 4) fan_{l'}``, computed in the
+configuration phase with one addition every fourth row).
 """
 
 from __future__ import annotations
@@ -172,6 +177,8 @@ class Sequencer(wiring.Component):
         c_off = Signal(3)
         c_rows = Signal(wb + 1)
         c_fa = Signal(nb + 2)
+        c_r4 = Signal(2)  # quantized: rows mod 4 (a new E slot row every 4 rows)
+        QUANT = p.mode == "quantized"
 
         rnd = Signal(12)
         first_pair = Signal(12)
@@ -198,16 +205,21 @@ class Sequencer(wiring.Component):
         m.d.comb += self.fill_active.eq(Mux(f_left > L, L, f_left))
 
         def begin_emit(mm):
-            mm.d.sync += [
-                phase.eq(PH_EMIT),
-                b.eq(0),
-                bk_u.eq(1),
-                bk_s.eq(0),
-                bk_l.eq(0),
-                ps.eq(0),
-                u_addr.eq(0),
-                naddr.eq(ub_base),
-            ]
+            mm.d.sync += [phase.eq(PH_EMIT), b.eq(0)]
+            first_block(mm)
+
+        def first_block(mm):  # a sample's first block: u-row passes, or layer 0
+            mm.d.sync += [bk_s.eq(0), bk_l.eq(0), ps.eq(0)]
+            if QUANT:
+                mm.d.sync += [
+                    bk_u.eq(0),
+                    pos_word.eq(wbase[0]),
+                    pos_off.eq(0),
+                    naddr.eq(fstart[0]),
+                    u_addr.eq(fstart[0]),
+                ]
+            else:
+                mm.d.sync += [bk_u.eq(1), u_addr.eq(0), naddr.eq(ub_base)]
 
         def prefill(mm, current, buf):
             # two buffers: fill the round after `current` (if any) into `buf`, the buffer
@@ -241,7 +253,7 @@ class Sequencer(wiring.Component):
                             c_rem.eq(widths[0] + 1),
                             c_q.eq(0),
                             c_word.eq(0),
-                            c_fa.eq(ub_base + u_cols),
+                            c_fa.eq(0 if QUANT else ub_base + u_cols),
                             c_left.eq(pairs),
                             rounds.eq(0),
                         ]
@@ -255,6 +267,7 @@ class Sequencer(wiring.Component):
                         wbase[cl].eq(c_word),
                         fstart[cl].eq(c_fa),
                         c_off.eq(0),
+                        c_r4.eq(0),
                         c_rows.eq(widths[cl + 1]),
                         phase.eq(PH_CFG_ROWS),
                     ]
@@ -266,14 +279,16 @@ class Sequencer(wiring.Component):
                         c_word.eq(c_word + q1[cl] + over),
                         c_off.eq(Mux(over, c_off + r1[cl] - 5, c_off + r1[cl])),
                     ]
+                    if QUANT:
+                        m.d.sync += c_r4.eq(c_r4 + 1)
+                        with m.If(c_r4 == 0):
+                            m.d.sync += c_fa.eq(c_fa + widths[cl] + 1)
                 with m.Else():
                     last = cl + 1 == nl
                     rows = widths[cl + 1] + Mux(last, 0, 1)
-                    m.d.sync += [
-                        c_word.eq(c_word + (c_off != 0)),
-                        c_fa.eq(c_fa + (((rows + 1) >> 1) << (r.bit_length() - 1))),
-                        phase.eq(PH_CFG_NEXT),
-                    ]
+                    m.d.sync += [c_word.eq(c_word + (c_off != 0)), phase.eq(PH_CFG_NEXT)]
+                    if not QUANT:
+                        m.d.sync += c_fa.eq(c_fa + (((rows + 1) >> 1) << (r.bit_length() - 1)))
             with m.Case(PH_CFG_NEXT):
                 with m.If(cl + 1 == nl):
                     m.d.sync += self.noise_needed.eq(c_fa)
@@ -332,7 +347,9 @@ class Sequencer(wiring.Component):
         ub_base, n0 = v["ub_base"], v["n0"]
         rnd, rounds, phase = v["rnd"], v["rounds"], v["phase"]
         PH_END, PH_NEXT = v["PH_END"], v["PH_NEXT"]
+        first_block = v["first_block"]
         shared = self.shared
+        quant = p.mode == "quantized"
 
         cmd = Signal(self.cmd_layout)
         rec = cmd.rec
@@ -362,7 +379,9 @@ class Sequencer(wiring.Component):
             cmd.u_addr.eq(u_addr),
             cmd.wait_block.eq(~bk_u & (bk_l != 0) & (ps == 0)),
             cmd.need.eq(blk - 1),
-            cmd.wait_input.eq(bk_u & (ps == 0) & ((bk_s == 0) | ~shared)),
+            cmd.wait_input.eq(
+                (~bk_u & (bk_l == 0) if quant else bk_u) & (ps == 0) & ((bk_s == 0) | ~shared)
+            ),
             cmd.in_slot.eq(in_slot),
             cmd.wait_idle.eq(bk_u & (ps == 0) & ((bk_s == 0) | (u_passes % 2 == 1))),
             rec.kind.eq(Mux(bk_u, KIND_STORE, KIND_ACT)),
@@ -376,8 +395,9 @@ class Sequencer(wiring.Component):
             rec.sample.eq(gs),
             rec.first_sample.eq(b == 0),
             rec.block_end.eq(last_pass),
-            rec.bias_after.eq(~bk_u & last_pass & ~last_layer & ~out[0]),
-            rec.bias_row1.eq(~bk_u & last_pass & ~last_layer & out[0]),
+            # quantized mode has no u vectors: no bias row of B_{l+1} to account for
+            rec.bias_after.eq(0 if quant else ~bk_u & last_pass & ~last_layer & ~out[0]),
+            rec.bias_row1.eq(0 if quant else ~bk_u & last_pass & ~last_layer & out[0]),
             rec.last_row.eq(~bk_u & last_pass & last_layer),
             rec.last_layer.eq(~bk_u & last_layer),
             rec.hidden_region.eq(hidden(bk_l, bk_s)),
@@ -416,6 +436,9 @@ class Sequencer(wiring.Component):
                     m.d.sync += naddr.eq(naddr + ps[0])
                 with m.Else():
                     m.d.sync += [pos_word.eq(word2), pos_off.eq(off2), naddr.eq(naddr + r)]
+                    if quant:  # E(l, t + 1, 0): the other bank, a slot row further per 2
+                        with m.If(ps[0]):
+                            m.d.sync += u_addr.eq(u_addr + widths[bk_l] + 1)
             with m.Else():
                 # the next block
                 m.d.sync += [ps.eq(0), blk.eq(blk + 1)]
@@ -437,6 +460,7 @@ class Sequencer(wiring.Component):
                         pos_word.eq(wbase[bk_l]),
                         pos_off.eq(0),
                         naddr.eq(fstart[bk_l]),
+                        u_addr.eq(fstart[bk_l]),
                     ]
                 with m.Elif(~last_layer):  # the next layer, member 2j
                     m.d.sync += [
@@ -445,17 +469,11 @@ class Sequencer(wiring.Component):
                         pos_word.eq(wbase[bk_l + 1]),
                         pos_off.eq(0),
                         naddr.eq(fstart[bk_l + 1]),
+                        u_addr.eq(fstart[bk_l + 1]),
                     ]
                 with m.Else():  # the sample is done
-                    m.d.sync += [
-                        bk_u.eq(1),
-                        bk_s.eq(0),
-                        bk_l.eq(0),
-                        u_addr.eq(0),
-                        naddr.eq(ub_base),
-                        b.eq(b + 1),
-                        gs.eq(gs + 1),
-                    ]
+                    first_block(m)
+                    m.d.sync += [b.eq(b + 1), gs.eq(gs + 1)]
                     with m.If(b + 1 == self.batch):
                         m.d.sync += b.eq(0)
                         with m.If(rnd + 1 == rounds):
