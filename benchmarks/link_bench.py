@@ -9,9 +9,10 @@ loads the dataset and the initial state, then times ES steps two ways:
   ``pentegg train --device`` does between evaluations).
 
 It prints the simulated wall time per step, the device's cycles per step (its ``cycles``
-register), the link's bytes per step in each direction and the predicted step time on each
-board: ``cycles / clock + bytes / (baud / 10)`` (8N1: ten bit times per byte), with the
-boards' clocks and baud rates from ``pentegg.boards``.
+register), the link's bytes per step (both directions; the STATUS polls of a run are
+counted as one, since a simulated run's poll count follows the host's wall time) and the
+predicted step time on each board: ``cycles / clock + bytes / (baud / 10)`` (8N1: ten bit
+times per byte), with the boards' clocks and baud rates from ``pentegg.boards``.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ def board_links() -> dict[str, tuple[int, int]]:
     from pentegg.boards import boards
 
     return {name: (b.clock_hz, b.baud) for name, b in boards().items()}
+
+
+#: A STATUS request and its response on the wire (COBS, delimiters): 10 + 22 bytes.
+STATUS_BYTES = 32
 
 
 def _delta(after: dict, before: dict) -> dict:
@@ -100,7 +105,10 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
     }
     for way in ("per_step", "chunked"):
         r = res[way]
-        link_bytes = r["bytes_out"] + r["bytes_in"]
+        # STATUS polls: as many as the simulation's wall time allows, not a board's;
+        # a board needs about one (the step's cycles pass between two polls)
+        r["link_bytes"] = r["bytes_out"] + r["bytes_in"] - r["status_bytes"] + STATUS_BYTES
+        link_bytes = r["link_bytes"]
         r["predicted_ms"] = {
             board: 1e3 * (r["cycles"] / clock + link_bytes * 10 / baud)
             for board, (clock, baud) in board_links().items()
@@ -115,7 +123,8 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
         pred = ", ".join(f"{b} {ms:.1f} ms" for b, ms in r["predicted_ms"].items())
         log(
             f"  {way:<9} sim {r['wall_s']:.3f} s/step, {r['cycles']:.0f} cycles/step, link "
-            f"{r['bytes_out']:.0f} B out + {r['bytes_in']:.0f} B in per step; predicted {pred}"
+            f"{r['link_bytes']:.0f} B per step (without the simulation's STATUS polls); "
+            f"predicted {pred}"
         )
     return res
 

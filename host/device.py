@@ -67,7 +67,9 @@ class Device:
         self._pending: list[bytes] = []
         self._seq = 0
         self._info: dict | None = None
-        self.stats = {"requests": 0, "retries": 0, "bytes_out": 0, "bytes_in": 0}
+        #: traffic counters; ``status_bytes`` is the part of both directions spent on
+        #: STATUS polls (on a simulated device their number follows the host's wall time)
+        self.stats = {"requests": 0, "retries": 0, "bytes_out": 0, "bytes_in": 0, "status_bytes": 0}
 
     # ------------------------------------------------------------------ requests
     def close(self) -> None:
@@ -92,6 +94,9 @@ class Device:
             self.stats["requests"] += 1
             self.stats["bytes_out"] += len(data)
             rsp, why = self._await(seq, int(cmd), self.timeout if timeout is None else timeout)
+            if cmd == Cmd.STATUS:
+                got = 0 if rsp is None else 10 + len(rsp.payload)  # frame, COBS, delimiter
+                self.stats["status_bytes"] += len(data) + got
             if rsp is None:
                 continue
             if rsp.status == Status.OK:
