@@ -25,6 +25,8 @@ __all__ = ["register"]
 
 #: parameter types of the cores' --param (the accelerator's, plus the Device's own)
 DEVICE_PARAMS = {"frame_bytes": "int"}
+#: the board's own --param: the core clock in MHz, one of the board's PLL settings
+BOARD_PARAMS = {"clock_mhz": "int"}
 
 
 def register(sub) -> None:
@@ -51,7 +53,8 @@ def register(sub) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="core parameter (repeatable): frame_bytes or an accelerator parameter "
+        help="parameter (repeatable): clock_mhz (the core clock, one the board's PLL "
+        "settings cover; docs/boards.md), frame_bytes or an accelerator parameter "
         "(docs/rtl.md); the board's defaults are in boards/<board>.py",
     )
     p.add_argument("--program", action="store_true", help="program the board after the build")
@@ -72,7 +75,7 @@ def register(sub) -> None:
 def _parse_params(board, items: list[str]) -> dict:
     from .rtl.catalog import MODULES
 
-    kinds = {**DEVICE_PARAMS, **MODULES["accelerator"].params}
+    kinds = {**BOARD_PARAMS, **DEVICE_PARAMS, **MODULES["accelerator"].params}
     params = dict(board.defaults)
     for item in items:
         name, sep, value = item.partition("=")
