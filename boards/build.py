@@ -159,8 +159,22 @@ def build(
 
 
 def _failure(work: Path, rc: int) -> str:
-    """One line: which tool failed, its first error, its log."""
-    logs = [("nextpnr", work / "top.tim"), ("yosys", work / "top.rpt")]
+    """One line: which tool failed, its first error, its log. A design larger than the
+    device is said so, with every resource it overfills (nextpnr's utilisation lines)."""
+    tim = work / "top.tim"
+    if tim.exists():
+        over = [
+            f"{cell} {int(used):,}/{int(avail):,} ({int(pct)} %)"
+            for cell, used, avail, pct in re.findall(
+                r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", tim.read_text(errors="replace"), re.M
+            )
+            if int(used) > int(avail)
+        ]
+        if over:
+            return (
+                f"the design does not fit the device: {', '.join(dict.fromkeys(over))} (log: {tim})"
+            )
+    logs = [("nextpnr", tim), ("yosys", work / "top.rpt")]
     for name, log in logs:
         if not log.exists():
             continue

