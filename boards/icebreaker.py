@@ -22,7 +22,8 @@ from .common import Board, BoardTop, ClockChoice
 __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ICEBreakerTop"]
 
 #: Core parameters of an iCEBreaker build (``--param NAME=VALUE`` overrides them): the
-#: ``Device``'s frame buffer and the accelerator's sizes, small enough for the UP5K.
+#: ``Device``'s frame buffer and the accelerator's sizes, the smallest that still run a
+#: small task. Even these do not fit the UP5K today (:data:`DEVICE_UNFIT`).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 512,
     "lanes": 1,
@@ -84,6 +85,15 @@ def _platform():
     return p
 
 
+#: why ``--core device`` is refused (without ``--force``): measured with ``pentegg build
+#: --board icebreaker --core device --force`` at commit 90acebc (docs/boards.md)
+DEVICE_UNFIT = (
+    "the device core does not fit the iCE40UP5K: with this board's smallest parameters "
+    "(1 lane) it needs 14,442 logic cells of the UP5K's 5,280 and 84 block RAMs of 30 "
+    "(measured at commit 90acebc, docs/boards.md); build --core loopback, use --board "
+    "ulx3s-85f, or add --force to run the build anyway"
+)
+
 BOARD = Board(
     name="icebreaker",
     platform=_platform,
@@ -96,4 +106,5 @@ BOARD = Board(
     program_flash=("-b", "ice40_generic"),
     program_sram=("-b", "ice40_generic", "-m"),
     default_target="flash",
+    unfit={"device": DEVICE_UNFIT},
 )

@@ -124,6 +124,10 @@ def run_build(args) -> int:
         ) from None
     board = boards()[args.board]
     params = _parse_params(board, args.param)
+    try:
+        board.clock(params.get("clock_mhz"))
+    except ValueError as e:
+        raise HardwareError(str(e)) from None
     if args.core in board.unfit and not args.force:
         print(f"pentegg build: error: {board.unfit[args.core]}", file=sys.stderr)
         return 1
