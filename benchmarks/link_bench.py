@@ -21,7 +21,7 @@ import time
 __all__ = ["BOARD_LINKS", "run"]
 
 #: Core clock (Hz) and UART rate (baud) of each board build (docs/boards.md).
-BOARD_LINKS = {"icebreaker": (48_000_000, 3_000_000), "ulx3s-85f": (75_000_000, 3_000_000)}
+BOARD_LINKS = {"icebreaker": (48_000_000, 3_000_000), "ulx3s-85f": (40_000_000, 2_000_000)}
 
 
 def _delta(after: dict, before: dict) -> dict:

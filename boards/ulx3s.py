@@ -3,7 +3,7 @@
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
   core clock, 40 MHz by default (CLKI_DIV 5, CLKFB_DIV 8, CLKOP_DIV 15, CLKOP_CPHASE 7,
   from ``ecppll -i 25 -o 40``; VCO 600 MHz). ``--param clock_mhz=N`` picks another of
-  :data:`CLOCKS` (30, 40, 45, 75 MHz); the accelerator reaches about 48-50 MHz, so
+  :data:`CLOCKS` (30, 40, 45, 75 MHz); the Device reaches 45-48 MHz (docs/boards.md), so
   40 MHz is the default.
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 2 Mbaud at 40 MHz (20 clocks per bit),
@@ -26,18 +26,20 @@ from .common import Board, BoardTop, ClockChoice
 __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
-#: ``Device``'s frame buffer and the accelerator's sizes.
+#: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
+#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 32 lanes, the largest
+#: measured meeting the 40 MHz clock (docs/boards.md has the measurements).
 DEFAULT_PARAMS: dict[str, Any] = {
-    "frame_bytes": 2048,
-    "lanes": 16,
+    "frame_bytes": 8192,
+    "lanes": 32,
     "max_layers": 2,
     "max_width": 64,
     "rank": 4,
-    "max_batch": 1024,
+    "max_batch": 256,
     "max_population": 256,
-    "sample_bytes": 4096,
-    "label_words": 1024,
-    "batch_words": 1024,
+    "sample_bytes": 131072,
+    "label_words": 2048,
+    "batch_words": 2048,
 }
 
 
