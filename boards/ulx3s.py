@@ -27,11 +27,12 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
-#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 32 lanes, the largest
-#: measured meeting the 40 MHz clock (docs/boards.md has the measurements).
+#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
+#: pairs in 2 rounds), the largest that fits and meets the 40 MHz clock (43.6 MHz; 128
+#: lanes would need more block RAM than the device has; docs/boards.md).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
-    "lanes": 32,
+    "lanes": 64,
     "max_layers": 2,
     "max_width": 64,
     "rank": 4,
