@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 
 from .cmd_hw import HardwareError
 
@@ -143,6 +144,10 @@ def run_build(args) -> int:
             progress=lambda line: _say(line, t0),
         )
     except (CoreUnavailable, ValueError, TypeError) as e:  # the core refused its parameters
+        # the half-elaborated design's parts would each warn at exit: one line is the error
+        from amaranth.hdl import UnusedElaboratable
+
+        warnings.filterwarnings("ignore", category=UnusedElaboratable)
         raise HardwareError(str(e)) from None
     except (BuildError, ToolNotFound) as e:
         print(f"pentegg build: error: {e}", file=sys.stderr)
