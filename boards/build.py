@@ -98,8 +98,12 @@ def build(
     progress: Callable[[str], None] = lambda line: None,
 ) -> BuildResult:
     """Build ``board``'s top around ``core(clock_hz=..., baud=..., **params)`` in
-    ``build_dir``; returns resources and timing. Raises :class:`BuildError`."""
+    ``build_dir``; returns resources and timing. ``params["clock_mhz"]``, if there, is the
+    board's (the core clock, :meth:`Board.clock`), the rest the core's. Raises
+    :class:`BuildError`, or ValueError for a clock the board does not have."""
     t0 = time.monotonic()
+    params = dict(params)
+    clock = board.clock(params.pop("clock_mhz", None))
     work = Path(build_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     for stale in ("top.json", "top.asc", "top.config", board.bitstream, "report.json"):
@@ -111,7 +115,7 @@ def build(
         env["OPENFPGALOADER"] = "true"
 
     progress("elaborating the top")
-    top = board.top(core, params)
+    top = board.top(core, params, clock)
     platform = board.platform()
     plan = platform.build(
         top,
@@ -137,7 +141,7 @@ def build(
         raise BuildError(f"the build wrote no {board.bitstream} (log: {work / 'build.log'})")
     res = read_report(work / "report.json", board.family)
     fmax = res.pop("fmax_mhz")
-    clock_mhz = board.clock_hz / 1e6
+    clock_mhz = clock.hz / 1e6
     return BuildResult(
         board=board.name,
         core=core_name,
@@ -145,7 +149,7 @@ def build(
         bitstream=str(bitstream),
         build_dir=str(work),
         clock_mhz=clock_mhz,
-        baud=board.baud,
+        baud=clock.baud,
         divisor=top.divisor,
         fmax_mhz=fmax,
         timing_met=fmax is not None and fmax >= clock_mhz,
@@ -155,8 +159,22 @@ def build(
 
 
 def _failure(work: Path, rc: int) -> str:
-    """One line: which tool failed, its first error, its log."""
-    logs = [("nextpnr", work / "top.tim"), ("yosys", work / "top.rpt")]
+    """One line: which tool failed, its first error, its log. A design larger than the
+    device is said so, with every resource it overfills (nextpnr's utilisation lines)."""
+    tim = work / "top.tim"
+    if tim.exists():
+        over = [
+            f"{cell} {int(used):,}/{int(avail):,} ({int(pct)} %)"
+            for cell, used, avail, pct in re.findall(
+                r"^Info:\s+(\w+):\s+(\d+)/\s*(\d+)\s+(\d+)%", tim.read_text(errors="replace"), re.M
+            )
+            if int(used) > int(avail)
+        ]
+        if over:
+            return (
+                f"the design does not fit the device: {', '.join(dict.fromkeys(over))} (log: {tim})"
+            )
+    logs = [("nextpnr", tim), ("yosys", work / "top.rpt")]
     for name, log in logs:
         if not log.exists():
             continue

@@ -34,6 +34,7 @@ __all__ = [
     "Board",
     "BoardLink",
     "BoardTop",
+    "ClockChoice",
     "CoreUnavailable",
     "LoopbackCore",
     "device_core",
@@ -138,16 +139,32 @@ class BoardLink(wiring.Component):
 
 
 @dataclass(frozen=True)
+class ClockChoice:
+    """One core clock a board's PLL makes, and the UART rate the host's FTDI chip makes
+    exactly at it (docs/boards.md)."""
+
+    hz: int
+    baud: int
+    #: the PLL's settings (the board top's names)
+    pll: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def mhz(self) -> float:
+        return self.hz / 1e6
+
+
+@dataclass(frozen=True)
 class Board:
     """One supported board: what ``pentegg build --board NAME`` needs."""
 
     name: str
     #: the amaranth-boards platform class (a fresh instance per build)
     platform: Callable[[], Any]
-    #: the top: ``top(core_factory, params) -> Elaboratable``
+    #: the top: ``top(core_factory, params, clock) -> Elaboratable``
     top: Callable[..., Elaboratable]
-    clock_hz: int
-    baud: int
+    #: the core clocks ``--param clock_mhz=N`` chooses from (MHz -> clock), and the default
+    clocks: dict[int, ClockChoice]
+    default_clock_mhz: int
     #: default core parameters (``--param NAME=VALUE`` overrides)
     defaults: dict[str, Any] = field(default_factory=dict)
     #: file name of the bitstream among the build products
@@ -158,6 +175,31 @@ class Board:
     program_sram: tuple[str, ...] = ()
     #: where --program writes when neither --flash nor --sram is given
     default_target: str = "flash"
+    #: core name -> one line saying why that core cannot be built for this board (the
+    #: build stops before synthesis, unless forced)
+    unfit: dict[str, str] = field(default_factory=dict)
+
+    def clock(self, mhz: int | None = None) -> ClockChoice:
+        """The clock of ``--param clock_mhz=mhz`` (default: the board's); ValueError
+        (one line) for a clock the board has no PLL settings for."""
+        mhz = self.default_clock_mhz if mhz is None else mhz
+        if isinstance(mhz, bool) or not isinstance(mhz, int) or mhz not in self.clocks:
+            known = ", ".join(str(c) for c in sorted(self.clocks))
+            raise ValueError(
+                f"clock_mhz={mhz!r}: the {self.name} top has PLL settings for {known} MHz "
+                f"(docs/boards.md)"
+            )
+        return self.clocks[mhz]
+
+    @property
+    def clock_hz(self) -> int:
+        """The default core clock."""
+        return self.clock().hz
+
+    @property
+    def baud(self) -> int:
+        """The UART rate at the default core clock."""
+        return self.clock().baud
 
 
 class BoardTop(Elaboratable):
@@ -165,23 +207,31 @@ class BoardTop(Elaboratable):
     the board's UART, LEDs (:meth:`leds`, per board).
 
     ``core`` is a core factory (see the module docstring), called as
-    ``core(clock_hz=self.clock_hz, baud=self.baud, **params)``.
+    ``core(clock_hz=self.clock_hz, baud=self.baud, **params)``; ``clock`` is the core
+    clock (one of the board's :class:`ClockChoice`; its PLL settings go to :meth:`clock`).
     """
 
-    clock_hz: int = 0
-    baud: int = 0
     #: cycles the sync domain is held in reset after the PLL locks
     por_cycles: int = 1 << 10
 
-    def __init__(self, core: Callable[..., wiring.Component], params: dict[str, Any] | None = None):
+    def __init__(
+        self,
+        core: Callable[..., wiring.Component],
+        params: dict[str, Any] | None = None,
+        clock: ClockChoice | None = None,
+    ):
+        if clock is None:
+            raise ValueError(f"{type(self).__name__} needs a clock (its board's ClockChoice)")
+        self.clock_choice = clock
+        self.clock_hz, self.baud = clock.hz, clock.baud
         self.divisor = baud_divisor(self.clock_hz, self.baud)
         self.params = dict(params or {})
         self.core = core(clock_hz=self.clock_hz, baud=self.baud, **self.params)
         self.link = BoardLink(self.divisor, self.core)
 
     def clock(self, m: Module, platform, clk: Signal) -> Signal:
-        """Drive ``clk`` at :attr:`clock_hz` from the board's oscillator (a PLL); return
-        the PLL's lock signal."""
+        """Drive ``clk`` at :attr:`clock_hz` from the board's oscillator (a PLL set up
+        from ``self.clock_choice.pll``); return the PLL's lock signal."""
         raise NotImplementedError
 
     def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
@@ -210,7 +260,8 @@ class BoardTop(Elaboratable):
         uart = platform.request("uart", 0)
         m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx)]
 
-        # heartbeat: about 1.4 Hz at 48 MHz, 0.9 Hz at 75 MHz (bit 25 of a counter)
+        # heartbeat: bit 25 of a counter, toggling every 2**25 cycles (0.84 s at 40 MHz,
+        # 0.70 s at 48 MHz)
         beat = Signal(26)
         m.d.sync += beat.eq(beat + 1)
         status = {

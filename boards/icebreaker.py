@@ -17,12 +17,13 @@ from typing import Any
 from amaranth import Instance, Module, Signal
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 
-from .common import Board, BoardTop
+from .common import Board, BoardTop, ClockChoice
 
-__all__ = ["BOARD", "DEFAULT_PARAMS", "ICEBreakerTop"]
+__all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ICEBreakerTop"]
 
 #: Core parameters of an iCEBreaker build (``--param NAME=VALUE`` overrides them): the
-#: ``Device``'s frame buffer and the accelerator's sizes, small enough for the UP5K.
+#: ``Device``'s frame buffer and the accelerator's sizes, the smallest that still run a
+#: small task. Even these do not fit the UP5K today (:data:`DEVICE_UNFIT`).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 512,
     "lanes": 1,
@@ -38,20 +39,25 @@ DEFAULT_PARAMS: dict[str, Any] = {
 }
 
 
-class ICEBreakerTop(BoardTop):
-    clock_hz = 48_000_000
-    baud = 3_000_000
+#: ``--param clock_mhz=N``: the core clock (SB_PLL40_PAD settings from ``icepll -i 12 -o
+#: 48``; VCO 768 MHz) and the FT2232H rate exact at it, 16 clocks per bit.
+CLOCKS: dict[int, ClockChoice] = {
+    48: ClockChoice(48_000_000, 3_000_000, {"DIVR": 0, "DIVF": 63, "DIVQ": 4, "FILTER_RANGE": 1})
+}
 
+
+class ICEBreakerTop(BoardTop):
     def clock(self, m: Module, platform, clk: Signal) -> Signal:
         clk12 = platform.request("clk12", dir="-")
+        pll = self.clock_choice.pll
         locked = Signal()
         m.submodules.pll = Instance(
             "SB_PLL40_PAD",
             p_FEEDBACK_PATH="SIMPLE",
-            p_DIVR=0,
-            p_DIVF=63,
-            p_DIVQ=4,
-            p_FILTER_RANGE=1,
+            p_DIVR=pll["DIVR"],
+            p_DIVF=pll["DIVF"],
+            p_DIVQ=pll["DIVQ"],
+            p_FILTER_RANGE=pll["FILTER_RANGE"],
             i_PACKAGEPIN=clk12.io,
             i_RESETB=1,
             i_BYPASS=0,
@@ -79,16 +85,26 @@ def _platform():
     return p
 
 
+#: why ``--core device`` is refused (without ``--force``): measured with ``pentegg build
+#: --board icebreaker --core device --force`` at commit 90acebc (docs/boards.md)
+DEVICE_UNFIT = (
+    "the device core does not fit the iCE40UP5K: with this board's smallest parameters "
+    "(1 lane) it needs 14,442 logic cells of the UP5K's 5,280 and 84 block RAMs of 30 "
+    "(measured at commit 90acebc, docs/boards.md); build --core loopback, use --board "
+    "ulx3s-85f, or add --force to run the build anyway"
+)
+
 BOARD = Board(
     name="icebreaker",
     platform=_platform,
     top=ICEBreakerTop,
-    clock_hz=ICEBreakerTop.clock_hz,
-    baud=ICEBreakerTop.baud,
+    clocks=CLOCKS,
+    default_clock_mhz=48,
     defaults=DEFAULT_PARAMS,
     bitstream="top.bin",
     family="ice40",
     program_flash=("-b", "ice40_generic"),
     program_sram=("-b", "ice40_generic", "-m"),
     default_target="flash",
+    unfit={"device": DEVICE_UNFIT},
 )

