@@ -167,3 +167,22 @@ def test_driver_refuses_another_spec_version():
 
     with pytest.raises(DeviceError, match=r"built for spec 9\.0"):
         Device(ScriptedTransport(script)).info()
+
+
+def test_serial_without_a_rate_tries_each_board_rate_then_names_them():
+    """A port where nothing answers: every board rate is tried, and the one-line error
+    names them and how to give a rate."""
+    import pty
+
+    from pentegg.device import open_device
+
+    master, slave = pty.openpty()
+    try:
+        with pytest.raises(DeviceError) as e:
+            open_device(f"serial:{os.ttyname(slave)}", timeout=0.2)
+    finally:
+        os.close(master)
+        os.close(slave)
+    msg = str(e.value)
+    assert "no pentegg device answered at 3000000 or 2000000 baud" in msg
+    assert "\n" not in msg
