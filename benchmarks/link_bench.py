@@ -45,16 +45,10 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
 
     task = get_task(task_name)
 
-    class _Args:  # the task's defaults, as `pentegg train --task T` takes them
-        hidden = None
-        act_shifts = None
+    from pentegg.cli import build_parser
 
-    args = _Args()
-    for name in ("population", "rank", "mode", "shaping", "update", "digits", "sigma_shift"):
-        setattr(args, name, None)
-    for name in ("tau", "latent_bits", "latent_shift", "margin", "init"):
-        setattr(args, name, None)
-    args.seed = seed
+    # the task's defaults, exactly as `pentegg train --task T --seed S` takes them
+    args = build_parser().parse_args(["train", "--task", task_name, "--seed", str(seed)])
     cfg = _config_from_args(args, task)
     batch = task.defaults.get("batch", 256)
     samples = len(task.x_train)

@@ -17,6 +17,7 @@ a byte echo for bring-up and for the tests).
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -202,7 +203,7 @@ class Board:
         return self.clock().baud
 
 
-class BoardTop(Elaboratable):
+class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
     """A board's top: clock and reset (:meth:`clock`, per board), :class:`BoardLink` on
     the board's UART, LEDs (:meth:`leds`, per board).
 
@@ -229,14 +230,14 @@ class BoardTop(Elaboratable):
         self.core = core(clock_hz=self.clock_hz, baud=self.baud, **self.params)
         self.link = BoardLink(self.divisor, self.core)
 
+    @abc.abstractmethod
     def clock(self, m: Module, platform, clk: Signal) -> Signal:
         """Drive ``clk`` at :attr:`clock_hz` from the board's oscillator (a PLL set up
         from ``self.clock_choice.pll``); return the PLL's lock signal."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
         """Drive the board's LEDs from ``status`` (heartbeat, busy, error, rx, tx)."""
-        raise NotImplementedError
 
     def elaborate(self, platform):
         m = Module()

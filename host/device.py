@@ -22,7 +22,7 @@ import numpy as np
 
 from . import accel_protocol as ap
 from .golden import SPEC_VERSION, Config, TrainState
-from .golden.digit import unpack
+from .golden.digit import DIGITS_PER_WORD, unpack
 from .link import (
     FrameError,
     FrameReader,
@@ -334,6 +334,7 @@ class Trainer:
         dev.reset()
         regs = ap.config_regs(cfg, step=state.step, batch=self.step_batch, shared=self.classify)
         dev.write_regs(regs)
+        self._batch_reg = self.step_batch
         if self.classify:
             dev.write_mem("samples", 0, (np.asarray(self.x, dtype=np.int64) & 0xFF).ravel())
             dev.write_mem("labels", 0, self.y)
@@ -347,11 +348,11 @@ class Trainer:
 
     def read_state(self, step: int) -> TrainState:
         cfg = self.cfg
-        words_ = self.dev.read_mem("weights", 0, len(ap.weight_words(_zeros(cfg))))
+        shapes = [cfg.shape(l) for l in range(cfg.n_layers)]
+        counts = [-(-out * fan // DIGITS_PER_WORD) for out, fan in shapes]  # spec 1.4
+        words_ = self.dev.read_mem("weights", 0, sum(counts))
         weights, at = [], 0
-        for l in range(cfg.n_layers):
-            out, fan = cfg.shape(l)
-            n = -(-out * fan // 5)
+        for (out, fan), n in zip(shapes, counts, strict=True):
             weights.append(unpack(words_[at : at + n], out * fan).reshape(out, fan))
             at += n
         latent = None
@@ -394,7 +395,9 @@ class Trainer:
         pop, batch = x.shape[0], x.shape[1]
         if pop != cfg.population or x.ndim != 3:
             raise ValueError(f"per-member inputs of shape {x.shape}")
-        self.dev.write_regs({"batch": batch})
+        if batch != self._batch_reg:
+            self.dev.write_regs({"batch": batch})
+            self._batch_reg = batch
         self.dev.write_mem("member_x", 0, ap.member_words(x))
         self.dev.run("eval")
         n = pop * batch * cfg.layers[-1]
@@ -411,13 +414,8 @@ class Trainer:
                 f"{-(-int(np.abs(scores).max()) // 254)} holds it)"
             )
         self.dev.write_mem("scores", 0, scores)
-        self.dev.write_regs({"step": t})
-        self.dev.run("update")
+        self.dev.run("update")  # at step t still: RUN eval does not advance it
         return scores
-
-
-def _zeros(cfg: Config) -> list[np.ndarray]:
-    return [np.zeros(cfg.shape(l), dtype=np.int8) for l in range(cfg.n_layers)]
 
 
 def open_device(

@@ -18,6 +18,7 @@ timeout (possibly nothing). Framing, retries and the command set are the device 
 
 from __future__ import annotations
 
+import abc
 import os
 import select
 import subprocess
@@ -48,22 +49,22 @@ class TransportSpecError(TransportError, ValueError):
     """A transport spec that does not parse, or names something that is not there."""
 
 
-class Transport:
+class Transport(abc.ABC):
     """Bytes to and from a device. Subclasses implement :meth:`write`, :meth:`read` and
     :meth:`close`; a transport is a context manager that closes itself."""
 
+    @abc.abstractmethod
     def write(self, data: bytes) -> None:
         """Send ``data`` (all of it, in order)."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def read(self, timeout: float) -> bytes:
         """The bytes received so far, waiting up to ``timeout`` seconds for the first; ``b""``
         when none came."""
-        raise NotImplementedError
 
+    @abc.abstractmethod
     def close(self) -> None:
         """Release the device; idempotent."""
-        raise NotImplementedError
 
     def __enter__(self):
         return self

@@ -74,7 +74,7 @@ class ModuleSpec:
 
 LRGEN_PARAMS = {"rank": "int", "max_fan": "int", "max_out": "int", "digits": "str", "pquant": "str"}
 
-ACCELERATOR_PARAMS = {
+EVALUATOR_PARAMS = {
     "lanes": "int",
     "max_layers": "int",
     "max_width": "int",
@@ -86,6 +86,10 @@ ACCELERATOR_PARAMS = {
     "max_batch": "int",
     "mem_latency": "int",
     "noise_buffers": "int",
+}
+
+ACCELERATOR_PARAMS = {
+    **EVALUATOR_PARAMS,
     "max_population": "int",
     "update": "str",
     "latent_bits": "int",
@@ -138,19 +142,7 @@ MODULES: dict[str, ModuleSpec] = {
             PopulationEvaluator,
             "PopulationEvaluator: every member's perturbed forward pass of an ES step on "
             "pair-lanes, scored or as logits (spec 5, 6, 7.1)",
-            {
-                "lanes": "int",
-                "max_layers": "int",
-                "max_width": "int",
-                "rank": "int",
-                "mode": "str",
-                "digits": "str",
-                "group": "int|none",
-                "noise_depth": "int|none",
-                "max_batch": "int",
-                "mem_latency": "int",
-                "noise_buffers": "int",
-            },
+            EVALUATOR_PARAMS,
         ),
         ModuleSpec(
             "lrgen-lane",
