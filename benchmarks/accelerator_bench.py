@@ -24,7 +24,20 @@ from pathlib import Path
 
 from pentegg.benchmarks.evaluator_bench import inference_macs
 
-__all__ = ["run"]
+__all__ = ["CARRIED_PARAMS", "run", "run_for_build"]
+
+#: Elaboration parameters of a build that :func:`run_for_build` carries into the
+#: simulated design (they shape the datapath and its cycles); the maxima and memory sizes
+#: are the bench's own (the digits default must fit, the samples are random).
+CARRIED_PARAMS = (
+    "mode",
+    "digits",
+    "group",
+    "noise_depth",
+    "mem_latency",
+    "noise_buffers",
+    "latent_bits",
+)
 
 
 def run(
@@ -39,8 +52,12 @@ def run(
     update_lanes: int | None = None,
     pivots: int = 1,
     seed: int = 0,
+    extra: dict | None = None,
     log=print,
 ) -> dict:
+    """One step of ``layers`` at ``population`` on ``lanes`` (see the module docstring);
+    ``extra`` adds elaboration parameters (:data:`CARRIED_PARAMS`) to the simulated
+    design."""
     from pentegg.rtl.accelerator import Accelerator
     from pentegg.sim import harness
 
@@ -60,6 +77,7 @@ def run(
     }
     update_lanes = min(lanes, 64) if update_lanes is None else update_lanes  # the default
     params["update_lanes"] = update_lanes
+    params.update({k: v for k, v in (extra or {}).items() if k in CARRIED_PARAMS})
     with tempfile.TemporaryDirectory(prefix="pentegg-bench-") as tmp:
         out = Path(tmp) / "bench.json"
         spec = {"layers": list(layers), "population": population, "batches": [b1, b2], "seed": seed}
@@ -98,6 +116,7 @@ def run(
         "batch": batch,
         "rank": rank,
         "update": update,
+        "params": params,
         "cycles_per_step": round(cycles),
         "eval_cycles": round(eval_cycles),
         "shaping_cycles": shaping,
@@ -114,3 +133,21 @@ def run(
         "seed": seed,
         "wall_s": wall,
     }
+
+
+def run_for_build(params: dict, *, log=print) -> dict:
+    """The digits default step (64-64-10, population 256, batch 256) on the datapath of a
+    build with elaboration ``params`` (an Accelerator's or a Device's, as
+    ``pentegg synth`` resolves them): its lanes, rank, update and every
+    :data:`CARRIED_PARAMS` entry, with the bench's own maxima and memory sizes, so that a
+    build too small to hold the digits default (the iCEBreaker's) still gets the cycles
+    its datapath would take."""
+    return run(
+        lanes=params["lanes"],
+        rank=params.get("rank", 4),
+        update=params.get("update", "latent"),
+        update_lanes=params.get("update_lanes"),
+        pivots=params.get("pivots", 1),
+        extra=params,
+        log=log,
+    )

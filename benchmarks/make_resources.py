@@ -89,26 +89,11 @@ ROWS += [
     (
         "accelerator-synth",
         label,
-        [*SYNTH, "accelerator", "--device", dev, *extra, "--json"],
+        [*SYNTH, "accelerator", "--device", dev, "--json"],
     )
-    for dev, label, extra in (
-        (
-            "up5k",
-            "lanes 1, noise_depth 256, small sample/label/batch memories",
-            [
-                "--param",
-                "lanes=1",
-                "--param",
-                "noise_depth=256",
-                "--param",
-                "sample_bytes=1024",
-                "--param",
-                "label_words=256",
-                "--param",
-                "batch_words=256",
-            ],
-        ),
-        ("ecp5-85", "lanes 16", ["--param", "lanes=16"]),
+    for dev, label in (
+        ("up5k", "the iCEBreaker build's parameters (1 lane)"),
+        ("ecp5-85", "the ULX3S-85F build's parameters (64 lanes)"),
     )
 ]
 ROWS += [
@@ -169,6 +154,14 @@ def _synth_row(label, args, rec) -> str:
     )
 
 
+def _accel_synth_row(label, args, rec) -> str:
+    row = _synth_row(label, args, rec).split(" | ")
+    step = f"{rec['step_ms']:.1f}" if rec.get("step_ms") is not None else "none"
+    cycles = rec.get("step_cycles") or "-"
+    # SPRAM after BRAM; the step's cycles and time after fmax
+    return " | ".join([*row[:5], str(rec.get("sprams", 0)), *row[5:7], str(cycles), step, *row[7:]])
+
+
 def _cycles_row(label, args, rec) -> str:
     a = rec["activity"]
     total = rec["cycles"]
@@ -202,7 +195,9 @@ _SYNTH_COLS += ("logic cells placed", "commit", "command")
 HEADERS = {
     "noise": _header(*_SYNTH_COLS),
     "evaluator-synth": _header(*_SYNTH_COLS),
-    "accelerator-synth": _header(*_SYNTH_COLS),
+    "accelerator-synth": _header(
+        *_SYNTH_COLS[:5], "SPRAM", *_SYNTH_COLS[5:7], "step cycles", "step_ms", *_SYNTH_COLS[7:]
+    ),
     "accelerator-cycles": _header(
         "configuration (digits default step: 64-64-10, population 256, batch 256)",
         "cycles per step",
@@ -227,7 +222,11 @@ HEADERS = {
 
 
 def render(table: str, recs: list[tuple[str, list[str], dict]]) -> str:
-    fmt = {"evaluator-cycles": _cycles_row, "accelerator-cycles": _step_row}.get(table, _synth_row)
+    fmt = {
+        "evaluator-cycles": _cycles_row,
+        "accelerator-cycles": _step_row,
+        "accelerator-synth": _accel_synth_row,
+    }.get(table, _synth_row)
     return "\n".join([HEADERS[table], *(fmt(lab, args, rec) for lab, args, rec in recs)])
 
 

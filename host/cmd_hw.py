@@ -4,7 +4,11 @@
   (module ``pentegg_MODULE``) whose header lists the ports; docs/rtl.md describes them.
 * ``pentegg synth MODULE --device up5k|ecp5-85 [--param ...] [--json]`` synthesizes and
   places and routes through the YoWASP tools (found by the code, see rtl/toolchain.py) and
-  prints LUT/FF/BRAM/DSP use and fmax; docs/resources.md describes the method.
+  prints LUT/FF/BRAM/SPRAM/DSP use and fmax; docs/resources.md describes the method.
+  The ``accelerator`` and ``device`` start from the parameters of the device's board
+  build (``up5k``: iCEBreaker, ``ecp5-85``: ULX3S-85F; ``--param`` overrides them) and
+  also print ``step_ms``: the digits default step's cycles on that datapath, measured in
+  Verilator (``pentegg bench accelerator``), at the fmax found (``--no-step`` skips it).
 
 Unknown modules, unknown parameters and out-of-range values are one-line errors, exit 2.
 """
@@ -14,7 +18,12 @@ from __future__ import annotations
 import json
 import sys
 
-__all__ = ["HardwareError", "register"]
+__all__ = ["BOARD_OF_DEVICE", "HardwareError", "board_params", "register"]
+
+#: the board whose build parameters ``pentegg synth accelerator|device`` starts from
+BOARD_OF_DEVICE = {"up5k": "icebreaker", "ecp5-85": "ulx3s-85f"}
+#: the modules that are synthesized with their board's parameters, and get ``step_ms``
+BOARD_MODULES = ("accelerator", "device")
 
 
 class HardwareError(Exception):
@@ -57,6 +66,11 @@ def register(sub) -> None:
     s.add_argument(
         "--build-dir", metavar="DIR", help="keep the tool inputs, logs and reports in DIR"
     )
+    s.add_argument(
+        "--no-step",
+        action="store_true",
+        help="accelerator, device: do not simulate the digits step for step_ms",
+    )
     s.set_defaults(func=run_synth)
 
 
@@ -80,10 +94,22 @@ def _catalog():
     return catalog
 
 
-def _params(args) -> dict:
+def board_params(module: str, device: str) -> dict:
+    """The parameters of ``device``'s board build that ``module`` takes (empty for a
+    module that is not synthesized with its board's parameters)."""
+    if module not in BOARD_MODULES:
+        return {}
+    from .boards import boards
+
+    known = _catalog().MODULES[module].params
+    board = boards()[BOARD_OF_DEVICE[device]]
+    return {k: v for k, v in board.defaults.items() if k in known}
+
+
+def _params(args, base: dict | None = None) -> dict:
     catalog = _catalog()
     try:
-        params = catalog.parse_params(args.module, args.param)
+        params = {**(base or {}), **catalog.parse_params(args.module, args.param)}
         catalog.validate(args.module, params)  # ranges are checked before any work
     except catalog.ParameterError as e:
         raise HardwareError(str(e)) from None
@@ -106,7 +132,13 @@ def run_synth(args) -> int:
     from .rtl.synth import SynthError, synthesize
     from .rtl.toolchain import ToolNotFound
 
-    params = _params(args)
+    base = board_params(args.module, args.device)
+    params = _params(args, base)
+    if base:
+        board = BOARD_OF_DEVICE[args.device]
+        print(
+            f"params   the {board} build's (pentegg build --board {board}), --param overrides them"
+        )
     if args.freq is not None and not args.freq > 0:
         raise HardwareError(f"--freq {args.freq} is not a positive frequency in MHz")
     try:
@@ -127,6 +159,8 @@ def run_synth(args) -> int:
     print(f"{lut:<8} {r.luts}")
     print(f"FF       {r.ffs}")
     print(f"BRAM     {r.brams}")
+    if r.device == "up5k":
+        print(f"SPRAM    {r.sprams}")
     print(f"DSP      {r.dsps}")
     wrapped = ", ".join(f"{k} {v}" for k, v in r.wrapped_utilisation.items())
     if r.placed:
@@ -141,6 +175,35 @@ def run_synth(args) -> int:
             "note     mapped with `-dff`: Yosys's default ABC9 run failed on this module "
             "(YoWASP Yosys 0.70; docs/resources.md)"
         )
+    record = r.as_json()
+    if args.module in BOARD_MODULES:
+        record.update(_step_time(args, r))
     if args.json:
-        print(json.dumps(r.as_json(), sort_keys=False))
+        print(json.dumps(record, sort_keys=False))
     return 0
+
+
+def _step_time(args, r) -> dict:
+    """``step_cycles`` and ``step_ms`` (the digits default step at fmax), or why not."""
+    if args.no_step:
+        why = "not measured (--no-step)"
+    elif not r.placed:
+        why = "none: the design does not fit the device, so it has no fmax"
+    else:
+        from .benchmarks import accelerator_bench
+
+        print("step     simulating the digits default step (pentegg bench accelerator)...")
+        b = accelerator_bench.run_for_build(r.params, log=lambda s: print(s, file=sys.stderr))
+        ms = b["cycles_per_step"] / (r.fmax_mhz * 1e3)
+        print(
+            f"step_ms  {ms:.1f} ms: {b['cycles_per_step']} cycles of the digits default "
+            f"step (64-64-10, population 256, batch 256, throughput_ratio "
+            f"{b['throughput_ratio']:.3f}) at {r.fmax_mhz:.1f} MHz"
+        )
+        return {
+            "step_cycles": b["cycles_per_step"],
+            "step_ms": round(ms, 2),
+            "step_throughput_ratio": round(b["throughput_ratio"], 4),
+        }
+    print(f"step_ms  {why}")
+    return {"step_cycles": None, "step_ms": None, "step_note": why}

@@ -92,6 +92,7 @@ class SynthResult:
     luts: int
     ffs: int
     brams: int
+    sprams: int  # iCE40UP5K SB_SPRAM256KA (0 on the ECP5)
     dsps: int
     fmax_mhz: float | None
     cells: dict[str, int]
@@ -254,12 +255,14 @@ def _yosys_stat(path: Path) -> dict[str, int]:
     return cells
 
 
-def _resources(family: str, cells: dict[str, int]) -> tuple[int, int, int, int]:
-    """(luts, ffs, brams, dsps). ECP5: a CCU2C carry cell holds two LUT4s."""
+def _resources(family: str, cells: dict[str, int]) -> tuple[int, int, int, int, int]:
+    """(luts, ffs, brams, sprams, dsps). ECP5: a CCU2C carry cell holds two LUT4s."""
+    sprams = 0
     if family == "ice40":
         luts = cells.get("SB_LUT4", 0)
         ffs = sum(v for k, v in cells.items() if k.startswith("SB_DFF"))
         brams = cells.get("SB_RAM40_4K", 0)
+        sprams = cells.get("SB_SPRAM256KA", 0)
         dsps = cells.get("SB_MAC16", 0)
     else:
         luts = cells.get("LUT4", 0) + 2 * cells.get("CCU2C", 0)
@@ -267,7 +270,7 @@ def _resources(family: str, cells: dict[str, int]) -> tuple[int, int, int, int]:
         brams = cells.get("DP16KD", 0) + cells.get("PDPW16KD", 0)
         dsps = cells.get("MULT18X18D", 0)
         luts += 2 * cells.get("TRELLIS_DPR16X4", 0)
-    return luts, ffs, brams, dsps
+    return luts, ffs, brams, sprams, dsps
 
 
 def _build_dir(module: str, device: str, params: dict[str, Any]) -> Path:
@@ -312,7 +315,7 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         ),
     )
     cells = _yosys_stat(work / "module.stat")
-    luts, ffs, brams, dsps = _resources(dev.family, cells)
+    luts, ffs, brams, sprams, dsps = _resources(dev.family, cells)
 
     wrapper = SynthWrapper(build(module, full))
     (work / "wrapped.il").write_text(
@@ -371,6 +374,7 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         luts=luts,
         ffs=ffs,
         brams=brams,
+        sprams=sprams,
         dsps=dsps,
         fmax_mhz=min(fmax) if placed else None,
         placed=placed,

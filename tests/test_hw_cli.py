@@ -124,6 +124,7 @@ def test_verilog_to_stdout():
         (["synth", "lrgen", "--device", "up5k", "--param", "max_fan=0"], "max_fan=0"),
         (["synth", "lrgen", "--device", "ice40"], "invalid choice: 'ice40'"),
         (["synth", "pquant"], "--device"),
+        (["synth", "accelerator", "--device", "up5k", "--param", "lanes=0"], "lanes=0"),
     ],
 )
 def test_errors_are_one_line_exit_2(args, message):
@@ -156,6 +157,74 @@ def test_synth_ecp5_block_ram_with_output_register():
     last = json.loads(r.stdout.strip().splitlines()[-1])
     assert last["brams"] == 2 and last["cells"].get("DP16KD") == 2
     assert last["fmax_mhz"] > 100
+
+
+def test_synth_accelerator_starts_from_the_board_build_params():
+    """Without --param each device gets its board build's parameters (the ULX3S's 64
+    lanes, the iCEBreaker's 1), only those the module takes (frame_bytes is the
+    Device's); other modules keep their own defaults."""
+    from pentegg.boards import boards
+    from pentegg.cmd_hw import board_params
+
+    ulx, ice = boards()["ulx3s-85f"].defaults, boards()["icebreaker"].defaults
+    acc = board_params("accelerator", "ecp5-85")
+    assert acc["lanes"] == ulx["lanes"] == 64 and "frame_bytes" not in acc
+    assert acc == {k: v for k, v in ulx.items() if k != "frame_bytes"}
+    assert board_params("accelerator", "up5k")["lanes"] == ice["lanes"]
+    assert board_params("device", "up5k")["frame_bytes"] == ice["frame_bytes"]
+    assert board_params("evaluator", "ecp5-85") == {}
+
+
+def _synth_result(**kw):
+    from pentegg.rtl.synth import SynthResult
+
+    base = dict(module="accelerator", device="ecp5-85", params={"lanes": 64, "rank": 4})
+    base |= dict(luts=1, ffs=1, brams=1, sprams=0, dsps=0, fmax_mhz=40.0, cells={})
+    base |= dict(wrapped_utilisation={}, target_mhz=250)
+    return SynthResult(**(base | kw))
+
+
+def test_step_ms_is_the_digits_step_cycles_at_fmax(monkeypatch, capsys):
+    """step_ms = the digits default step's cycles, simulated on the synthesized build's
+    datapath (its parameters go to the bench), divided by fmax; none without fmax."""
+    from types import SimpleNamespace
+
+    from pentegg import cmd_hw
+    from pentegg.benchmarks import accelerator_bench
+
+    seen = {}
+
+    def fake_run_for_build(params, log):
+        seen.update(params)
+        return {"cycles_per_step": 2_000_000, "throughput_ratio": 0.9}
+
+    monkeypatch.setattr(accelerator_bench, "run_for_build", fake_run_for_build)
+    rec = cmd_hw._step_time(SimpleNamespace(no_step=False), _synth_result())
+    assert seen == {"lanes": 64, "rank": 4}
+    assert rec["step_cycles"] == 2_000_000 and rec["step_ms"] == 50.0
+    assert "step_ms  50.0 ms" in capsys.readouterr().out
+    rec = cmd_hw._step_time(
+        SimpleNamespace(no_step=False), _synth_result(placed=False, fmax_mhz=None)
+    )
+    assert rec["step_ms"] is None and "does not fit" in rec["step_note"]
+    rec = cmd_hw._step_time(SimpleNamespace(no_step=True), _synth_result())
+    assert rec["step_ms"] is None and "--no-step" in rec["step_note"]
+
+
+def test_step_bench_carries_the_builds_datapath_params(monkeypatch):
+    """run_for_build simulates the build's lanes, rank, update and datapath parameters
+    (mode, noise buffers, ...) with the bench's own maxima and memory sizes."""
+    from pentegg.benchmarks import accelerator_bench
+
+    got = {}
+    monkeypatch.setattr(accelerator_bench, "run", lambda **kw: got.update(kw) or {})
+    params = {"lanes": 1, "rank": 16, "update": "pentary", "mode": "quantized"}
+    params |= {"noise_buffers": 2, "max_population": 64, "sample_bytes": 1024}
+    accelerator_bench.run_for_build(params)
+    assert got["lanes"] == 1 and got["rank"] == 16 and got["update"] == "pentary"
+    assert got["extra"] == params  # run() keeps only CARRIED_PARAMS of it
+    assert {"mode", "noise_buffers"} <= set(accelerator_bench.CARRIED_PARAMS)
+    assert "max_population" not in accelerator_bench.CARRIED_PARAMS
 
 
 def test_compact_block_within_the_lut4_target():
