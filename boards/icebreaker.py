@@ -23,7 +23,9 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ICEBreakerTop"]
 
 #: Core parameters of an iCEBreaker build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, the smallest that still run a
-#: small task. Even these do not fit the UP5K today (:data:`DEVICE_UNFIT`).
+#: small task, with the training set in the UP5K's four SPRAMs (96 KiB of samples: the
+#: digits set's 1,437 x 64 bytes; 2,048 labels). Even these do not fit the UP5K's logic
+#: today (:data:`DEVICE_UNFIT`).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 512,
     "lanes": 1,
@@ -33,8 +35,8 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "noise_depth": 256,
     "max_batch": 256,
     "max_population": 64,
-    "sample_bytes": 1024,
-    "label_words": 256,
+    "sample_bytes": 98304,
+    "label_words": 2048,
     "batch_words": 256,
 }
 

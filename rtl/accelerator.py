@@ -30,11 +30,14 @@ these memories sets the controller's ``members`` flag instead of running.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from .bram import UP5K_SPRAMS, SinglePortRAM
 from .control.command import CommandDecoder
 from .control.controller import Controller
 from .control.init import InitWriter
@@ -47,6 +50,15 @@ from .update.shaper import Shaper
 from .update.votes import VoteAccumulator
 
 __all__ = ["MEMORIES", "Accelerator"]
+
+
+class _WritePort(NamedTuple):
+    """A write port's signals, under the names of an Amaranth memory write port."""
+
+    addr: Signal
+    data: Signal
+    en: Signal
+
 
 #: Host memory selects.
 MEMORIES = {
@@ -435,19 +447,30 @@ class Accelerator(wiring.Component):
             )
 
         # samples, labels, batch indices: read by the evaluator, written by the host
+        # (only while idle, so never in a cycle the evaluator reads): single-port RAMs,
+        # the UP5K's SPRAM when large (rtl/bram.py)
+        sprams = 0
         for name, width, addr, dout in (
             ("samples", 8, ev.s_addr, ev.s_data),
             ("labels", 16, ev.l_addr, ev.l_data),
             ("batch", 16, ev.b_addr + ctl.batch_base, ev.b_data),
         ):
-            rp, wp = mem(name, width, self.depths[name])
+            ram = SinglePortRAM(width, self.depths[name])
+            m.submodules[f"mem_{name}"] = ram
+            sprams += ram.sprams(platform)
             m.d.comb += [
-                rp.en.eq(1),
-                rp.addr.eq(Mux(phase == 1, addr, host_addr)),
-                dout.eq(delayed(rp.data, lat - 1, name)),
+                ram.r_addr.eq(Mux(phase == 1, addr, host_addr)),
+                dout.eq(delayed(ram.r_data, lat - 1, name)),
             ]
-            write_port(wp, name, [])
-            rd_data[name] = rp.data
+            write_port(_WritePort(ram.w_addr, ram.w_data, ram.w_en), name, [])
+            rd_data[name] = ram.r_data
+        if sprams > UP5K_SPRAMS:
+            raise ValueError(
+                f"Accelerator: sample_bytes={self.depths['samples']}, label_words="
+                f"{self.depths['labels']} and batch_words={self.depths['batch']} need "
+                f"{sprams} SPRAMs on the iCE40; the UP5K has {UP5K_SPRAMS} (16 K words of "
+                f"16 bits each; a byte memory packs two per word)"
+            )
 
         # scores: the evaluator accumulates (eval), the shaper reads (shape), the host
         # reads and writes (host-scored runs)

