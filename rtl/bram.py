@@ -273,7 +273,8 @@ class SinglePortRAM(Elaboratable):
         if self.spram is not None:
             return self.spram and self.width <= SPRAM_WIDTH
         return (
-            getattr(platform, "family", None) == "ice40"
+            # SynthPlatform says "ice40", Amaranth's SiliconBluePlatform "iCE40"
+            str(getattr(platform, "family", "")).lower() == "ice40"
             and self.width <= SPRAM_WIDTH
             and self.width * self.depth > SPRAM_MIN_BITS
         )

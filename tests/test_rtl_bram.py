@@ -271,6 +271,7 @@ def test_spram_chosen_on_ice40_for_large_memories_only():
 
     ice40, ecp5 = SimpleNamespace(family="ice40"), SimpleNamespace(family="ecp5")
     assert SinglePortRAM(8, 131072).sprams(ice40) == 4
+    assert SinglePortRAM(8, 98304).sprams(SimpleNamespace(family="iCE40")) == 3  # boards
     assert SinglePortRAM(16, 2048).sprams(ice40) == 1
     assert SinglePortRAM(8, 1024).sprams(ice40) == 0  # 8 Kbit: two block RAMs
     assert SinglePortRAM(8, 131072).sprams(ecp5) == 0
