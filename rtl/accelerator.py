@@ -174,9 +174,11 @@ class Accelerator(wiring.Component):
             max_width=max_width,
             max_population=max_population,
         )
-        # weight memory: the evaluator's worst case; latent: one word per weight
+        # weight memory: the evaluator's worst case; latent: one word per weight, exactly
+        # (a power of two would be up to twice the block RAM: 32 instead of 17 iCE40
+        # blocks at max_width 64, max_layers 2)
         self.weight_words = 1 << self.evaluator.waddr_bits
-        self.latent_words = 1 << max(1, ceil_log2(max_layers * max_width * (max_width + 1)))
+        self.latent_words = max(2, max_layers * max_width * (max_width + 1))
         addr_bits = max(self.evaluator.waddr_bits, ceil_log2(self.latent_words))
         self.updater = WeightUpdater(
             update=update,
