@@ -13,6 +13,8 @@ cycles and ``tx`` is read with random back-pressure, both from ``cocotb.RANDOM_S
   as the register map's widths keep them;
 * ``weights_round_trip``: random 16-bit words into the weight memory in random chunks,
   read back in other random chunks;
+* ``largest_frames``: ``max_payload`` in both directions, with runs of non-zero bytes
+  long enough for 254-byte COBS blocks where the frame buffer holds them;
 * ``errors``: every status a request's bytes can cause while the accelerator is idle
   (CRC, FRAME, OVERSIZE, VERSION, LENGTH, COMMAND, PARAM; truncated, cut and corrupted
   frames among them), each answered with the request's ``seq`` and ``cmd`` and no
@@ -302,6 +304,30 @@ async def weights_round_trip(dut):
         compare("latent read back", lat, got)
 
 
+@cocotb.test()
+async def largest_frames(dut):
+    """The largest payloads in both directions (``max_payload``: the response written over
+    the request in one frame buffer), of bytes that are all non-zero where the protocol
+    allows, so that COBS blocks of 254 bytes cross the link when the frame holds them:
+    READ_REGS of ``id`` as often as a response holds; WRITE_MEM of -1 (latent; 0xffff in
+    the weights of a pentary build) as often as a request holds, read back whole."""
+    port, rng = await setup(dut)
+    p = _params()
+    most = max_payload(p["frame_bytes"]) // 4
+    rsp = await port.ok(Cmd.READ_REGS, _seq(rng), words([_regs(p)["id"].addr] * most))
+    compare("READ_REGS of id, a whole frame", [0x5045_4747] * most, rsp.words())
+    mems = _accel(p).host_memories
+    mem, value = ("latent", -1) if "latent" in mems else ("weights", (1 << WORD_BITS) - 1)
+    n = min(most - 1, mems[mem][1])
+    sel = ap.MEMORIES[mem]
+    await port.ok(Cmd.WRITE_MEM, _seq(rng), words([sel << 24, *[value] * n]))
+    n_read = min(most, mems[mem][1])
+    rsp = await port.ok(Cmd.READ_MEM, _seq(rng), words([sel << 24, n_read]))
+    got = [ap.to_signed(v, 32) if mem == "latent" else v for v in rsp.words()]
+    compare(f"{mem} after a whole-frame write", [value] * n, got[:n])
+    dut._log.info(f"{mem}: {n} words written, {n_read} read in one frame each")
+
+
 def _raw(frame: bytes) -> bytes:
     """The bytes a host sends for an already built (decoded) frame."""
     return b"\x00" + cobs_encode(frame) + b"\x00"
@@ -374,6 +400,19 @@ def error_cases(p: dict, rng: random.Random, depth: int, new_weights: list[int])
         ("LENGTH: len a word more", Status.LENGTH, W, lambda s: _raw(_with_len(wm(s), n + 4))),
         ("LENGTH: len a byte less", Status.LENGTH, W, lambda s: _raw(_with_len(wm(s), n - 1))),
     ]
+    # the buffer's edge: a frame of exactly frame_bytes is received whole (its len is not
+    # whole words), one byte more is OVERSIZE
+    edge = words([sel << 24, *new_weights])
+    edge += b"\x01" * (fb - 7 - len(edge))
+    table += [
+        ("LENGTH: a frame of frame_bytes", Status.LENGTH, W, lambda s: request_bytes(W, s, edge)),
+        (
+            "OVERSIZE: frame_bytes + 1",
+            Status.OVERSIZE,
+            W,
+            lambda s: request_bytes(W, s, edge + b"\x01"),
+        ),
+    ]
     for c in (0x00, 0x09, 0xFF):
         table.append((f"COMMAND {c:#04x}", Status.COMMAND, c, lambda s, c=c: request_bytes(c, s)))
     length = [
@@ -415,6 +454,12 @@ def error_cases(p: dict, rng: random.Random, depth: int, new_weights: list[int])
         ("RUN kind 4", Cmd.RUN, [4]),
         ("RUN kind 0x100", Cmd.RUN, [0x100]),
     ]
+    if "latent" not in _accel(p).host_memories:  # a pentary build
+        latent = ap.MEMORIES["latent"]
+        param += [
+            ("write latent in a pentary build", W, [latent << 24, 1]),
+            ("read latent in a pentary build", R, [latent << 24, 1]),
+        ]
     for name, c, vals in param:
         make = lambda s, c=c, vals=vals: request_bytes(c, s, words(vals))  # noqa: E731
         table.append((f"PARAM: {name}", Status.PARAM, c, make))

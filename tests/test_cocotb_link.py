@@ -1,20 +1,18 @@
-"""The Device (rtl/link/device.py: LinkEngine + Accelerator) under cocotb on its byte
-streams, with frames made and parsed by ``pentegg.link`` (sim/cocotb_link.py): INFO
-against the build's parameters, register and weight round trips, every error status a
-request's bytes can cause (each followed by a read-back showing nothing changed), BUSY
-during a run, and one xor training step driven by the host's ``Device`` and ``Trainer``
-equal to ``pentegg.golden``. Random pacing on both streams and random data come from the
-run's seed: ``PENTEGG_SEED`` / ``COCOTB_RANDOM_SEED`` replays a run."""
+"""The Device (rtl/link/device.py: LinkEngine + Accelerator) under cocotb on Icarus, on
+its byte streams, with frames made and parsed by ``pentegg.link`` (sim/cocotb_link.py):
+INFO against the build's parameters, register and memory round trips, the largest
+frames, every error status a request's bytes can cause (each followed by a read-back
+showing nothing changed), BUSY during a run, and one xor training step driven by the
+host's ``Device`` and ``Trainer``, equal to ``pentegg.golden``. Random pacing on both
+streams and all data come from the run's seed: ``PENTEGG_SEED`` / ``COCOTB_RANDOM_SEED``
+replays a run."""
+
+import pytest
 
 from pentegg.sim import harness
 
-#: A tiny build: one lane, 2 layers of up to 4, population 8, a 256-byte frame buffer;
-#: non-zero clock and baud so that INFO must report what was elaborated.
-BUILD = {
-    "lanes": 1,
+_TINY = {
     "max_layers": 2,
-    "max_width": 4,
-    "rank": 4,
     "max_population": 8,
     "max_batch": 4,
     "mem_latency": 1,
@@ -23,11 +21,35 @@ BUILD = {
     "batch_words": 16,
     "member_bytes": 128,
     "logit_bytes": 128,
-    "frame_bytes": 256,
-    "clock_hz": 12_000_000,
-    "baud": 115_200,
+}
+
+#: Two tiny builds that differ in everything the link sees: the memories (a pentary build
+#: has no latent memory), the frame buffer (512 bytes hold 254-byte COBS blocks), the
+#: INFO words (a board's clock and baud, or simulation's zeros).
+BUILDS = {
+    "lowrank-pentary-fb256": {
+        **_TINY,
+        "lanes": 1,
+        "max_width": 4,
+        "rank": 4,
+        "update": "pentary",
+        "frame_bytes": 256,
+        "clock_hz": 12_000_000,
+        "baud": 115_200,
+    },
+    "quantized-latent-fb512": {
+        **_TINY,
+        "lanes": 2,
+        "max_width": 8,
+        "rank": 1,
+        "mode": "quantized",
+        "digits": "uniform",
+        "latent_bits": 6,
+        "frame_bytes": 512,
+    },
 }
 
 
-def test_cocotb_icarus_device_link():
-    harness.run("device", BUILD, "cocotb_link")
+@pytest.mark.parametrize("build", BUILDS)
+def test_cocotb_icarus_device_link(build):
+    harness.run("device", BUILDS[build], "cocotb_link")
