@@ -12,7 +12,7 @@ cycles and ``tx`` is read with random back-pressure, both from ``cocotb.RANDOM_S
 * ``registers_round_trip``: random values into every host-writable register, read back
   as the register map's widths keep them;
 * ``weights_round_trip``: random 16-bit words into the weight memory in random chunks,
-  read back in other random chunks;
+  read back in other random chunks (and random values in range for the latent memory);
 * ``largest_frames``: ``max_payload`` in both directions, with runs of non-zero bytes
   long enough for 254-byte COBS blocks where the frame buffer holds them;
 * ``errors``: every status a request's bytes can cause while the accelerator is idle
@@ -25,7 +25,11 @@ cycles and ``tx`` is read with random back-pressure, both from ``cocotb.RANDOM_S
 * ``training_step``: the host's own driver (``pentegg.device.Device`` and ``Trainer``) on a
   transport bridged into the simulation configures a tiny xor job, uploads its weights
   and samples, RUNs one step and reads the state back; it must equal ``pentegg.golden``'s
-  ``es_step`` of the same step (scores, weights, latent).
+  ``es_step`` of the same step (scores, theta, weights, latent); a mismatch names the
+  first differing index and both values;
+* ``training_step_through_line_errors``: the same with one bit flipped in three random
+  requests and in the response to RUN: the driver's retries (RUN's with the same
+  ``seq``, which the device answers without running twice) give the same step.
 """
 
 from __future__ import annotations
@@ -94,55 +98,60 @@ def _params() -> dict:
 
 
 class LinkPort:
-    """The host end of the Device's ``rx`` and ``tx`` byte streams.
-
-    ``rx`` is offered a byte in a cycle with probability ``valid_p`` and ``tx.ready`` is
-    high with probability ``ready_p``, from ``rng``. ``tx`` is only read while a
-    response is awaited: the device holds its bytes meanwhile.
-    """
+    """The host end of the Device's ``rx`` and ``tx`` byte streams, one clock cycle at a
+    time: ``rx`` is offered a byte in a cycle with probability ``valid_p`` and ``tx.ready``
+    is high with probability ``ready_p`` (from ``rng``). ``tx`` is read in every cycle this
+    port clocks, writing included, as a UART host's receive buffer would."""
 
     def __init__(self, dut, rng: random.Random, *, valid_p: float, ready_p: float):
         self.dut, self.rng = dut, rng
         self.valid_p, self.ready_p = valid_p, ready_p
         self.reader = FrameReader()
+        self.raw = bytearray()  # received bytes not yet handed out by receive()
         self.frames: list[bytes] = []  # received, COBS-encoded, not yet taken
-        self.bytes_in = self.bytes_out = 0
-        dut.rx__valid.value = 0
-        dut.tx__ready.value = 0
+        dut.rx__valid.value = dut.tx__ready.value = 0
+        self._valid = self._ready = False
+        self._byte = None
+
+    async def _cycle(self, byte: int | None) -> bool:
+        """One cycle offering ``byte`` on ``rx`` (None: nothing); True if it was taken.
+        (Signals are written only when they change: each write costs simulator time.)"""
+        dut = self.dut
+        valid = byte is not None
+        if valid != self._valid:
+            dut.rx__valid.value = self._valid = valid
+        if valid and byte != self._byte:
+            dut.rx__payload.value = self._byte = byte
+        ready = self.ready_p >= 1.0 or self.rng.random() < self.ready_p
+        if ready != self._ready:
+            dut.tx__ready.value = self._ready = ready
+        await RisingEdge(dut.clk)
+        if ready and dut.tx__valid.value:
+            b = int(dut.tx__payload.value)
+            self.raw.append(b)
+            self.frames += self.reader.feed(bytes([b]))
+        return byte is not None and bool(dut.rx__ready.value)
 
     async def write(self, data: bytes) -> None:
-        dut = self.dut
         for b in data:
             while self.rng.random() >= self.valid_p:
-                dut.rx__valid.value = 0
-                await RisingEdge(dut.clk)
-            dut.rx__valid.value = 1
-            dut.rx__payload.value = b
-            waited = 0
-            while True:
-                await RisingEdge(dut.clk)
-                if dut.rx__ready.value:
+                await self._cycle(None)
+            for _ in range(RESPONSE_CYCLES):
+                if await self._cycle(b):
                     break
-                waited += 1
-                assert waited < RESPONSE_CYCLES, "rx not ready (the device hangs)"
-        dut.rx__valid.value = 0
-        self.bytes_out += len(data)
+            else:
+                raise AssertionError(f"rx not ready for {RESPONSE_CYCLES} cycles (a hang)")
+        self.dut.rx__valid.value = self._valid = False
 
     async def receive(self) -> bytes:
-        """Clock ``tx`` until a non-empty frame has ended; the raw bytes received."""
-        dut, got = self.dut, bytearray()
+        """Clock until a non-empty frame has ended (at once if one has); the raw bytes
+        received since the last call."""
         for _ in range(RESPONSE_CYCLES):
-            ready = int(self.rng.random() < self.ready_p)
-            dut.tx__ready.value = ready
-            await RisingEdge(dut.clk)
-            if ready and dut.tx__valid.value:
-                byte = int(dut.tx__payload.value)
-                got.append(byte)
-                self.frames += self.reader.feed(bytes([byte]))
-                if self.frames:
-                    dut.tx__ready.value = 0
-                    self.bytes_in += len(got)
-                    return bytes(got)
+            if self.frames:
+                self.dut.tx__ready.value = self._ready = False
+                raw, self.raw = bytes(self.raw), bytearray()
+                return raw
+            await self._cycle(None)
         raise AssertionError(f"no response in {RESPONSE_CYCLES} cycles (the device hangs)")
 
     async def exchange(self, data: bytes) -> Response:
@@ -164,20 +173,52 @@ class LinkPort:
         return rsp
 
 
+def _garble(data: bytes, rng: random.Random) -> bytes:
+    """``data`` with one bit of one non-delimiter byte flipped, the byte kept non-zero
+    (a line error that leaves the framing alone)."""
+    out = bytearray(data)
+    at = rng.choice([i for i, b in enumerate(out) if b])
+    bits = [1 << k for k in range(8) if out[at] ^ (1 << k)]
+    out[at] ^= rng.choice(bits)
+    return bytes(out)
+
+
 class BridgedTransport(Transport):
     """A ``pentegg.transport.Transport`` on a :class:`LinkPort`, for the host's driver
     running in a ``cocotb.task.bridge`` thread: ``write`` clocks the bytes in, ``read``
-    clocks until a response frame has come out (the simulation is stopped in between)."""
+    clocks until a response frame has come out (the simulation stands still in between).
 
-    def __init__(self, port: LinkPort):
+    Line errors, if asked for: ``garble_writes`` are the indices (0, 1, ...) of the writes
+    to corrupt; ``garble_run_response`` corrupts the response to the first ``RUN``, so that
+    the driver sends it again with the same ``seq`` (the first RUN that reaches the device
+    whole, so that each error costs one retry). ``garbled`` counts the errors made.
+    """
+
+    def __init__(self, port: LinkPort, *, garble_writes=(), garble_run_response=False):
         self.port = port
+        self.garble_writes = set(garble_writes)
+        self.garble_run_response = garble_run_response
+        self.writes = self.garbled = 0
+        self._garble_read = False
 
     def write(self, data: bytes) -> None:
-        resume(self.port.write)(bytes(data))
+        data = bytes(data)
+        if self.writes in self.garble_writes:
+            data = _garble(data, self.port.rng)
+            self.garbled += 1
+        elif self.garble_run_response and any(
+            f and cobs_decode(f)[2] == Cmd.RUN for f in data.split(b"\x00")
+        ):  # a RUN that reaches the device whole: its response is garbled
+            self.garble_run_response, self._garble_read = False, True
+        self.writes += 1
+        resume(self.port.write)(data)
 
     def read(self, timeout: float) -> bytes:
         data = resume(self.port.receive)()
         self.port.frames.clear()  # the driver cuts the frames itself
+        if self._garble_read:
+            data, self._garble_read = _garble(data, self.port.rng), False
+            self.garbled += 1
         return data
 
     def close(self) -> None:
@@ -469,13 +510,23 @@ def error_cases(p: dict, rng: random.Random, depth: int, new_weights: list[int])
 
 async def snapshot(port: LinkPort, rng, p: dict, depth: int) -> tuple[list[int], list[int]]:
     """The writable registers and the whole weight memory, read with valid requests
-    (each must be answered ``OK``)."""
+    (each must be answered ``OK``), as few as the frame allows, at full speed (a check,
+    not the subject: the round trips are paced at random)."""
     most = max_payload(p["frame_bytes"]) // 4
     rw = [r.addr for r in register_map(p["max_layers"]) if r.access == "rw"]
-    regs = []
-    for at, n in _pieces(rng, len(rw), most):
-        regs += (await port.ok(Cmd.READ_REGS, _seq(rng), words(rw[at : at + n]))).words()
-    return regs, await read_mem(port, rng, "weights", depth, most)
+    regs, weights, sel = [], [], ap.MEMORIES["weights"]
+    pacing = port.valid_p, port.ready_p
+    port.valid_p = port.ready_p = 1.0
+    try:
+        for at in range(0, len(rw), most):
+            regs += (await port.ok(Cmd.READ_REGS, _seq(rng), words(rw[at : at + most]))).words()
+        for at in range(0, depth, most):
+            n = min(most, depth - at)
+            rsp = await port.ok(Cmd.READ_MEM, _seq(rng), words([sel << 24 | at, n]))
+            weights += rsp.words()
+    finally:
+        port.valid_p, port.ready_p = pacing
+    return regs, weights
 
 
 async def load_random(port: LinkPort, rng, p: dict, depth: int) -> list[int]:
@@ -589,12 +640,12 @@ async def busy(dut):
     compare("after the BUSY answers: weights", before[1], after[1])
 
 
-@cocotb.test()
-async def training_step(dut):
+async def xor_step(dut, port: LinkPort, rng: random.Random, *, retries: int = 0, **garble):
     """One ES step of a tiny xor job driven by the host's own ``pentegg.device.Device``
     and ``Trainer`` (RESET, configuration, samples, labels, weights, latent, batch
-    indices, RUN train, STATUS polls, read-back) equals ``pentegg.golden.es_step``."""
-    port, rng = await setup(dut)
+    indices, RUN train, STATUS polls, read-back), compared with ``pentegg.golden``'s
+    ``es_step`` (scores, theta, weights, latent). Returns the driver's and the
+    transport's counters."""
     p = _params()
     task = XorTask()
     batch = len(task.x_train)
@@ -613,9 +664,10 @@ async def training_step(dut):
     state = init_state(cfg)
     state.step = rng.randrange(60000)
     dut._log.info(f"xor job: {cfg}, step {state.step}")
+    transport = BridgedTransport(port, **garble)
 
     def host():
-        dev = HostDevice(BridgedTransport(port), timeout=3600.0, retries=0, name="cocotb")
+        dev = HostDevice(transport, timeout=3600.0, retries=retries, name="cocotb")
         trainer = Trainer(dev, task, cfg, batch)
         trainer.start(state)
         new, scores = trainer.steps(state.step, 1)
@@ -623,7 +675,7 @@ async def training_step(dut):
 
     got, scores, theta, stats = await bridge(host)()
     want, step_info = es_step(state, task.scorer(cfg, state.step, batch))
-    dut._log.info(f"host traffic: {stats}")
+    dut._log.info(f"host traffic: {stats}, line errors made: {transport.garbled}")
     compare("scores", step_info.scores, scores)
     assert theta == step_info.theta, f"theta {theta}, golden {step_info.theta}"
     assert got.step == want.step
@@ -631,3 +683,29 @@ async def training_step(dut):
         compare(f"layer {l} weights", want.weights[l], got.weights[l])
         if cfg.update == "latent":
             compare(f"layer {l} latent", want.latent[l], got.latent[l])
+    return stats, transport
+
+
+@cocotb.test()
+async def training_step(dut):
+    """One xor step through the host's driver on a clean line (no retries allowed)
+    equals golden."""
+    port, rng = await setup(dut)
+    stats, _ = await xor_step(dut, port, rng)
+    assert stats["retries"] == 0
+
+
+@cocotb.test()
+async def training_step_through_line_errors(dut):
+    """Line errors: three requests (of the configuration, the uploads and the step's
+    requests) and the response to RUN get one bit flipped; the driver's retries recover
+    (the device answers CRC or FRAME to a corrupted request; RUN's retry has the same
+    ``seq`` and is answered without a second run) and the step still equals golden."""
+    port, rng = await setup(dut)
+    garble = rng.sample(range(1, 24), 3)
+    dut._log.info(f"corrupting writes {sorted(garble)} and the first RUN's response")
+    stats, transport = await xor_step(
+        dut, port, rng, retries=3, garble_writes=garble, garble_run_response=True
+    )
+    assert transport.garbled == 4, f"{transport.garbled} line errors made, not 4"
+    assert stats["retries"] == 4, f"{stats['retries']} retries for 4 line errors"
