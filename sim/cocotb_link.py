@@ -22,6 +22,8 @@ cycles and ``tx`` is read with random back-pressure, both from ``cocotb.RANDOM_S
   answered) showing that the registers and weights did not change;
 * ``busy``: during a ``RUN eval``, the requests that wait for the accelerator are
   ``BUSY``, the others served; nothing changed afterwards;
+* ``refused_run_then_reset``: a RUN the controller refuses sets the error flag and the
+  ``error`` output; RESET clears them, resets every register and keeps the weights;
 * ``training_step``: the host's own driver (``pentegg.device.Device`` and ``Trainer``) on a
   transport bridged into the simulation configures a tiny xor job, uploads its weights
   and samples, RUNs one step and reads the state back; it must equal ``pentegg.golden``'s
@@ -638,6 +640,46 @@ async def busy(dut):
     after = await snapshot(port, rng, p, depth)
     compare("after the BUSY answers: registers", before[0], after[0])
     compare("after the BUSY answers: weights", before[1], after[1])
+
+
+@cocotb.test()
+async def refused_run_then_reset(dut):
+    """A RUN the controller refuses (a valid job but ``steps`` 0) is answered OK; STATUS then
+    shows it ended with error flag 11 and the ``error`` output is high; RESET clears
+    both, returns every register to its reset value (the register map's) and keeps the
+    weights."""
+    port, rng = await setup(dut)
+    p = _params()
+    depth = _accel(p).host_memories["weights"][1]
+    weights = [rng.randrange(1 << WORD_BITS) for _ in range(depth)]
+    await write_mem(port, rng, "weights", weights, max_payload(p["frame_bytes"]) // 4)
+    cfg = Config(
+        layers=(p["max_width"],) * (p["max_layers"] + 1),
+        population=p["max_population"],
+        rank=p["rank"],
+        seed=rng.randrange(1 << 32),
+        init="random",
+    )
+    regs = ap.config_regs(cfg, step=rng.randrange(1, 60000), steps=0, batch=p["max_batch"])
+    r = _regs(p)
+    await port.ok(
+        Cmd.WRITE_REGS, _seq(rng), words(v for n, x in regs.items() for v in (r[n].addr, x))
+    )
+    await port.ok(Cmd.RUN, _seq(rng), words([ap.RUN_KINDS["train"]]))
+    status, error, _ = (await port.ok(Cmd.STATUS, _seq(rng))).words()
+    assert (status, ap.decode_error(error)) == (0b10, ["steps"]), (
+        f"after a RUN of 0 steps: status {status:#x}, error {ap.decode_error(error)}"
+    )
+    assert dut.error.value == 1 and dut.busy.value == 0
+    await port.ok(Cmd.RESET, _seq(rng))
+    assert (await port.ok(Cmd.STATUS, _seq(rng))).words() == [0, 0, 0]
+    assert dut.error.value == 0
+    regs, got = await snapshot(port, rng, p, depth)
+    rw = [x for x in register_map(p["max_layers"]) if x.access == "rw"]
+    compare(
+        "registers after RESET (" + ", ".join(x.name for x in rw) + ")", [x.reset for x in rw], regs
+    )
+    compare("weights after RESET", weights, got)
 
 
 async def xor_step(dut, port: LinkPort, rng: random.Random, *, retries: int = 0, **garble):
