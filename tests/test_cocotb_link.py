@@ -51,5 +51,5 @@ BUILDS = {
 
 
 @pytest.mark.parametrize("build", BUILDS)
-def test_cocotb_icarus_device_link(build):
+def test_icarus_device_answers_requests_and_errors_and_trains_like_golden(build):
     harness.run("device", BUILDS[build], "cocotb_link")
