@@ -116,9 +116,21 @@ def _params(args, base: dict | None = None) -> dict:
     return params
 
 
+def _quiet_abandoned_elaboration() -> None:
+    """An elaboration stopped by an error leaves submodules Amaranth never used; its
+    UnusedElaboratable warnings at exit would bury the one-line error."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+
+
 def run_verilog(args) -> int:
     params = _params(args)
-    text = _catalog().to_verilog(args.module, params)
+    try:
+        text = _catalog().to_verilog(args.module, params)
+    except ValueError as e:  # a limit only elaboration knows (e.g. of a sub-block)
+        _quiet_abandoned_elaboration()
+        raise HardwareError(str(e)) from None
     if args.output:
         with open(args.output, "w") as f:
             f.write(text)
@@ -151,6 +163,9 @@ def run_synth(args) -> int:
             build_dir=args.build_dir,
         )
     except (SynthError, ToolNotFound) as e:
+        raise HardwareError(str(e)) from None
+    except ValueError as e:  # a limit only elaboration for the device knows (SPRAM count)
+        _quiet_abandoned_elaboration()
         raise HardwareError(str(e)) from None
     shown = ", ".join(f"{k}={v}" for k, v in r.params.items())
     print(f"module   {r.module} ({shown})")

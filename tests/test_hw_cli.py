@@ -125,6 +125,10 @@ def test_verilog_to_stdout():
         (["synth", "lrgen", "--device", "ice40"], "invalid choice: 'ice40'"),
         (["synth", "pquant"], "--device"),
         (["synth", "accelerator", "--device", "up5k", "--param", "lanes=0"], "lanes=0"),
+        (
+            ["synth", "accelerator", "--device", "up5k", "--param", "sample_bytes=200000"],
+            "need 8 SPRAMs on the iCE40; the UP5K has 4",
+        ),
     ],
 )
 def test_errors_are_one_line_exit_2(args, message):

@@ -123,7 +123,7 @@ def _read_words(lanes, lat, jobs, rng):
     return got, reads
 
 
-@pytest.mark.parametrize("lanes, lat", [(1, 1), (2, 2), (3, 3), (4, 2)])
+@pytest.mark.parametrize("lanes, lat", [(1, 1), (2, 2), (3, 3), (4, 2), (72, 1)])
 def test_reader_streams_member_x_in_the_input_loaders_word_order(lanes, lat):
     """Batches above 1, populations not a multiple of 2 lanes (pairs past the population
     give zero bytes and are never read), back-to-back runs on one instance."""

@@ -137,7 +137,7 @@ class MemberReader(wiring.Component):
     Parameters
     ----------
     lanes : int
-        The evaluator's lanes (1..64).
+        The evaluator's lanes (1..256).
     addr_bits : int
         Address width of ``member_x`` (1..24).
     width_bits : int
@@ -159,7 +159,7 @@ class MemberReader(wiring.Component):
     """
 
     def __init__(self, *, lanes: int, addr_bits: int, width_bits: int, mem_latency: int):
-        self.lanes = check_int("lanes", lanes, 1, 64)
+        self.lanes = check_int("lanes", lanes, 1, 256)  # the evaluator's range
         self.addr_bits = check_int("addr_bits", addr_bits, 1, 24)
         check_int("width_bits", width_bits, 1, 16)
         self.mem_latency = check_int("mem_latency", mem_latency, 1, 8)
