@@ -258,3 +258,18 @@ def test_hardware_bench_bad_options_give_one_line_errors(suite, args, message):
     assert r.returncode == 2, r.stderr
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
+
+
+def test_memories_lists_each_memory_and_its_block_rams(capsys):
+    """The block RAM estimate names each memory with its width and depth (the latent
+    memory one word per weight), costs it at the best configuration of the family, and
+    counts the primitives the RTL instantiates (the iCEBreaker build's four SPRAMs)."""
+    from pentegg.benchmarks import memories
+
+    assert memories.block_rams(17, 4160, "ice40") == 25  # 1024 x 4: 5 x 5
+    assert memories.block_rams(8, 92160, "ecp5") == 45  # 2048 x 9
+    assert memories.main(["accelerator", "--device", "up5k"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"mem_latent\s+8\s+8320\s+65\.0\s+17", out), out
+    assert "SB_SPRAM256KA instantiated by the RTL: 4" in out
+    assert memories.main(["accelerator", "--device", "up5k", "--param", "lanes=0"]) == 2

@@ -1,0 +1,109 @@
+"""Where a module's block RAM goes: every memory, its width and depth, and the block RAMs
+it takes on a device, before any synthesis run.
+
+    python -m pentegg.benchmarks.memories MODULE --device up5k|ecp5-85 [--param NAME=VALUE ...]
+
+The module is elaborated for the device's family as ``pentegg synth`` elaborates it (the
+accelerator and the device start from the board build's parameters), converted to RTLIL,
+and each memory is costed at the block RAM configuration that needs the fewest blocks:
+iCE40 4-Kbit blocks as 256 x 16, 512 x 8, 1024 x 4 or 2048 x 2; ECP5 DP16KD as 512 x 36,
+1024 x 18, 2048 x 9, 4096 x 4, 8192 x 2 or 16384 x 1. Memories under 1 Kbit (Yosys maps
+them to flip-flops or LUT RAM) and primitives the RTL instantiates itself (DP16KD,
+SB_SPRAM256KA) are listed apart. It is an estimate of Yosys's mapping, not a
+measurement: Yosys may split or pack differently (``pentegg synth`` gives the count), but
+it takes seconds instead of minutes, and names the memories.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from dataclasses import dataclass
+
+__all__ = ["Memory", "block_rams", "main", "memories"]
+
+#: (width, depth) configurations of one block RAM, per family
+CONFIGS = {
+    "ice40": ((16, 256), (8, 512), (4, 1024), (2, 2048)),
+    "ecp5": ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)),
+}
+FAMILY = {"up5k": "ice40", "ecp5-85": "ecp5"}
+SMALL_BITS = 1024
+
+
+@dataclass(frozen=True)
+class Memory:
+    name: str  # hierarchical: module path and memory name
+    width: int
+    depth: int
+
+    @property
+    def bits(self) -> int:
+        return self.width * self.depth
+
+
+def block_rams(width: int, depth: int, family: str) -> int:
+    """The fewest blocks of ``family`` holding ``depth`` words of ``width`` bits."""
+    return min(-(-width // w) * -(-depth // d) for w, d in CONFIGS[family])
+
+
+def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
+    """The memories of an RTLIL design, and how many of each instantiated primitive."""
+    mems, prims, module = [], {}, ""
+    for line in text.splitlines():
+        if m := re.match(r"module \\(\S+)", line):
+            module = m.group(1)
+        elif m := re.match(r"\s*memory width (\d+) size (\d+) \\(\S+)", line):
+            mems.append(Memory(f"{module}.{m.group(3)}", int(m.group(1)), int(m.group(2))))
+        elif m := re.match(r"\s*cell \\(DP16KD|SB_SPRAM256KA|SB_RAM40_4K) ", line):
+            prims[m.group(1)] = prims.get(m.group(1), 0) + 1
+    return mems, prims
+
+
+def main(argv=None) -> int:
+    from amaranth.back import rtlil
+
+    from pentegg import cmd_hw
+    from pentegg.rtl import catalog
+    from pentegg.rtl.synth import SynthPlatform
+
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("module", choices=list(catalog.MODULES))
+    ap.add_argument("--device", required=True, choices=tuple(FAMILY))
+    ap.add_argument("--param", action="append", default=[], metavar="NAME=VALUE")
+    args = ap.parse_args(argv)
+    family = FAMILY[args.device]
+    try:
+        params = {
+            **cmd_hw.board_params(args.module, args.device),
+            **catalog.parse_params(args.module, args.param),
+        }
+        catalog.validate(args.module, params)
+        text = rtlil.convert(
+            catalog.build(args.module, params),
+            name=catalog.top_name(args.module),
+            platform=SynthPlatform(family),
+        )
+    except (catalog.ParameterError, ValueError) as e:
+        print(f"memories: error: {e}", file=sys.stderr)
+        return 2
+    mems, prims = memories(text)
+    total = 0
+    print(f"{'memory':<44} {'width':>6} {'depth':>7} {'Kbit':>8} {'blocks':>7}")
+    for mem in sorted(mems, key=lambda x: -x.bits):
+        if mem.bits < SMALL_BITS:
+            continue
+        n = block_rams(mem.width, mem.depth, family)
+        total += n
+        print(f"{mem.name:<44} {mem.width:>6} {mem.depth:>7} {mem.bits / 1024:>8.1f} {n:>7}")
+    small = sum(1 for x in mems if x.bits < SMALL_BITS)
+    print(f"block RAMs of the memories above: {total} (estimate)")
+    print(f"memories under {SMALL_BITS} bits (flip-flops or LUT RAM): {small}")
+    for prim, n in sorted(prims.items()):
+        print(f"{prim} instantiated by the RTL: {n}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
