@@ -167,7 +167,10 @@ class Finalizer(wiring.Component):
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
         The noise banks' read port (both banks, same address), data two cycles after.
     aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(lanes)
-        Writes of hidden activations (one row of lane ``i`` of every group).
+        Writes of hidden activations (one row of lane ``i`` of every group), from
+        registers: a cycle after the U window's cycles that produce them.
+    aw_any : Out(1)
+        ``aw_en`` is not zero (registered alongside it).
     shifts : In(ArrayLayout(4, max_layers)), pert_shift : In(4), margin : In(8)
     labels : In(ArrayLayout(width_bits, 4))
         Run-time values: activation shifts, ``k``, the margin ``M``, the labels of the
@@ -212,6 +215,7 @@ class Finalizer(wiring.Component):
                 "aw_addr": Out(range(p.act_depth)),
                 "aw_data": Out(8 * L),
                 "aw_en": Out(L),
+                "aw_any": Out(1),
                 "shifts": In(data.ArrayLayout(4, p.max_layers)),
                 "pert_shift": In(4),
                 "margin": In(8),
@@ -402,11 +406,12 @@ class Finalizer(wiring.Component):
         store_ok = store_col < r
         store_addr = u_addr(opU.i, opU.rec.s, store_col)
 
-        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U
+        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U, registered
+        # (they reach the memory a cycle later)
         hid = u_act & ~u_last
         aw = hid & ((wc == 1) | ((wc == 2) & opU.rec.two))
         row = Cat(wc == 2, opU.rec.t)
-        m.d.comb += self.aw_addr.eq(
+        m.d.sync += self.aw_addr.eq(
             Cat(row[: p.region_bits], opU.rec.hidden_region)
             if p.region_bits
             else opU.rec.hidden_region
@@ -466,7 +471,11 @@ class Finalizer(wiring.Component):
                 aw_en,
                 aw,
             )
-        m.d.comb += [self.aw_data.eq(aw_data), self.aw_en.eq(aw_en)]
+        m.d.sync += [
+            self.aw_data.eq(aw_data),
+            self.aw_en.eq(aw_en),
+            self.aw_any.eq(aw_en.any()),
+        ]
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
         # logits: rows 2t (wc 1) and 2t+1 (wc 2) of last-layer ops
