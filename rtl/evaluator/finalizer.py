@@ -554,8 +554,9 @@ class Finalizer(wiring.Component):
                         m.d.comb += out.eq(v)
             return out
 
-        # u banks: one read port each, addressed by P (bank pb) or U (bank ub)
-        rdata = []
+        # u banks: one read port each, addressed by P (bank pb) or U (bank ub); the second
+        # read register of each user takes its bank's data (the bank mux before it)
+        rports = []
         wports = []
         for b in range(2):
             mem = memory.Memory(shape=uw, depth=self.u_depth, init=[])
@@ -567,17 +568,19 @@ class Finalizer(wiring.Component):
                 rp.addr.eq(Mux(use_u, ur_addr_U, ur_addr_P)),
                 rp.en.eq(use_u | (ur_en_P & (bankP == b))),
             ]
-            out = sig(uw, f"urd{b}")
-            m.d.sync += out.eq(rp.data)  # second read register
-            rdata.append(out)
+            rports.append(rp)
             wports.append(wp)
         self.dbg.setdefault("uw", []).append((g, b, wp))
         # the data of a read issued 2 cycles ago: from the bank P or U read then
-        pb_d = [sig(1, f"pbd{j}") for j in range(2)]
-        ub_d = [sig(1, f"ubd{j}") for j in range(2)]
-        m.d.sync += [pb_d[0].eq(bankP), pb_d[1].eq(pb_d[0]), ub_d[0].eq(bankU), ub_d[1].eq(ub_d[0])]
-        u_P = Mux(pb_d[1], rdata[1], rdata[0]).as_signed()
-        u_U = Mux(ub_d[1], rdata[1], rdata[0]).as_signed()
+        pb_d = sig(1, "pbd")
+        ub_d = sig(1, "ubd")
+        m.d.sync += [pb_d.eq(bankP), ub_d.eq(bankU)]
+        u_P = sig(signed(uw), "urdP")
+        u_U = sig(signed(uw), "urdU")
+        m.d.sync += [
+            u_P.eq(Mux(pb_d, rports[1].data, rports[0].data)),
+            u_U.eq(Mux(ub_d, rports[1].data, rports[0].data)),
+        ]
 
         # the noise digits of this group's lane of the op in P (two cycles ago)
         i_d = [sig(len(opP.i), f"id{j}") for j in range(2)]
@@ -734,11 +737,13 @@ class Finalizer(wiring.Component):
         st = u_U
         ylab = Mux(first_t, 0, st[:8].as_signed())
         ymax = Mux(first_t, NO_OTHER, st[8:16].as_signed())
-        nl, nm = ylab, ymax
-        for i in range(2):
-            hv = h[i][:8].as_signed()
-            nl = Mux(is_lab[i], hv, nl)
-            nm = Mux(is_oth[i] & (hv > nm), hv, nm)
+        hv = [h[i][:8].as_signed() for i in range(2)]
+        nl = Mux(is_lab[1], hv[1], Mux(is_lab[0], hv[0], ylab))
+        # nm = max(ymax, the others among h0, h1), the first wins ties: three compares
+        # side by side, not two in a row
+        take0 = is_oth[0] & (hv[0] > ymax)
+        take1 = is_oth[1] & Mux(take0, hv[1] > hv[0], hv[1] > ymax)
+        nm = Mux(take1, hv[1], Mux(take0, hv[0], ymax))
         s_lab = sig(signed(8), "s_lab")
         s_max = sig(signed(8), "s_max")
         with m.If(wc == 2):
