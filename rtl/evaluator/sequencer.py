@@ -201,8 +201,15 @@ class Sequencer(wiring.Component):
         fill_buf = Signal()
         fill_pair = Signal(12)
         m.d.comb += [self.nbuf.eq(nbuf), self.fill_buf.eq(fill_buf), self.fill_pair.eq(fill_pair)]
-        f_left = pairs - fill_pair
-        m.d.comb += self.fill_active.eq(Mux(f_left > L, L, f_left))
+        # lanes with a pair in the round starting at `pair`: registered with the pair
+        # (fill_active with fill_pair, lanes_active with first_pair)
+        fill_active = Signal(range(L + 1))
+        lanes_active = Signal(range(L + 1))
+        m.d.comb += [self.fill_active.eq(fill_active), self.lanes_active.eq(lanes_active)]
+
+        def active_of(pair):
+            left = pairs - pair
+            return Mux(left > L, L, left)
 
         # the constants of layer bk_l, registered when bk_l is set (enter_layer): no
         # layer-indexed lookup lies between the emit state and a command
@@ -256,7 +263,11 @@ class Sequencer(wiring.Component):
             if p.noise_buffers == 2:
                 with mm.If(current + L < pairs):
                     mm.d.comb += self.fill_start.eq(1)
-                    mm.d.sync += [fill_pair.eq(current + L), fill_buf.eq(buf)]
+                    mm.d.sync += [
+                        fill_pair.eq(current + L),
+                        fill_active.eq(active_of(current + L)),
+                        fill_buf.eq(buf),
+                    ]
 
         # rounds = ceil(pairs / lanes), counted during the configuration phase
         rounds = Signal(12)
@@ -264,8 +275,6 @@ class Sequencer(wiring.Component):
         with m.If(c_left != 0):
             m.d.sync += [c_left.eq(Mux(c_left > L, c_left - L, 0)), rounds.eq(rounds + 1)]
         m.d.comb += [self.rounds.eq(rounds), self.first_pair.eq(first_pair)]
-        left = pairs - first_pair
-        m.d.comb += self.lanes_active.eq(Mux(left > L, L, left))
 
         with m.If(self.bad_label):
             m.d.sync += self.error[8].eq(1)
@@ -328,6 +337,7 @@ class Sequencer(wiring.Component):
                             phase.eq(PH_ROUND),
                             rnd.eq(0),
                             first_pair.eq(0),
+                            lanes_active.eq(active_of(0)),
                             blk.eq(0),
                             gs.eq(0),
                             nbuf.eq(0),
@@ -343,7 +353,12 @@ class Sequencer(wiring.Component):
             with m.Case(PH_ROUND):  # the previous round drained: fill the noise
                 with m.If(self.drained & ~self.fill_busy):
                     m.d.comb += self.fill_start.eq(1)
-                    m.d.sync += [phase.eq(PH_FILL), fill_pair.eq(first_pair), fill_buf.eq(nbuf)]
+                    m.d.sync += [
+                        phase.eq(PH_FILL),
+                        fill_pair.eq(first_pair),
+                        fill_active.eq(lanes_active),
+                        fill_buf.eq(nbuf),
+                    ]
             with m.Case(PH_FILL):
                 with m.If(~self.fill_busy):
                     begin_emit(m)
@@ -352,7 +367,11 @@ class Sequencer(wiring.Component):
                 self._emit(m, p, locals())
             with m.Case(PH_NEXT):
                 with m.If(self.drained & ~self.fill_busy):
-                    m.d.sync += [rnd.eq(rnd + 1), first_pair.eq(first_pair + L)]
+                    m.d.sync += [
+                        rnd.eq(rnd + 1),
+                        first_pair.eq(first_pair + L),
+                        lanes_active.eq(active_of(first_pair + L)),
+                    ]
                     if p.noise_buffers == 2:
                         # the next round's noise is in the other buffer already
                         m.d.sync += nbuf.eq(~nbuf)
