@@ -61,7 +61,8 @@ class Sequencer(wiring.Component):
     fill_start : Out(1), fill_busy : In(1), first_pair : Out(11), lanes_active : Out(...)
         The noise fill of each round.
     load_start : Out(1), rounds : Out(12)
-        The loader's start.
+        The loader's start (a registered strobe: the cycle the first round begins, after
+        the configuration phase; it also clears the finalizer's block count).
     drained : In(1)
         Pass engine, finalizer and score unit are idle.
     noise_needed : Out(...)
@@ -276,6 +277,7 @@ class Sequencer(wiring.Component):
             m.d.sync += [c_left.eq(Mux(c_left > L, c_left - L, 0)), rounds.eq(rounds + 1)]
         m.d.comb += [self.rounds.eq(rounds), self.first_pair.eq(first_pair)]
 
+        m.d.sync += self.load_start.eq(0)  # a strobe (set below)
         with m.If(self.bad_label):
             m.d.sync += self.error[8].eq(1)
 
@@ -342,7 +344,7 @@ class Sequencer(wiring.Component):
                             gs.eq(0),
                             nbuf.eq(0),
                         ]
-                        m.d.comb += self.load_start.eq(1)
+                        m.d.sync += self.load_start.eq(1)
                 with m.Else():
                     m.d.sync += [
                         cl.eq(cl + 1),
