@@ -182,6 +182,14 @@ def run_synth(args) -> int:
         target = f"nextpnr, target {r.target_mhz:g} MHz, seed {args.seed}"
         print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
         print(f"placed   with the registered test wrapper: {wrapped}")
+        cp = r.critical_path
+        if cp:
+            print(
+                f"critical {cp['from']} -> {cp['to']}: {cp['delay_ns']} ns "
+                f"({cp['logic_ns']} logic, {cp['routing_ns']} routing), {cp['levels']} levels"
+            )
+            print(f"  via    {', '.join(cp['through']) or '-'}")
+            print(f"  rtl    {', '.join(cp['rtl']) or '-'}")
     else:
         print("fmax     none: the design does not fit the device")
         print(f"needs    with the registered test wrapper: {wrapped}")

@@ -36,6 +36,7 @@ __all__ = [
     "SynthPlatform",
     "SynthResult",
     "SynthWrapper",
+    "critical_path",
     "honour_no_rw_check",
     "synthesize",
 ]
@@ -103,6 +104,8 @@ class SynthResult:
     flow: str = "default"
     #: False: the design does not fit the device (no fmax; the utilisation says by how much)
     placed: bool = True
+    #: nextpnr's critical path of the clock, summarised (:func:`critical_path`)
+    critical_path: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -230,6 +233,80 @@ def _yosys_map(work: Path, what: str, script, flow: str = "default") -> str:
     return "abc9-dff"
 
 
+#: Where a cell or net name made by Yosys or nextpnr departs from the design's signal name
+_MANGLED = re.compile(r"(_TRELLIS_|_LUT4|_CCU2C|_PFUMX|_L6MUX|_SB_|_DP16KD|_DPR16X4|\$).*$")
+_PACKAGE_ROOT = Path(__file__).resolve().parents[1]
+#: Cell ports inside a slice (carry chain, wide-mux tree): not a new logic level
+_INTERNAL_PORTS = {"FCI", "FXA", "FXB"}
+
+
+def _signal(name: str) -> str:
+    """The design signal a mangled cell or net name stems from (``dut.`` dropped)."""
+    base = _MANGLED.sub("", name)
+    base = base.removeprefix("dut.")
+    return base
+
+
+def _source(loc: str) -> str | None:
+    """A source location relative to this package (``rtl/evaluator/lane.py:120``) or to
+    site-packages (``amaranth/lib/fifo.py:87``); None for the tools' cell libraries."""
+    if "/site-packages/" in loc:
+        return loc.split("/site-packages/", 1)[1]
+    root = f"{_PACKAGE_ROOT}/"
+    if loc.startswith(root):
+        return loc[len(root) :]
+    return None
+
+
+def critical_path(report: dict[str, Any]) -> dict[str, Any] | None:
+    """The longest clock-to-clock path of a nextpnr ``--report`` JSON, summarised.
+
+    Returns ``{"from", "to", "delay_ns", "logic_ns", "routing_ns", "levels", "through",
+    "rtl"}``: the launching and capturing cells as design signal names, the path's
+    delays, its logic levels (cells entered from routing; carry-chain and wide-mux hops
+    inside a slice are not counted), the signals whose nets it crosses in order, and
+    the design source lines Yosys attributes them to. None when the report has no
+    clock-to-clock path.
+    """
+    best = None
+    for cp in report.get("critical_paths", []):
+        if "<async>" in (cp.get("from"), cp.get("to")) or not cp.get("path"):
+            continue
+        total = sum(step["delay"] for step in cp["path"])
+        if best is None or total > best[0]:
+            best = (total, cp["path"])
+    if best is None:
+        return None
+    total, path = best
+    logic = sum(s["delay"] for s in path if s["type"] != "routing")
+    levels = sum(
+        1
+        for s in path
+        if s["type"] == "logic" and s["delay"] > 0 and s["from"]["port"] not in _INTERNAL_PORTS
+    )
+    through: list[str] = []
+    rtl: list[str] = []
+    for s in path:
+        if s["type"] == "routing" and "net" in s:
+            name = _signal(s["net"])
+            if name and not name.startswith("$") and name not in through:
+                through.append(name)
+        for loc in s.get("sources") or []:
+            src = _source(loc)
+            if src and src not in rtl:
+                rtl.append(src)
+    return {
+        "from": _signal(path[0]["from"]["cell"]),
+        "to": _signal(path[-1]["to"]["cell"]),
+        "delay_ns": round(total, 2),
+        "logic_ns": round(logic, 2),
+        "routing_ns": round(total - logic, 2),
+        "levels": levels,
+        "through": through,
+        "rtl": rtl,
+    }
+
+
 def _failed_placement(log: Path) -> dict[str, str]:
     """``{resource: "used/available"}`` from nextpnr's "Device utilisation" block when it
     could not place the design for lack of cells; empty otherwise."""
@@ -333,6 +410,7 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
     )
     target = freq or dev.default_freq
     placed = True
+    path = None
     try:
         _run(
             [
@@ -367,6 +445,7 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
             for k, v in report.get("utilization", {}).items()
             if v.get("used")
         }
+        path = critical_path(report)
     return SynthResult(
         module=module,
         device=dev.name,
@@ -382,4 +461,5 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         wrapped_utilisation=util,
         target_mhz=target,
         flow=flow,
+        critical_path=path,
     )

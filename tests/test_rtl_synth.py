@@ -92,3 +92,59 @@ def test_failed_placement_reads_utilisation_of_a_design_too_large(tmp_path):
     log.write_text("ERROR: something else\n")
     assert _failed_placement(log) == {}
     assert _failed_placement(tmp_path / "missing.log") == {}
+
+
+def test_critical_path_summarises_the_clock_path_of_a_nextpnr_report():
+    """The clock-to-clock path (async paths ignored): end points and nets as design
+    signal names, delays, logic levels (carry hops inside a slice not counted) and the
+    project's source lines."""
+    from pentegg.rtl.synth import _PACKAGE_ROOT, critical_path
+
+    def step(kind, delay, src, dst, port="A", net=None, sources=None):
+        s = {
+            "type": kind,
+            "delay": delay,
+            "from": {"cell": src, "port": port, "loc": [0, 0]},
+            "to": {"cell": dst, "port": "F", "loc": [0, 0]},
+        }
+        if net:
+            s.update(net=net, sources=sources or [])
+        return s
+
+    ff, lut, cc = "dut.fin.op_U_TRELLIS_FF_Q_6", "dut.fin.x_LUT4_Z", "dut.fin.add_CCU2C_S0"
+    clock = [
+        step("clk-to-q", 0.5, ff, ff, "Q"),
+        step("routing", 1.0, ff, lut, net="dut.fin.aw_addr[4]", sources=["/x/fifo.py:1"]),
+        step("logic", 0.25, lut, lut, "D"),
+        step(
+            "routing",
+            0.75,
+            lut,
+            cc,
+            net="dut.fin.add_CCU2C_S0_B[2]",
+            sources=[f"{_PACKAGE_ROOT}/rtl/evaluator/finalizer.py:719", "/share/lattice/a.v:1"],
+        ),
+        step("logic", 0.45, cc, cc, "B"),
+        step("routing", 0.0, cc, cc, net="$nextpnr_CCU2C_1$CIN"),
+        step("logic", 0.05, cc, cc, "FCI"),
+        step("setup", 0.0, cc, "dut.fin.y_TRELLIS_FF_Q", "DI"),
+    ]
+    report = {
+        "critical_paths": [
+            {"from": "<async>", "to": "posedge clk", "path": [step("source", 50.0, "a", "b")]},
+            {"from": "posedge clk", "to": "posedge clk", "path": clock},
+        ]
+    }
+    cp = critical_path(report)
+    assert cp == {
+        "from": "fin.op_U",
+        "to": "fin.y",
+        "delay_ns": 3.0,
+        "logic_ns": 1.25,
+        "routing_ns": 1.75,
+        "levels": 2,
+        "through": ["fin.aw_addr[4]", "fin.add"],
+        "rtl": ["rtl/evaluator/finalizer.py:719"],
+    }
+    assert critical_path({"critical_paths": report["critical_paths"][:1]}) is None
+    assert critical_path({}) is None

@@ -241,7 +241,7 @@ class PopulationEvaluator(wiring.Component):
         m.d.comb += [a_rd.addr.eq(eng.act_addr), a_rd.en.eq(1)]
         x_reg = Signal(8 * L)  # the output register: data two cycles after the address
         m.d.sync += x_reg.eq(a_rd.data)
-        fin_w = fin.aw_en.any()
+        fin_w = fin.aw_any  # registered: the write port's mux and the loader's wait
         m.d.comb += [
             a_wr.addr.eq(Mux(fin_w, fin.aw_addr, ld.aw_addr)),
             a_wr.data.eq(Mux(fin_w, fin.aw_data, ld.aw_data)),

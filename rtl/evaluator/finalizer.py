@@ -38,7 +38,8 @@ and the margin states in bank ``L % 2``). An op goes through four windows of ``T
   into the next window.
 * **U**: ``h_0``, ``h_1`` go to the activation memory or out; ``u_{l+1}`` is read,
   updated and written back, ``r`` entries, writes two cycles behind the reads (spilling
-  into the next window), or the margin state is updated.
+  into the next window), or the margin state is updated (read in the first cycle, the
+  new state registered in the third, written and its score term pushed in the fourth).
 
 An op enters P only if the u bank it reads is written by no op ahead of it (a few bubbles
 at layer transitions), and, if it emits logits or a score term, only if the output FIFO
@@ -166,7 +167,10 @@ class Finalizer(wiring.Component):
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
         The noise banks' read port (both banks, same address), data two cycles after.
     aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(lanes)
-        Writes of hidden activations (one row of lane ``i`` of every group).
+        Writes of hidden activations (one row of lane ``i`` of every group), from
+        registers: a cycle after the U window's cycles that produce them.
+    aw_any : Out(1)
+        ``aw_en`` is not zero (registered alongside it).
     shifts : In(ArrayLayout(4, max_layers)), pert_shift : In(4), margin : In(8)
     labels : In(ArrayLayout(width_bits, 4))
         Run-time values: activation shifts, ``k``, the margin ``M``, the labels of the
@@ -211,6 +215,7 @@ class Finalizer(wiring.Component):
                 "aw_addr": Out(range(p.act_depth)),
                 "aw_data": Out(8 * L),
                 "aw_en": Out(L),
+                "aw_any": Out(1),
                 "shifts": In(data.ArrayLayout(4, p.max_layers)),
                 "pert_shift": In(4),
                 "margin": In(8),
@@ -377,34 +382,36 @@ class Finalizer(wiring.Component):
         ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
         ur_addr_U = Mux(u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc))
         bankU = ubank(opU)
-        # writes two cycles after the reads (delay line), plus STORE writes at wc 2, 3
+        # u updates: writes two cycles after the reads (delay line); the margin state: read
+        # at wc 0, data at wc 2, the new state registered then and written at wc 3; STORE
+        # writes at wc 2, 3
         wr = [Signal(name=f"wr{j}") for j in range(2)]
         wr_addr = [Signal(ua_bits, name=f"wra{j}") for j in range(2)]
         wr_bank = [Signal(name=f"wrb{j}") for j in range(2)]
-        wr_state = [Signal(name=f"wrs{j}") for j in range(2)]
         wr_first = [Signal(name=f"wrf{j}") for j in range(2)]
         m.d.sync += [
-            wr[0].eq(ur_en_U),
+            wr[0].eq(ur_en_U & ~u_state),
             wr_addr[0].eq(ur_addr_U),
             wr_bank[0].eq(bankU),
-            wr_state[0].eq(u_state),
             wr_first[0].eq((opU.rec.t == 0) & (u_kind == KIND_ACT)),
             wr[1].eq(wr[0]),
             wr_addr[1].eq(wr_addr[0]),
             wr_bank[1].eq(wr_bank[0]),
-            wr_state[1].eq(wr_state[0]),
             wr_first[1].eq(wr_first[0]),
         ]
+        state_w = u_state & (wc == 3)
+        state_waddr = state_addr(opU.i, opU.rec.s)
         store_w = opU.valid & (u_kind == KIND_STORE) & ((wc == 2) | (wc == 3))
         store_col = Cat(wc == 3, opU.rec.q)  # c = 2q + (wc == 3)
         store_ok = store_col < r
         store_addr = u_addr(opU.i, opU.rec.s, store_col)
 
-        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U
+        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U, registered
+        # (they reach the memory a cycle later)
         hid = u_act & ~u_last
         aw = hid & ((wc == 1) | ((wc == 2) & opU.rec.two))
         row = Cat(wc == 2, opU.rec.t)
-        m.d.comb += self.aw_addr.eq(
+        m.d.sync += self.aw_addr.eq(
             Cat(row[: p.region_bits], opU.rec.hidden_region)
             if p.region_bits
             else opU.rec.hidden_region
@@ -446,8 +453,9 @@ class Finalizer(wiring.Component):
                 wr,
                 wr_addr,
                 wr_bank,
-                wr_state,
                 wr_first,
+                state_w,
+                state_waddr,
                 store_w & store_ok,
                 store_addr,
                 kk,
@@ -463,7 +471,11 @@ class Finalizer(wiring.Component):
                 aw_en,
                 aw,
             )
-        m.d.comb += [self.aw_data.eq(aw_data), self.aw_en.eq(aw_en)]
+        m.d.sync += [
+            self.aw_data.eq(aw_data),
+            self.aw_en.eq(aw_en),
+            self.aw_any.eq(aw_en.any()),
+        ]
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
         # logits: rows 2t (wc 1) and 2t+1 (wc 2) of last-layer ops
@@ -476,7 +488,7 @@ class Finalizer(wiring.Component):
             lq.w_en.eq(lg),
             l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 2) & ~opU.rec.two)),
         ]
-        tg = u_state & opU.rec.last_row & (wc == 2)
+        tg = u_state & opU.rec.last_row & (wc == 3)
         m.d.comb += [
             term_beat.i.eq(opU.i),
             term_beat.s.eq(opU.rec.s),
@@ -509,8 +521,9 @@ class Finalizer(wiring.Component):
         wr,
         wr_addr,
         wr_bank,
-        wr_state,
         wr_first,
+        state_w,
+        state_waddr,
         store_w,
         store_addr,
         kk,
@@ -541,8 +554,9 @@ class Finalizer(wiring.Component):
                         m.d.comb += out.eq(v)
             return out
 
-        # u banks: one read port each, addressed by P (bank pb) or U (bank ub)
-        rdata = []
+        # u banks: one read port each, addressed by P (bank pb) or U (bank ub); the second
+        # read register of each user takes its bank's data (the bank mux before it)
+        rports = []
         wports = []
         for b in range(2):
             mem = memory.Memory(shape=uw, depth=self.u_depth, init=[])
@@ -554,17 +568,19 @@ class Finalizer(wiring.Component):
                 rp.addr.eq(Mux(use_u, ur_addr_U, ur_addr_P)),
                 rp.en.eq(use_u | (ur_en_P & (bankP == b))),
             ]
-            out = sig(uw, f"urd{b}")
-            m.d.sync += out.eq(rp.data)  # second read register
-            rdata.append(out)
+            rports.append(rp)
             wports.append(wp)
         self.dbg.setdefault("uw", []).append((g, b, wp))
         # the data of a read issued 2 cycles ago: from the bank P or U read then
-        pb_d = [sig(1, f"pbd{j}") for j in range(2)]
-        ub_d = [sig(1, f"ubd{j}") for j in range(2)]
-        m.d.sync += [pb_d[0].eq(bankP), pb_d[1].eq(pb_d[0]), ub_d[0].eq(bankU), ub_d[1].eq(ub_d[0])]
-        u_P = Mux(pb_d[1], rdata[1], rdata[0]).as_signed()
-        u_U = Mux(ub_d[1], rdata[1], rdata[0]).as_signed()
+        pb_d = sig(1, "pbd")
+        ub_d = sig(1, "ubd")
+        m.d.sync += [pb_d.eq(bankP), ub_d.eq(bankU)]
+        u_P = sig(signed(uw), "urdP")
+        u_U = sig(signed(uw), "urdU")
+        m.d.sync += [
+            u_P.eq(Mux(pb_d, rports[1].data, rports[0].data)),
+            u_U.eq(Mux(ub_d, rports[1].data, rports[0].data)),
+        ]
 
         # the noise digits of this group's lane of the op in P (two cycles ago)
         i_d = [sig(len(opP.i), f"id{j}") for j in range(2)]
@@ -703,24 +719,39 @@ class Finalizer(wiring.Component):
         t1, c1 = _digit_times(bcol[1], hW[1])
         m.d.comb += upd.eq(old + t0 + t1 + c0 + c1)
 
-        # margin state: low byte the label's logit, high byte the largest other logit
+        # margin state: low byte the label's logit, high byte the largest other logit.
+        # wc 1: which rows are the label's (the op and the labels are stable in U);
+        # wc 2: the state read arrives, the new state is registered; wc 3: it is written
+        # and the score term (from the registered state) is pushed
         label = self.labels[opU.rec.sample]
+        row0 = Cat(Const(0, 1), opU.rec.t)
+        is_lab = [sig(1, f"islab{i}") for i in range(2)]
+        is_oth = [sig(1, f"isoth{i}") for i in range(2)]
+        first_t = sig(1, "first_t")
+        with m.If(wc == 1):
+            for i in range(2):
+                valid = Const(1) if i == 0 else opU.rec.two
+                hit = (row0 + i) == label
+                m.d.sync += [is_lab[i].eq(valid & hit), is_oth[i].eq(valid & ~hit)]
+            m.d.sync += first_t.eq(opU.rec.t == 0)
         st = u_U
-        first_t = opU.rec.t == 0
         ylab = Mux(first_t, 0, st[:8].as_signed())
         ymax = Mux(first_t, NO_OTHER, st[8:16].as_signed())
-        row0 = Cat(Const(0, 1), opU.rec.t)
-        nl, nm = ylab, ymax
-        for i in range(2):
-            ri = row0 + i
-            hv = h[i][:8].as_signed()
-            valid = Const(1) if i == 0 else opU.rec.two
-            nl = Mux(valid & (ri == label), hv, nl)
-            nm = Mux(valid & (ri != label) & (hv > nm), hv, nm)
-        new_state = Cat(nl[:8], nm[:8])
+        hv = [h[i][:8].as_signed() for i in range(2)]
+        nl = Mux(is_lab[1], hv[1], Mux(is_lab[0], hv[0], ylab))
+        # nm = max(ymax, the others among h0, h1), the first wins ties: three compares
+        # side by side, not two in a row
+        take0 = is_oth[0] & (hv[0] > ymax)
+        take1 = is_oth[1] & Mux(take0, hv[1] > hv[0], hv[1] > ymax)
+        nm = Mux(take1, hv[1], Mux(take0, hv[0], ymax))
+        s_lab = sig(signed(8), "s_lab")
+        s_max = sig(signed(8), "s_max")
+        with m.If(wc == 2):
+            m.d.sync += [s_lab.eq(nl), s_max.eq(nm)]
+        new_state = Cat(s_lab, s_max)
         diff = sig(signed(10), "diff")
-        m.d.comb += diff.eq(nl - nm)
-        term = Mux(nm == NO_OTHER, self.margin, Mux(diff > self.margin, self.margin, diff))
+        m.d.comb += diff.eq(s_lab - s_max)
+        term = Mux(s_max == NO_OTHER, self.margin, Mux(diff > self.margin, self.margin, diff))
         m.d.comb += term_beat.term[g].eq(term)
 
         for b in range(2):
@@ -731,10 +762,16 @@ class Finalizer(wiring.Component):
                     wp.data.eq(Mux(wc == 3, h[1], h[0])),
                     wp.en.eq(b == 0),
                 ]
+            with m.Elif(state_w):
+                m.d.comb += [
+                    wp.addr.eq(state_waddr),
+                    wp.data.eq(new_state),
+                    wp.en.eq(bankU == b),
+                ]
             with m.Elif(wr[1]):
                 m.d.comb += [
                     wp.addr.eq(wr_addr[1]),
-                    wp.data.eq(Mux(wr_state[1], new_state, upd)),
+                    wp.data.eq(upd),
                     wp.en.eq(wr_bank[1] == b),
                 ]
 

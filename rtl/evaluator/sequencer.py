@@ -61,7 +61,8 @@ class Sequencer(wiring.Component):
     fill_start : Out(1), fill_busy : In(1), first_pair : Out(11), lanes_active : Out(...)
         The noise fill of each round.
     load_start : Out(1), rounds : Out(12)
-        The loader's start.
+        The loader's start (a registered strobe: the cycle the first round begins, after
+        the configuration phase; it also clears the finalizer's block count).
     drained : In(1)
         Pass engine, finalizer and score unit are idle.
     noise_needed : Out(...)
@@ -201,15 +202,51 @@ class Sequencer(wiring.Component):
         fill_buf = Signal()
         fill_pair = Signal(12)
         m.d.comb += [self.nbuf.eq(nbuf), self.fill_buf.eq(fill_buf), self.fill_pair.eq(fill_pair)]
-        f_left = pairs - fill_pair
-        m.d.comb += self.fill_active.eq(Mux(f_left > L, L, f_left))
+        # lanes with a pair in the round starting at `pair`: registered with the pair
+        # (fill_active with fill_pair, lanes_active with first_pair)
+        fill_active = Signal(range(L + 1))
+        lanes_active = Signal(range(L + 1))
+        m.d.comb += [self.fill_active.eq(fill_active), self.lanes_active.eq(lanes_active)]
+
+        def active_of(pair):
+            left = pairs - pair
+            return Mux(left > L, L, left)
+
+        # the constants of layer bk_l, registered when bk_l is set (enter_layer): no
+        # layer-indexed lookup lies between the emit state and a command
+        lay = {
+            "n": Signal(wb + 1, name="lay_n"),  # inputs n_l
+            "out": Signal(wb + 1, name="lay_out"),  # outputs n_{l+1}
+            "t_last": Signal(wb + 1, name="lay_t_last"),  # the last row pair
+            "last": Signal(name="lay_last"),  # the network's last layer
+            "q1": Signal(wb, name="lay_q1"),  # fan = 5 q1 + r1 (words, digits: one row)
+            "r1": Signal(3, name="lay_r1"),
+            "q2": Signal(wb + 1, name="lay_q2"),  # 2 fan = 5 q2 + r2 (a row pair)
+            "r2": Signal(3, name="lay_r2"),
+        }
+
+        def enter_layer(mm, l):
+            out = widths[l + 1]
+            wrap = r1[l] >= 3  # 2 r1 >= 5
+            mm.d.sync += [
+                bk_l.eq(l),
+                lay["n"].eq(widths[l]),
+                lay["out"].eq(out),
+                lay["t_last"].eq(((out + 1) >> 1) - 1),
+                lay["last"].eq(l + 1 == nl),
+                lay["q1"].eq(q1[l]),
+                lay["r1"].eq(r1[l]),
+                lay["q2"].eq((q1[l] << 1) + wrap),
+                lay["r2"].eq(Mux(wrap, (r1[l] << 1) - 5, r1[l] << 1)),
+            ]
 
         def begin_emit(mm):
             mm.d.sync += [phase.eq(PH_EMIT), b.eq(0)]
             first_block(mm)
 
         def first_block(mm):  # a sample's first block: u-row passes, or layer 0
-            mm.d.sync += [bk_s.eq(0), bk_l.eq(0), ps.eq(0)]
+            mm.d.sync += [bk_s.eq(0), ps.eq(0)]
+            enter_layer(mm, 0)
             if QUANT:
                 mm.d.sync += [
                     bk_u.eq(0),
@@ -227,7 +264,11 @@ class Sequencer(wiring.Component):
             if p.noise_buffers == 2:
                 with mm.If(current + L < pairs):
                     mm.d.comb += self.fill_start.eq(1)
-                    mm.d.sync += [fill_pair.eq(current + L), fill_buf.eq(buf)]
+                    mm.d.sync += [
+                        fill_pair.eq(current + L),
+                        fill_active.eq(active_of(current + L)),
+                        fill_buf.eq(buf),
+                    ]
 
         # rounds = ceil(pairs / lanes), counted during the configuration phase
         rounds = Signal(12)
@@ -235,9 +276,8 @@ class Sequencer(wiring.Component):
         with m.If(c_left != 0):
             m.d.sync += [c_left.eq(Mux(c_left > L, c_left - L, 0)), rounds.eq(rounds + 1)]
         m.d.comb += [self.rounds.eq(rounds), self.first_pair.eq(first_pair)]
-        left = pairs - first_pair
-        m.d.comb += self.lanes_active.eq(Mux(left > L, L, left))
 
+        m.d.sync += self.load_start.eq(0)  # a strobe (set below)
         with m.If(self.bad_label):
             m.d.sync += self.error[8].eq(1)
 
@@ -299,11 +339,12 @@ class Sequencer(wiring.Component):
                             phase.eq(PH_ROUND),
                             rnd.eq(0),
                             first_pair.eq(0),
+                            lanes_active.eq(active_of(0)),
                             blk.eq(0),
                             gs.eq(0),
                             nbuf.eq(0),
                         ]
-                        m.d.comb += self.load_start.eq(1)
+                        m.d.sync += self.load_start.eq(1)
                 with m.Else():
                     m.d.sync += [
                         cl.eq(cl + 1),
@@ -314,7 +355,12 @@ class Sequencer(wiring.Component):
             with m.Case(PH_ROUND):  # the previous round drained: fill the noise
                 with m.If(self.drained & ~self.fill_busy):
                     m.d.comb += self.fill_start.eq(1)
-                    m.d.sync += [phase.eq(PH_FILL), fill_pair.eq(first_pair), fill_buf.eq(nbuf)]
+                    m.d.sync += [
+                        phase.eq(PH_FILL),
+                        fill_pair.eq(first_pair),
+                        fill_active.eq(lanes_active),
+                        fill_buf.eq(nbuf),
+                    ]
             with m.Case(PH_FILL):
                 with m.If(~self.fill_busy):
                     begin_emit(m)
@@ -323,7 +369,11 @@ class Sequencer(wiring.Component):
                 self._emit(m, p, locals())
             with m.Case(PH_NEXT):
                 with m.If(self.drained & ~self.fill_busy):
-                    m.d.sync += [rnd.eq(rnd + 1), first_pair.eq(first_pair + L)]
+                    m.d.sync += [
+                        rnd.eq(rnd + 1),
+                        first_pair.eq(first_pair + L),
+                        lanes_active.eq(active_of(first_pair + L)),
+                    ]
                     if p.noise_buffers == 2:
                         # the next round's noise is in the other buffer already
                         m.d.sync += nbuf.eq(~nbuf)
@@ -340,23 +390,21 @@ class Sequencer(wiring.Component):
         """One pass command per cycle (and a weight pass for layer passes)."""
         r = p.rank
         u_passes = p.u_passes
-        nl, widths = self.n_layers, self.widths
         b, blk, bk_l, bk_s, bk_u, ps = v["b"], v["blk"], v["bk_l"], v["bk_s"], v["bk_u"], v["ps"]
         pos_word, pos_off, naddr, u_addr = v["pos_word"], v["pos_off"], v["naddr"], v["u_addr"]
-        wbase, q1, r1, fstart = v["wbase"], v["q1"], v["r1"], v["fstart"]
+        wbase, fstart = v["wbase"], v["fstart"]
         ub_base, n0 = v["ub_base"], v["n0"]
         rnd, rounds, phase = v["rnd"], v["rounds"], v["phase"]
         PH_END, PH_NEXT = v["PH_END"], v["PH_NEXT"]
-        first_block = v["first_block"]
+        first_block, enter_layer, lay = v["first_block"], v["enter_layer"], v["lay"]
         shared = self.shared
         quant = p.mode == "quantized"
 
         cmd = Signal(self.cmd_layout)
         rec = cmd.rec
-        out = widths[bk_l + 1]
-        last_layer = bk_l + 1 == nl
-        t_last = ((out + 1) >> 1) - 1
-        last_pass = Mux(bk_u, ps == u_passes - 1, ps == t_last)
+        out = lay["out"]
+        last_layer = lay["last"]
+        last_pass = Mux(bk_u, ps == u_passes - 1, ps == lay["t_last"])
         gs = v["gs"]
         in_slot = Mux(shared, gs[0], bk_s)
 
@@ -368,12 +416,12 @@ class Sequencer(wiring.Component):
         in_region = Mux((bk_l == 0) | bk_u, in_slot, hidden(bk_l - 1, bk_s))
         two = (Cat(Const(1, 1), ps) < out) & ~bk_u
         # row 2t + 1's start: row 2t's plus fan = 5 q1 + r1
-        over1 = (pos_off + r1[bk_l]) >= 5
-        word1 = pos_word + q1[bk_l] + over1
-        off1 = Mux(over1, pos_off + r1[bk_l] - 5, pos_off + r1[bk_l])
+        over1 = (pos_off + lay["r1"]) >= 5
+        word1 = pos_word + lay["q1"] + over1
+        off1 = Mux(over1, pos_off + lay["r1"] - 5, pos_off + lay["r1"])
         m.d.comb += [
             cmd.u.eq(bk_u),
-            cmd.n.eq(Mux(bk_u, n0, widths[bk_l])),
+            cmd.n.eq(Mux(bk_u, n0, lay["n"])),
             cmd.in_region.eq(in_region),
             cmd.u_bank.eq(ps[0]),
             cmd.u_addr.eq(u_addr),
@@ -411,7 +459,7 @@ class Sequencer(wiring.Component):
             wcmd.off0.eq(pos_off),
             wcmd.word1.eq(word1),
             wcmd.off1.eq(off1),
-            wcmd.n.eq(widths[bk_l]),
+            wcmd.n.eq(lay["n"]),
             wcmd.two.eq(two),
         ]
         ok = self.cmd.ready & (bk_u | self.wcmd.ready)
@@ -421,10 +469,10 @@ class Sequencer(wiring.Component):
             self.wcmd.valid.eq(~bk_u & self.cmd.ready),
         ]
 
-        # next row pair: + 2 fan = + (2 q1 + carry, (2 r1) mod 5)
-        over2 = (off1 + r1[bk_l]) >= 5
-        word2 = word1 + q1[bk_l] + over2
-        off2 = Mux(over2, off1 + r1[bk_l] - 5, off1 + r1[bk_l])
+        # next row pair: + 2 fan = + (q2, r2), alongside row 2t + 1 (not after it)
+        over2 = (pos_off + lay["r2"]) >= 5
+        word2 = pos_word + lay["q2"] + over2
+        off2 = Mux(over2, pos_off + lay["r2"] - 5, pos_off + lay["r2"])
 
         with m.If(ok):
             with m.If(~last_pass):
@@ -438,7 +486,7 @@ class Sequencer(wiring.Component):
                     m.d.sync += [pos_word.eq(word2), pos_off.eq(off2), naddr.eq(naddr + r)]
                     if quant:  # E(l, t + 1, 0): the other bank, a slot row further per 2
                         with m.If(ps[0]):
-                            m.d.sync += u_addr.eq(u_addr + widths[bk_l] + 1)
+                            m.d.sync += u_addr.eq(u_addr + lay["n"] + 1)
             with m.Else():
                 # the next block
                 m.d.sync += [ps.eq(0), blk.eq(blk + 1)]
@@ -446,10 +494,10 @@ class Sequencer(wiring.Component):
                     with m.If(~bk_s & ~shared):  # U of member 2j+1
                         m.d.sync += [bk_s.eq(1), u_addr.eq(0), naddr.eq(ub_base)]
                     with m.Else():  # layer 0 of member 2j
+                        enter_layer(m, 0)
                         m.d.sync += [
                             bk_u.eq(0),
                             bk_s.eq(0),
-                            bk_l.eq(0),
                             pos_word.eq(wbase[0]),
                             pos_off.eq(0),
                             naddr.eq(fstart[0]),
@@ -463,9 +511,9 @@ class Sequencer(wiring.Component):
                         u_addr.eq(fstart[bk_l]),
                     ]
                 with m.Elif(~last_layer):  # the next layer, member 2j
+                    enter_layer(m, bk_l + 1)
                     m.d.sync += [
                         bk_s.eq(0),
-                        bk_l.eq(bk_l + 1),
                         pos_word.eq(wbase[bk_l + 1]),
                         pos_off.eq(0),
                         naddr.eq(fstart[bk_l + 1]),
