@@ -239,7 +239,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     tables = args.only.split(",") if args.only else list(HEADERS)
     head = commit()
-    text = DOC.read_text()
+    rendered = {}
     for table in tables:
         recs = []
         for tab, label, cmd in ROWS:
@@ -251,11 +251,16 @@ def main(argv=None) -> int:
                     recs.append((label, cmd, json.loads(path.read_text())))
                 continue
             recs.append((label, cmd, measure(cmd, rerun=args.rerun, keep=args.keep, head=head)))
+        rendered[table] = render(table, recs)
+    # read the document only now: a measurement takes up to an hour, and the prose may
+    # have been edited (or merged) meanwhile
+    text = DOC.read_text()
+    for table, rows in rendered.items():
         begin, end = f"<!-- BEGIN GENERATED: {table} -->", f"<!-- END GENERATED: {table} -->"
         if begin not in text:
             raise SystemExit(f"docs/resources.md has no marker {begin}")
         a, b = text.index(begin) + len(begin), text.index(end)
-        text = text[:a] + "\n" + render(table, recs) + "\n" + text[b:]
+        text = text[:a] + "\n" + rows + "\n" + text[b:]
     DOC.write_text(text)
     print(f"docs/resources.md: {', '.join(tables)} regenerated at {head}", file=sys.stderr)
     return 0
