@@ -86,7 +86,7 @@ class Controller(wiring.Component):
     ev_error : In(eval_error_bits), sh_error, up_error : In(1)
     phase : Out(3)
         0 idle, 1 eval, 2 shape, 3 vote, 4 apply, 5 init: which block owns the shared
-        memory ports.
+        memory ports (a register, the same value as the state's phase every cycle).
     cycles, eval_cycles, shape_cycles, update_cycles : Out(32)
     """
 
@@ -147,56 +147,65 @@ class Controller(wiring.Component):
                 with m.Case(3, 4):
                     m.d.sync += self.update_cycles.eq(self.update_cycles + 1)
 
+        # the phase is a register set with every transition (goto), not decoded from the
+        # state: it drives every memory port's multiplexers
+        phase_r = Signal(3)
+        m.d.comb += self.phase.eq(phase_r)
+        codes = {"EVAL": 1, "SHAPE": 2, "VOTE": 3, "APPLY": 4, "INIT": 5}
+
+        def goto(name):
+            m.next = name
+            m.d.sync += phase_r.eq(codes.get(name, 0))
+
         def phase(name, start, busy, nxt, code):
             """States NAME (strobe ``start``), NAME_1 (one cycle), NAME_W (until idle)."""
+            assert codes[name] == code
             with m.State(name):
-                m.d.comb += [start.eq(1), self.phase.eq(code)]
+                m.d.comb += start.eq(1)
                 m.next = name + "_1"
             with m.State(name + "_1"):
-                m.d.comb += self.phase.eq(code)
                 m.next = name + "_W"
             with m.State(name + "_W"):
-                m.d.comb += self.phase.eq(code)
                 with m.If(~busy):
                     nxt()
 
         def fail(bit, value=1):
             m.d.sync += self.error.bit_select(bit, 1).eq(value)
-            m.next = "IDLE"
+            goto("IDLE")
 
         def to_idle():
-            m.next = "IDLE"
+            goto("IDLE")
 
         def after_eval():
             with m.If(self.ev_error.any()):
                 m.d.sync += self.error[: self.eval_error_bits].eq(self.ev_error)
-                m.next = "IDLE"
+                goto("IDLE")
             with m.Elif(kind == RUN_KINDS["eval"]):
-                m.next = "IDLE"
+                goto("IDLE")
             with m.Else():
-                m.next = "SHAPE"
+                goto("SHAPE")
 
         def after_shape():
             with m.If(self.sh_error):
                 fail(9)
             with m.Else():
                 m.d.sync += self.layer.eq(0)
-                m.next = "VOTE"
+                goto("VOTE")
 
         def after_vote():
             with m.If(self.up_error):
                 fail(10)
             with m.Else():
-                m.next = "APPLY"
+                goto("APPLY")
 
         def after_apply():
             with m.If(self.up_error):
                 fail(10)
             with m.Elif(self.layer + 1 < self.n_layers):
                 m.d.sync += self.layer.eq(self.layer + 1)
-                m.next = "VOTE"
+                goto("VOTE")
             with m.Else():
-                m.next = "NEXT"
+                goto("NEXT")
 
         with m.FSM() as fsm:
             with m.State("IDLE"):
@@ -213,7 +222,7 @@ class Controller(wiring.Component):
                         self.shape_cycles.eq(0),
                         self.update_cycles.eq(0),
                     ]
-                    m.next = "CHECK"
+                    goto("CHECK")
             with m.State("CHECK"):
                 last = self.step + self.steps - 1
                 evaluates = (kind == RUN_KINDS["train"]) | (kind == RUN_KINDS["eval"])
@@ -229,17 +238,17 @@ class Controller(wiring.Component):
                             with m.If((self.steps == 0) | (last > MAX_STEP)):
                                 fail(11)
                             with m.Else():
-                                m.next = "EVAL"
+                                goto("EVAL")
                         with m.Case(RUN_KINDS["eval"]):
-                            m.next = "EVAL"
+                            goto("EVAL")
                         with m.Case(RUN_KINDS["update"]):
                             with m.If(self.step > MAX_STEP):
                                 fail(11)
                             with m.Else():
                                 m.d.sync += left.eq(1)
-                                m.next = "SHAPE"
+                                goto("SHAPE")
                         with m.Case(RUN_KINDS["init"]):
-                            m.next = "INIT"
+                            goto("INIT")
                         with m.Default():
                             fail(12)
             phase("EVAL", self.ev_start, self.ev_busy, after_eval, 1)
@@ -255,8 +264,8 @@ class Controller(wiring.Component):
                     self.layer.eq(0),
                 ]
                 with m.If((left == 1) | (kind != RUN_KINDS["train"])):
-                    m.next = "IDLE"
+                    goto("IDLE")
                 with m.Else():
-                    m.next = "EVAL"
+                    goto("EVAL")
         m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
         return m

@@ -344,9 +344,16 @@ class Finalizer(wiring.Component):
         c_rd = wc  # column read this cycle (reads at wc < r)
         p_reads = opP.valid & (wc < r)
         is_store_P = opP.kind == KIND_STORE
+        # the noise address, naddr + c (ACT, BIAS) or naddr (STORE), from a counter loaded
+        # with the op entering P
+        n_ptr = Signal(self.addr_bits)
+        with m.If(last_wc):
+            m.d.sync += n_ptr.eq(new.rec.naddr)
+        with m.Elif(~is_store_P):
+            m.d.sync += n_ptr.eq(n_ptr + 1)
         m.d.comb += [
             self.n_en.eq(p_reads & (~is_store_P | (wc == 0))),
-            self.n_addr.eq(opP.rec.naddr + Mux(is_store_P, 0, c_rd)),
+            self.n_addr.eq(n_ptr),
         ]
         ua_bits = ceil_log2(self.u_depth)
 

@@ -157,8 +157,9 @@ class PassEngine(wiring.Component):
         )
         take = self.cmd.valid & dep_ok & ~running
         m.d.comb += self.cmd.ready.eq(take)
+        nz_ptr = Signal(self.noise_bits)  # u_addr + k, counted alongside k
         with m.If(take):
-            m.d.sync += [cur.eq(c), running.eq(1), k.eq(0)]
+            m.d.sync += [cur.eq(c), running.eq(1), k.eq(0), nz_ptr.eq(c.u_addr)]
 
         # ---- beats
         at_flush = k == cur.n
@@ -171,7 +172,7 @@ class PassEngine(wiring.Component):
         flush = running & at_flush & w_ok & flush_ok
         m.d.comb += self.wbeat.ready.eq(beat_w & (mac | flush))
         with m.If(mac):
-            m.d.sync += k.eq(k + 1)
+            m.d.sync += [k.eq(k + 1), nz_ptr.eq(nz_ptr + 1)]
         with m.If(flush):
             m.d.sync += [running.eq(0), caps_busy.eq(1)]
         m.d.comb += [
@@ -179,7 +180,7 @@ class PassEngine(wiring.Component):
                 Cat(k[: p.region_bits], cur.in_region) if p.region_bits else cur.in_region
             ),
             self.act_en.eq(mac),
-            self.nz_addr.eq(cur.u_addr + k),
+            self.nz_addr.eq(nz_ptr),
             self.nz_bank.eq(cur.u_bank),
             self.nz_en.eq(
                 (mac & cur.u) | ((mac | flush) & ~cur.u) if p.mode == "quantized" else mac & cur.u
