@@ -159,7 +159,7 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "icebreaker", "--core", "nothing"], "invalid choice"),
         (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "PLL settings for 30, 40, 45, 75"),
         (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 48 MHz"),
-        (["--board", "ulx3s-85f", "--param", "lanes=128"], "lanes=128 is not an integer in 1..64"),
+        (["--board", "ulx3s-85f", "--param", "lanes=300"], "lanes=300 is not an integer in 1..256"),
     ],
 )
 def test_bad_options(args, message):
