@@ -142,24 +142,39 @@ def measure(args: list[str], *, rerun: bool, keep: bool, head: str) -> dict:
     return rec
 
 
-def _synth_row(label, args, rec) -> str:
+def _synth_cells(label, args, rec) -> list[str]:
     dev = "UP5K" if rec["device"] == "up5k" else "ECP5-85"
     fmax = f"{rec['fmax_mhz']:.2f}" if rec.get("fmax_mhz") else "did not place"
-    lc = rec.get("wrapped_utilisation", {}).get("ICESTORM_LC") or rec.get(
-        "wrapped_utilisation", {}
-    ).get("TRELLIS_COMB", "")
-    return (
-        f"| {rec['module']} {label} | {dev} | {rec['luts']} | {rec['ffs']} | {rec['brams']} | "
-        f"{rec['dsps']} | {fmax} | {lc} | `{rec['commit']}` | `pentegg {shlex.join(args)}` |"
-    )
+    util = rec.get("wrapped_utilisation", {})
+    lc = util.get("ICESTORM_LC") or util.get("TRELLIS_COMB", "")
+    return [
+        f"{rec['module']} {label}",
+        dev,
+        str(rec["luts"]),
+        str(rec["ffs"]),
+        str(rec["brams"]),
+        str(rec["dsps"]),
+        fmax,
+        lc,
+        f"`{rec['commit']}`",
+        f"`pentegg {shlex.join(args)}`",
+    ]
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(cells) + " |"
+
+
+def _synth_row(label, args, rec) -> str:
+    return _row(_synth_cells(label, args, rec))
 
 
 def _accel_synth_row(label, args, rec) -> str:
-    row = _synth_row(label, args, rec).split(" | ")
+    """The synth columns plus SPRAM after BRAM and the step's cycles and time after fmax."""
+    c = _synth_cells(label, args, rec)
     step = f"{rec['step_ms']:.1f}" if rec.get("step_ms") is not None else "none"
-    cycles = rec.get("step_cycles") or "-"
-    # SPRAM after BRAM; the step's cycles and time after fmax
-    return " | ".join([*row[:5], str(rec.get("sprams", 0)), *row[5:7], str(cycles), step, *row[7:]])
+    cycles = str(rec.get("step_cycles") or "-")
+    return _row([*c[:5], str(rec.get("sprams", 0)), *c[5:7], cycles, step, *c[7:]])
 
 
 def _cycles_row(label, args, rec) -> str:

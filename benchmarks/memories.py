@@ -75,17 +75,13 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     family = FAMILY[args.device]
     try:
-        params = {
-            **cmd_hw.board_params(args.module, args.device),
-            **catalog.parse_params(args.module, args.param),
-        }
-        catalog.validate(args.module, params)
+        params = cmd_hw.synth_params(args.module, args.device, args.param)
         text = rtlil.convert(
             catalog.build(args.module, params),
             name=catalog.top_name(args.module),
             platform=SynthPlatform(family),
         )
-    except (catalog.ParameterError, ValueError) as e:
+    except (cmd_hw.HardwareError, ValueError) as e:
         print(f"memories: error: {e}", file=sys.stderr)
         return 2
     mems, prims = memories(text)

@@ -18,7 +18,14 @@ from __future__ import annotations
 import json
 import sys
 
-__all__ = ["BOARD_OF_DEVICE", "HardwareError", "board_params", "register"]
+__all__ = [
+    "BOARD_OF_DEVICE",
+    "HardwareError",
+    "board_params",
+    "checked_params",
+    "register",
+    "synth_params",
+]
 
 #: the board whose build parameters ``pentegg synth accelerator|device`` starts from
 BOARD_OF_DEVICE = {"up5k": "icebreaker", "ecp5-85": "ulx3s-85f"}
@@ -106,14 +113,22 @@ def board_params(module: str, device: str) -> dict:
     return {k: v for k, v in board.defaults.items() if k in known}
 
 
-def _params(args, base: dict | None = None) -> dict:
+def checked_params(module: str, assignments: list[str], base: dict | None = None) -> dict:
+    """``--param NAME=VALUE`` assignments over ``base``, checked against the module's
+    parameters and ranges before any work (:class:`HardwareError`, one line)."""
     catalog = _catalog()
     try:
-        params = {**(base or {}), **catalog.parse_params(args.module, args.param)}
-        catalog.validate(args.module, params)  # ranges are checked before any work
+        params = {**(base or {}), **catalog.parse_params(module, assignments)}
+        catalog.validate(module, params)
     except catalog.ParameterError as e:
         raise HardwareError(str(e)) from None
     return params
+
+
+def synth_params(module: str, device: str, assignments: list[str]) -> dict:
+    """The parameters ``pentegg synth MODULE --device DEVICE`` elaborates with: the board
+    build's (:func:`board_params`), then the assignments."""
+    return checked_params(module, assignments, board_params(module, device))
 
 
 def _quiet_abandoned_elaboration() -> None:
@@ -125,7 +140,7 @@ def _quiet_abandoned_elaboration() -> None:
 
 
 def run_verilog(args) -> int:
-    params = _params(args)
+    params = checked_params(args.module, args.param)
     try:
         text = _catalog().to_verilog(args.module, params)
     except ValueError as e:  # a limit only elaboration knows (e.g. of a sub-block)
@@ -144,9 +159,11 @@ def run_synth(args) -> int:
     from .rtl.synth import SynthError, synthesize
     from .rtl.toolchain import ToolNotFound
 
-    base = board_params(args.module, args.device)
-    params = _params(args, base)
-    if base:
+    if args.no_step and args.module not in BOARD_MODULES:
+        only = " and ".join(BOARD_MODULES)
+        raise HardwareError(f"--no-step applies to {only}, not {args.module}")
+    params = synth_params(args.module, args.device, args.param)
+    if args.module in BOARD_MODULES:
         board = BOARD_OF_DEVICE[args.device]
         print(
             f"params   the {board} build's (pentegg build --board {board}), --param overrides them"

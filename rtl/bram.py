@@ -271,7 +271,7 @@ class SinglePortRAM(Elaboratable):
 
     def uses_spram(self, platform) -> bool:
         if self.spram is not None:
-            return self.spram and self.width <= SPRAM_WIDTH
+            return self.spram
         return (
             # SynthPlatform says "ice40", Amaranth's SiliconBluePlatform "iCE40"
             str(getattr(platform, "family", "")).lower() == "ice40"

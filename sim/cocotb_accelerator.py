@@ -20,7 +20,6 @@ names the step, the memory, the index and both values), and ``theta``. Jobs
 from __future__ import annotations
 
 import json
-import os
 import random
 
 import cocotb
@@ -32,17 +31,11 @@ from pentegg.golden import Config, init_state
 from pentegg.golden.model import es_step
 from pentegg.rtl.update.apply import latent_shift_max
 from pentegg.sim.accelerator_host import AcceleratorJob, golden_steps, load_words
+from pentegg.sim.harness import tb_params, tb_value
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import reset, start_clock
 
-
-def _tb(name: str, default):
-    v = os.environ.get(f"PENTEGG_TB_{name.upper()}")
-    return json.loads(v) if v is not None else default
-
-
-def _params() -> dict:
-    return json.loads(os.environ["PENTEGG_PARAMS"])
+_tb, _params = tb_value, tb_params  # the harness's env and parameters
 
 
 class Host:

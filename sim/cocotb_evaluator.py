@@ -25,17 +25,11 @@ from pentegg.rtl.evaluator.params import EvaluatorParams
 from pentegg.rtl.evaluator.pass_engine import ACTIVITY_LAYOUT
 from pentegg.sim.evaluator_bench import EvalJob, random_job
 from pentegg.sim.evaluator_system import LOAD_TARGETS
+from pentegg.sim.harness import tb_params, tb_value
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import reset, start_clock
 
-
-def _tb(name: str, default):
-    v = os.environ.get(f"PENTEGG_TB_{name.upper()}")
-    return json.loads(v) if v is not None else default
-
-
-def _params():
-    return json.loads(os.environ["PENTEGG_PARAMS"])
+_tb, _params = tb_value, tb_params  # the harness's env and parameters
 
 
 async def load(dut, target: str, values) -> None:

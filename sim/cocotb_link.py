@@ -37,7 +37,6 @@ cycles and ``tx`` is read with random back-pressure, both from ``cocotb.RANDOM_S
 from __future__ import annotations
 
 import inspect
-import json
 import os
 import random
 
@@ -74,6 +73,7 @@ from pentegg.rtl.link.protocol import (
     Status,
     max_payload,
 )
+from pentegg.sim.harness import tb_params, tb_value
 from pentegg.sim.scoreboard import compare
 from pentegg.sim.stream import reset, start_clock
 from pentegg.tasks import XorTask
@@ -90,13 +90,7 @@ RESPONSE_CYCLES = 200_000
 ACCEL_PARAMS = set(inspect.signature(Accelerator.__init__).parameters) - {"self"}
 
 
-def _tb(name: str, default):
-    v = os.environ.get(f"PENTEGG_TB_{name.upper()}")
-    return json.loads(v) if v is not None else default
-
-
-def _params() -> dict:
-    return json.loads(os.environ["PENTEGG_PARAMS"])
+_tb, _params = tb_value, tb_params  # the harness's env and parameters
 
 
 class LinkPort:

@@ -54,6 +54,18 @@ class SimulationFailure(AssertionError):
     """A cocotb test failed; the message holds the test names, errors, seed and logs."""
 
 
+def tb_value(name: str, default: Any = None) -> Any:
+    """Inside a testbench: the ``env`` value ``name`` that :func:`run` passed (JSON-decoded
+    from ``PENTEGG_TB_<NAME>``), or ``default``."""
+    v = os.environ.get(f"PENTEGG_TB_{name.upper()}")
+    return json.loads(v) if v is not None else default
+
+
+def tb_params() -> dict[str, Any]:
+    """Inside a testbench: the elaboration parameters :func:`run` built the design with."""
+    return json.loads(os.environ["PENTEGG_PARAMS"])
+
+
 def pick_seed(label: str = "") -> int:
     """The run's random seed: ``PENTEGG_SEED`` or ``COCOTB_RANDOM_SEED`` if set, else a
     fresh one. Printed so that it appears in the output of a failing test."""

@@ -5,6 +5,7 @@ import json
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -126,6 +127,10 @@ def test_verilog_to_stdout():
         (["synth", "pquant"], "--device"),
         (["synth", "accelerator", "--device", "up5k", "--param", "lanes=0"], "lanes=0"),
         (
+            ["synth", "pquant", "--device", "up5k", "--no-step"],
+            "--no-step applies to accelerator and device, not pquant",
+        ),
+        (
             ["synth", "accelerator", "--device", "up5k", "--param", "sample_bytes=200000"],
             "need 8 SPRAMs on the iCE40; the UP5K has 4",
         ),
@@ -217,18 +222,40 @@ def test_step_ms_is_the_digits_step_cycles_at_fmax(monkeypatch, capsys):
 
 def test_step_bench_carries_the_builds_datapath_params(monkeypatch):
     """run_for_build simulates the build's lanes, rank, update and datapath parameters
-    (mode, noise buffers, ...) with the bench's own maxima and memory sizes."""
-    from pentegg.benchmarks import accelerator_bench
+    (mode, noise buffers, ...) with the bench's own maxima and memory sizes: the design
+    handed to the simulator (faked here, with the counters of two batches) says so, and
+    the step is extrapolated from those counters."""
+    import json as _json
 
-    got = {}
-    monkeypatch.setattr(accelerator_bench, "run", lambda **kw: got.update(kw) or {})
+    from pentegg.benchmarks import accelerator_bench
+    from pentegg.sim import harness
+
+    built = {}
+
+    def fake_sim(module, params, testbench, **kw):
+        built.update(params)
+        recs = [
+            {
+                "batch": b,
+                "cycles": 100 * b + 50,
+                "eval_cycles": 100 * b,
+                "shape_cycles": 20,
+                "update_cycles": 30,
+                "bit_exact": True,
+            }
+            for b in kw["env"]["bench"]["batches"]
+        ]
+        Path(kw["env"]["bench_out"]).write_text(_json.dumps(recs))
+
+    monkeypatch.setattr(harness, "run", fake_sim)
     params = {"lanes": 1, "rank": 16, "update": "pentary", "mode": "quantized"}
     params |= {"noise_buffers": 2, "max_population": 64, "sample_bytes": 1024}
-    accelerator_bench.run_for_build(params)
-    assert got["lanes"] == 1 and got["rank"] == 16 and got["update"] == "pentary"
-    assert got["extra"] == params  # run() keeps only CARRIED_PARAMS of it
-    assert {"mode", "noise_buffers"} <= set(accelerator_bench.CARRIED_PARAMS)
-    assert "max_population" not in accelerator_bench.CARRIED_PARAMS
+    res = accelerator_bench.run_for_build(params, log=lambda s: None)
+    assert built["lanes"] == 1 and built["rank"] == 16 and built["update"] == "pentary"
+    assert built["mode"] == "quantized" and built["noise_buffers"] == 2
+    assert built["max_population"] == 256 and built["max_batch"] == 256  # the digits step
+    assert built["sample_bytes"] != 1024
+    assert res["cycles_per_step"] == 100 * 256 + 20 + 30  # eval extrapolated to batch 256
 
 
 def test_compact_block_within_the_lut4_target():

@@ -70,6 +70,25 @@ def stimulus(rng, depth, width, cycles, rom):
     return lines
 
 
+def simulate(tmp_path, dut, ports, tb: str, stim: list[str], models, defines=()) -> str:
+    """``dut`` as Verilog module ``top``, driven by testbench ``tb`` reading ``stim`` (one
+    line per cycle) from stim.txt, in Icarus with the primitive ``models``; its output."""
+    (tmp_path / "top.v").write_text(verilog.convert(dut, name="top", ports=ports, emit_src=False))
+    (tmp_path / "stim.txt").write_text("\n".join(stim) + "\n")
+    (tmp_path / "tb.v").write_text(tb)
+    env = {"PATH": sim_path()}
+    defs = [f"-D{d}" for d in defines]
+    subprocess.run(
+        ["iverilog", "-g2012", *defs, "-o", "sim.vvp", "tb.v", "top.v", *map(str, models)],
+        cwd=tmp_path,
+        check=True,
+        env=env,
+    )
+    return subprocess.run(
+        ["vvp", "-n", "sim.vvp"], cwd=tmp_path, capture_output=True, text=True, env=env
+    ).stdout
+
+
 TB = """
 `timescale 1ns/1ps
 module tb;
@@ -117,23 +136,10 @@ def test_dp16kd_form_equals_generic(tmp_path, width, depth, rom):
     init = [rng.getrandbits(width) for _ in range(depth)] if rom else None
     dut = Pair(width, depth, init)
     ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.r_en, dut.q_gen, dut.q_dp]
-    text = verilog.convert(dut, name="top", ports=ports, emit_src=False)
-    (tmp_path / "top.v").write_text(text)
     n = 3000
-    (tmp_path / "stim.txt").write_text("\n".join(stimulus(rng, depth, width, n, rom)) + "\n")
     ab = max(dut.gen.abits, 1) - 1
     tb = TB.format(ab=ab, wb=width - 1, n=n, stim=tmp_path / "stim.txt")
-    (tmp_path / "tb.v").write_text(tb)
-    env = {"PATH": sim_path()}
-    subprocess.run(
-        ["iverilog", "-g2012", "-o", "sim.vvp", "tb.v", "top.v", str(MODEL)],
-        cwd=tmp_path,
-        check=True,
-        env=env,
-    )
-    out = subprocess.run(
-        ["vvp", "-n", "sim.vvp"], cwd=tmp_path, capture_output=True, text=True, env=env
-    ).stdout
+    out = simulate(tmp_path, dut, ports, tb, stimulus(rng, depth, width, n, rom), [MODEL])
     assert f"RESULT checked={n - 3} bad=0" in out, out
 
 
@@ -231,37 +237,17 @@ def test_spram_form_equals_generic(tmp_path, width, depth):
     dut = SinglePair(width, depth)
     assert dut.sp.sprams() == -(-depth // (16384 * (2 if width <= 8 else 1)))
     ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.q_gen, dut.q_sp]
-    text = verilog.convert(dut, name="top", ports=ports, emit_src=False)
-    (tmp_path / "top.v").write_text(text)
     lines = [f"1 {a:x} {rng.getrandbits(width):x} 0" for a in range(depth)]
     for _ in range(4000):
         w_en = int(rng.random() < 0.4)
         lines.append(
             f"{w_en:x} {rng.randrange(depth):x} {rng.getrandbits(width):x} {rng.randrange(depth):x}"
         )
-    n = len(lines)
-    (tmp_path / "stim.txt").write_text("\n".join(lines) + "\n")
-    tb = SINGLE_TB.format(ab=dut.gen.abits - 1, wb=width - 1, n=n, stim=tmp_path / "stim.txt")
-    (tmp_path / "tb.v").write_text(tb)
-    env = {"PATH": sim_path()}
-    subprocess.run(
-        [
-            "iverilog",
-            "-g2012",
-            "-DNO_ICE40_DEFAULT_ASSIGNMENTS",
-            "-o",
-            "sim.vvp",
-            "tb.v",
-            "top.v",
-            str(ice40_cells_sim()),
-        ],
-        cwd=tmp_path,
-        check=True,
-        env=env,
+    tb = SINGLE_TB.format(
+        ab=dut.gen.abits - 1, wb=width - 1, n=len(lines), stim=tmp_path / "stim.txt"
     )
-    out = subprocess.run(
-        ["vvp", "-n", "sim.vvp"], cwd=tmp_path, capture_output=True, text=True, env=env
-    ).stdout
+    defines = ["NO_ICE40_DEFAULT_ASSIGNMENTS"]
+    out = simulate(tmp_path, dut, ports, tb, lines, [ice40_cells_sim()], defines)
     m = re.search(r"RESULT checked=(\d+) bad=(\d+)", out)
     assert m and int(m.group(1)) > 2000 and m.group(2) == "0", out
 
