@@ -72,6 +72,20 @@ DEVICES = {
 }
 
 
+#: Targets that replace the device's default for the whole trainer: issue 10's fmax target
+#: on the ECP5-85 (100 MHz). At the default 250 MHz nextpnr's router had not converged on
+#: the ULX3S build's 64-lane accelerator after 61 CPU-minutes (docs/resources.md).
+MODULE_FREQ: dict[tuple[str, str], int] = {
+    ("accelerator", "ecp5-85"): 100,
+    ("device", "ecp5-85"): 100,
+}
+
+
+def default_freq(module: str, device: str) -> int:
+    """The target nextpnr is given when ``--freq`` is not: per module and device."""
+    return MODULE_FREQ.get((module, device), DEVICES[device].default_freq)
+
+
 class SynthPlatform:
     """The stand-in platform modules are elaborated with for synthesis: it names the
     device family (``"ice40"`` or ``"ecp5"``), so that a module may instantiate that
@@ -366,13 +380,16 @@ def synthesize(
 ) -> SynthResult:
     """Synthesize ``module`` for ``device`` and place and route it (see module docstring).
 
-    ``freq`` (MHz) is the target given to nextpnr (default: per device, above what the
-    designs reach, so the figure is the tool's best effort); ``seed`` is nextpnr's seed.
+    ``freq`` (MHz) is the target given to nextpnr (default: :func:`default_freq`, per
+    device above what the designs reach, so the figure is the tool's best effort; the
+    trainer's is its issue's target); ``seed`` is nextpnr's seed.
     """
     full = resolved_params(module, params)
     work = Path(build_dir) if build_dir else _build_dir(module, device, full)
     work.mkdir(parents=True, exist_ok=True)
-    result = _synthesize(module, DEVICES[device], full, work, freq, seed)
+    result = _synthesize(
+        module, DEVICES[device], full, work, freq or default_freq(module, device), seed
+    )
     if not build_dir:  # a temporary directory is kept only when a tool failed
         shutil.rmtree(work, ignore_errors=True)
     return result
@@ -408,7 +425,7 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         lambda opt: f"read_rtlil wrapped.il; {dev.yosys}{opt} -top wrapped -json wrapped.json",
         flow,
     )
-    target = freq or dev.default_freq
+    target = freq
     placed = True
     path = None
     try:

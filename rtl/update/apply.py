@@ -81,11 +81,13 @@ class WeightUpdater(wiring.Component):
     v_waddr : Out(addr_bits), v_wdata : Out(signed(latent_bits)), v_wen : Out(1)
         Latent update only: write port of the latent memory.
 
-    Timing: ``done`` is high ``out * fan + 4`` cycles after the ``start`` cycle: one weight
-    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through four
-    pipeline stages (``Z`` to move; ``V`` or ``W``, read the cycle after ``Z``, updated
-    and saturated; ``V`` written and ``PQUANT`` as four comparisons of ``V`` with the
-    thresholds of ``latent_shift``; the digit packed and the word written).
+    Timing: ``done`` is high ``out * fan + 5`` cycles after the ``start`` cycle: one weight
+    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through five
+    pipeline stages (``Z`` into a shift register of ``lanes * z_bits`` flip-flops, so
+    that the block RAM's output meets no lane multiplexer; ``Z`` to move; ``V`` or ``W``,
+    read the cycle after the move, updated and saturated; ``V`` written and ``PQUANT`` as
+    four comparisons of ``V`` with the thresholds of ``latent_shift``; the digit packed
+    and the word written).
     Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
     after ``v_raddr``/``w_raddr``.
     """
@@ -170,7 +172,11 @@ class WeightUpdater(wiring.Component):
             with m.If(last):
                 m.d.sync += walking.eq(0)
 
-        # ---- stage 1: Z (read at stage 0) -> move; the V or W read is issued
+        # ---- stage 1: Z (read at stage 0) into a shift register. A Z word holds the
+        # entries of `lanes` consecutive weights (lane 0 first) and the walk takes them in
+        # that order, one per cycle, so the word is loaded at its lane 0 and shifted by one
+        # entry a cycle after: the entry of the weight in stage 1b is always the register's
+        # lowest, with no lane multiplexer after the block RAM's unregistered output.
         s1_valid = Signal()
         s1_last = Signal()
         s1_lane = Signal.like(lane)
@@ -185,13 +191,36 @@ class WeightUpdater(wiring.Component):
             s1_wi.eq(wi),
             s1_dpos.eq(dpos),
         ]
-        if latent:
-            m.d.comb += self.v_raddr.eq(s1_n)
-        else:
-            m.d.comb += self.w_raddr.eq(s1_wi)
-        z = Signal(signed(self.z_bits))
+        zb = self.z_bits
+        zsh = Signal(lanes * zb)
         zw = self.z_data.as_value()
-        m.d.comb += z.eq((zw.word_select(s1_lane, self.z_bits) if lanes > 1 else zw).as_signed())
+        if lanes > 1:
+            with m.If(s1_lane == 0):
+                m.d.sync += zsh.eq(zw)
+            with m.Else():
+                m.d.sync += zsh.eq(zsh[zb:])
+        else:
+            m.d.sync += zsh.eq(zw)
+
+        # ---- stage 1b: Z -> move; the V or W read is issued
+        s1b_valid = Signal()
+        s1b_last = Signal()
+        s1b_n = Signal(ab)
+        s1b_wi = Signal(ab)
+        s1b_dpos = Signal.like(dpos)
+        m.d.sync += [
+            s1b_valid.eq(s1_valid),
+            s1b_last.eq(s1_last),
+            s1b_n.eq(s1_n),
+            s1b_wi.eq(s1_wi),
+            s1b_dpos.eq(s1_dpos),
+        ]
+        if latent:
+            m.d.comb += self.v_raddr.eq(s1b_n)
+        else:
+            m.d.comb += self.w_raddr.eq(s1b_wi)
+        z = Signal(signed(zb))
+        m.d.comb += z.eq(zsh[:zb].as_signed())
         # PQUANT(V, q) thresholds on |V|, fixed for a run: t1 = 2^(q-1), t2 = 3 * 2^(q-1)
         # (q = 0: 1 and 2), from a table at start
         if latent:
@@ -218,7 +247,7 @@ class WeightUpdater(wiring.Component):
         with m.Elif(z < th_neg):
             m.d.comb += move.eq(-1)
 
-        # ---- stage 2: the move applied to V (or W), read at stage 1
+        # ---- stage 2: the move applied to V (or W), read at stage 1b
         s2_valid = Signal()
         s2_last = Signal()
         s2_move = Signal(signed(2))
@@ -226,12 +255,12 @@ class WeightUpdater(wiring.Component):
         s2_wi = Signal(ab)
         s2_dpos = Signal.like(dpos)
         m.d.sync += [
-            s2_valid.eq(s1_valid),
-            s2_last.eq(s1_last),
+            s2_valid.eq(s1b_valid),
+            s2_last.eq(s1b_last),
             s2_move.eq(move),
-            s2_n.eq(s1_n),
-            s2_wi.eq(s1_wi),
-            s2_dpos.eq(s1_dpos),
+            s2_n.eq(s1b_n),
+            s2_wi.eq(s1b_wi),
+            s2_dpos.eq(s1b_dpos),
         ]
         # stage 2 gives the new V (latent) or the new W digit (pentary) to stage 3
         s3_valid = Signal()
