@@ -63,7 +63,7 @@ ROWS: list[tuple[str, str, list[str]]] = [
     *[
         (
             "evaluator-cycles",
-            f"lanes {lanes}, {inputs} inputs, noise buffers {nb}",
+            f"lanes {lanes}, {inputs} inputs, noise buffers {nb}, batch 16",
             [
                 "bench",
                 "evaluator",
@@ -79,6 +79,35 @@ ROWS: list[tuple[str, str, list[str]]] = [
             ],
         )
         for nb in (1, 2)
+        for inputs in ("shared", "member")
+        for lanes in (8, 16)
+    ],
+    # issue 9's throughput target (>= 0.90 at lanes 8 and 16, batch >= 16, both modes,
+    # both input kinds): a finalizer per 4 lanes and the next round's noise made during
+    # this one
+    *[
+        (
+            "evaluator-cycles",
+            f"lanes {lanes}, {inputs} inputs, {mode}, group 4, noise buffers 2, batch {batch}",
+            [
+                "bench",
+                "evaluator",
+                "--lanes",
+                str(lanes),
+                "--batch",
+                str(batch),
+                "--mode",
+                mode,
+                "--inputs",
+                inputs,
+                "--group",
+                "4",
+                "--noise-buffers",
+                "2",
+                "--json",
+            ],
+        )
+        for mode, batch in (("lowrank", 16), ("quantized", 16), ("quantized", 32))
         for inputs in ("shared", "member")
         for lanes in (8, 16)
     ],
@@ -224,7 +253,7 @@ HEADERS = {
         "command",
     ),
     "evaluator-cycles": _header(
-        "configuration (digits network, population 256, batch 16)",
+        "configuration (digits network 64-64-10, population 256, rank 4)",
         "cycles",
         "ideal",
         "throughput_ratio",
