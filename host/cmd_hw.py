@@ -212,9 +212,10 @@ def run_synth(args) -> int:
         print("fmax     none: the design does not fit the device")
         print(f"needs    with the registered test wrapper: {wrapped}")
     if r.flow != "default":
+        how = {"abc": "the classic ABC", "abc9-dff": "ABC9 -dff"}.get(r.flow, r.flow)
         print(
-            "note     mapped with `-dff`: Yosys's default ABC9 run failed on this module "
-            "(YoWASP Yosys 0.70; docs/resources.md)"
+            f"note     LUTs mapped with {how}: Yosys's default ABC9 run failed on this "
+            "module (YoWASP Yosys 0.70; docs/resources.md)"
         )
     record = r.as_json()
     if args.module in BOARD_MODULES:

