@@ -84,10 +84,10 @@ class WeightUpdater(wiring.Component):
     Timing: ``done`` is high ``out * fan + 5`` cycles after the ``start`` cycle: one weight
     per cycle (a ``V`` write per cycle, a ``W`` word write every five) through five
     pipeline stages (``Z`` into a shift register of ``lanes * z_bits`` flip-flops, so
-    that the block RAM's output meets no lane multiplexer; ``Z`` to move; ``V`` or ``W``,
-    read the cycle after the move, updated and saturated; ``V`` written and ``PQUANT`` as
+    that the block RAM's output meets no lane multiplexer; ``Z`` to move while ``V`` or
+    ``W`` is read into a register; the move applied, saturated; ``V`` written and ``PQUANT`` as
     four comparisons of ``V`` with the thresholds of ``latent_shift``; the digit packed
-    and the word written).
+    and the word written). No memory's read data meets logic before a register.
     Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
     after ``v_raddr``/``w_raddr``.
     """
@@ -202,7 +202,7 @@ class WeightUpdater(wiring.Component):
         else:
             m.d.sync += zsh.eq(zw)
 
-        # ---- stage 1b: Z -> move; the V or W read is issued
+        # ---- stage 1b: Z -> move; the V or W word read at stage 1 registered
         s1b_valid = Signal()
         s1b_last = Signal()
         s1b_n = Signal(ab)
@@ -215,10 +215,16 @@ class WeightUpdater(wiring.Component):
             s1b_wi.eq(s1_wi),
             s1b_dpos.eq(s1_dpos),
         ]
+        # the V (or W) read is issued at stage 1 and its data registered here, so that
+        # the latent or weight memory's unregistered output meets no adder
         if latent:
-            m.d.comb += self.v_raddr.eq(s1b_n)
+            m.d.comb += self.v_raddr.eq(s1_n)
+            s2_old = Signal(signed(self.latent_bits))
+            m.d.sync += s2_old.eq(self.v_rdata)
         else:
-            m.d.comb += self.w_raddr.eq(s1b_wi)
+            m.d.comb += self.w_raddr.eq(s1_wi)
+            s2_old = Signal(16)
+            m.d.sync += s2_old.eq(self.w_rdata)
         z = Signal(signed(zb))
         m.d.comb += z.eq(zsh[:zb].as_signed())
         # PQUANT(V, q) thresholds on |V|, fixed for a run: t1 = 2^(q-1), t2 = 3 * 2^(q-1)
@@ -247,7 +253,7 @@ class WeightUpdater(wiring.Component):
         with m.Elif(z < th_neg):
             m.d.comb += move.eq(-1)
 
-        # ---- stage 2: the move applied to V (or W), read at stage 1b
+        # ---- stage 2: the move applied to V (or W)
         s2_valid = Signal()
         s2_last = Signal()
         s2_move = Signal(signed(2))
@@ -277,7 +283,7 @@ class WeightUpdater(wiring.Component):
         if latent:
             vmax = (1 << (self.latent_bits - 1)) - 1
             vsum = Signal(signed(self.latent_bits + 1))
-            m.d.comb += vsum.eq(self.v_rdata + s2_move)
+            m.d.comb += vsum.eq(s2_old + s2_move)
             s3_v = Signal(signed(self.latent_bits))
             m.d.sync += s3_v.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
             s3_n = Signal(ab)
@@ -301,7 +307,7 @@ class WeightUpdater(wiring.Component):
                 self.v_wen.eq(s3_valid),
             ]
         else:
-            old = self.w_rdata.word_select(s2_dpos, 3).as_signed()
+            old = s2_old.word_select(s2_dpos, 3).as_signed()
             wsum = Signal(signed(4))
             m.d.comb += wsum.eq(old + s2_move)
             s3_code = Signal(3)
