@@ -1,14 +1,14 @@
-"""ULX3S-85F (LFE5U-85F-6BG381): the core at 40 MHz, the host link at 2 Mbaud.
+"""ULX3S-85F (LFE5U-85F-6BG381): the core at 45 MHz, the host link at 3 Mbaud.
 
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
-  core clock, 40 MHz by default (CLKI_DIV 5, CLKFB_DIV 8, CLKOP_DIV 15, CLKOP_CPHASE 7,
-  from ``ecppll -i 25 -o 40``; VCO 600 MHz). ``--param clock_mhz=N`` picks another of
-  :data:`CLOCKS` (30, 40, 45, 75 MHz); the Device reaches 45-48 MHz (docs/boards.md), so
-  40 MHz is the default.
+  core clock, 45 MHz by default (CLKI_DIV 5, CLKFB_DIV 9, CLKOP_DIV 13, CLKOP_CPHASE 6,
+  from ``ecppll -i 25 -o 45``; VCO 585 MHz). ``--param clock_mhz=N`` picks another of
+  :data:`CLOCKS` (30, 40, 45, 75 MHz); the Device reaches 65 MHz at 64 lanes
+  (docs/boards.md), and 75 MHz is out of reach, so 45 MHz is the default.
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
-  the FT231X makes exactly that divides the clock: 2 Mbaud at 40 MHz (20 clocks per bit),
-  3 Mbaud at 30, 45 and 75 MHz. 25 MHz itself has no exact divisor for 2 or 3 Mbaud,
-  hence the PLL.
+  the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit)
+  and 75 MHz, 2 Mbaud at 40 MHz (20 clocks per bit). 25 MHz itself has no exact divisor
+  for 2 or 3 Mbaud, hence the PLL.
 * LEDs ``led#0-7``: 0 heartbeat, 1 busy, 2 error, 3 rx activity, 4 tx activity, 7 reset.
 
 docs/boards.md explains the choices.
@@ -28,7 +28,7 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
-#: pairs in 2 rounds), the largest that fits and meets the 40 MHz clock (43.6 MHz; 128
+#: pairs in 2 rounds), the largest that fits and meets the 45 MHz clock (65.0 MHz; 128
 #: lanes would need more block RAM than the device has; docs/boards.md).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
@@ -56,7 +56,7 @@ CLOCKS: dict[int, ClockChoice] = {
     45: ClockChoice(45_000_000, 3_000_000, _pll(5, 9, 13, 6)),  # VCO 585 MHz, 15 per bit
     75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
 }
-DEFAULT_CLOCK_MHZ = 40
+DEFAULT_CLOCK_MHZ = 45
 
 
 class ULX3STop(BoardTop):

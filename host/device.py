@@ -480,12 +480,15 @@ def _silence(obj, seen=None) -> None:
 
 
 def _open_serial_any_rate(spec: str, timeout: float) -> Device:
-    """``serial:PORT`` without a rate: the board builds' rates, tried in turn until the
-    device answers INFO (a wrong rate gives garbled bytes, which INFO's CRC rejects)."""
+    """``serial:PORT`` without a rate: the board builds' default rates, then the rates of
+    their other clocks (``--param clock_mhz``), tried in turn until the device answers
+    INFO (a wrong rate gives garbled bytes, which INFO's CRC rejects)."""
     from .boards import boards
     from .transport import open_transport
 
-    rates = sorted({b.baud for b in boards().values()}, reverse=True)
+    defaults = sorted({b.baud for b in boards().values()}, reverse=True)
+    others = {c.baud for b in boards().values() for c in b.clocks.values()}
+    rates = defaults + sorted(others - set(defaults), reverse=True)
     for baud in rates:
         dev = Device(open_transport(f"{spec}@{baud}"), timeout=0.3, retries=1, name=spec)
         try:
