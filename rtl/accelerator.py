@@ -519,11 +519,14 @@ class Accelerator(wiring.Component):
         ]
         rd_data["logits"] = rp.data.as_signed()
 
-        # host reads: one cycle after mem_ren, from the selected memory's read port
+        # host reads: each memory's read data registered, then the selected one (the
+        # decoder samples it two cycles after mem_ren; the address is held meanwhile)
         sel_d = Signal.like(host_sel)
         m.d.sync += sel_d.eq(host_sel)
         with m.Switch(sel_d):
             for name, value in rd_data.items():
+                reg = Signal.like(value, name=f"host_{name}")
+                m.d.sync += reg.eq(value)
                 with m.Case(MEMORIES[name]):
-                    m.d.comb += dec.mem_rdata.eq(value)  # sign-extended if signed
+                    m.d.comb += dec.mem_rdata.eq(reg)  # sign-extended if signed
         return m

@@ -53,7 +53,9 @@ class CommandDecoder(wiring.Component):
         Register file ports (read combinational).
     mem_sel : Out(4), mem_addr : Out(24), mem_wdata : Out(32), mem_wen : Out(1),
     mem_ren : Out(1), mem_rdata : In(32)
-        Host memory port; ``mem_rdata`` is valid one cycle after ``mem_ren``.
+        Host memory port; ``mem_rdata`` is sampled two cycles after ``mem_ren`` (the
+        address held), so the memories' read data can be registered before the host's
+        select of them (no block RAM output meets that multiplexer unregistered).
     run : Out(1), run_kind : Out(4)
         Strobe: start a run of ``run_kind``.
     bad_command : Out(1)
@@ -144,7 +146,9 @@ class CommandDecoder(wiring.Component):
             with m.State("RADDR"):
                 m.d.comb += self.mem_ren.eq(~self.busy)
                 with m.If(~self.busy):
-                    m.next = "RDATA"
+                    m.next = "RWAIT"
+            with m.State("RWAIT"):
+                m.next = "RDATA"
             with m.State("RDATA"):
                 m.d.sync += rdata.eq(self.mem_rdata)
                 m.next = "RSEND"
