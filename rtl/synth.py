@@ -235,7 +235,7 @@ def _synth_commands(dev: Device, top: str) -> dict[str, str]:
       LUT4 and PFU wide-mux cells) in place of ABC9's ``map_luts`` step. The ABC9 of the
       YoWASP Yosys 0.70 build exits with status 1 and no message on some netlists (the
       16-lane accelerator at 2b545e5); ``-dff`` got past that on small blocks, but on
-      the accelerator it had not finished after 36 minutes, where this flow takes half a
+      the accelerator it had not finished after 22 minutes, where this flow takes half a
       minute.
     * ``abc9-dff``: ABC9 across the flip-flops (``-dff``; it got the bare
       CompactLowRankGenerator at rank 16 through). Its LUT4 counts are a little lower.
