@@ -36,6 +36,7 @@ CARRIED_PARAMS = (
     "noise_depth",
     "mem_latency",
     "noise_buffers",
+    "e_generators",
     "latent_bits",
 )
 

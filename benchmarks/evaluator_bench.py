@@ -44,6 +44,7 @@ def run(
     digits: str = "binomial",
     group: int | None = None,
     noise_buffers: int = 1,
+    e_generators: int = 1,
     simulator: str = "verilator",
     seed: int = 0,
     log=print,
@@ -59,6 +60,7 @@ def run(
         "digits": digits,
         "mode": mode,
         "noise_buffers": noise_buffers,
+        "e_generators": e_generators,
     }
     if group is not None:
         params["group"] = group
@@ -113,6 +115,7 @@ def run(
         "group": ep.group_lanes,
         "finalizers": ep.finalizers,
         "noise_buffers": noise_buffers,
+        "e_generators": e_generators,
         "cycles": cycles,
         "inference_macs": macs,
         "ideal_cycles": ideal,

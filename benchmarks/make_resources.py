@@ -111,6 +111,35 @@ ROWS: list[tuple[str, str, list[str]]] = [
         for inputs in ("shared", "member")
         for lanes in (8, 16)
     ],
+    # quantized mode with two E generators: the round's fill in half the time
+    *[
+        (
+            "evaluator-cycles",
+            f"lanes {lanes}, {inputs} inputs, quantized, group 4, noise buffers 2, "
+            "2 E generators, batch 16",
+            [
+                "bench",
+                "evaluator",
+                "--lanes",
+                str(lanes),
+                "--batch",
+                "16",
+                "--mode",
+                "quantized",
+                "--inputs",
+                inputs,
+                "--group",
+                "4",
+                "--noise-buffers",
+                "2",
+                "--e-generators",
+                "2",
+                "--json",
+            ],
+        )
+        for inputs in ("shared", "member")
+        for lanes in (8, 16)
+    ],
 ]
 
 

@@ -47,6 +47,14 @@ def add_evaluator_suite(suites) -> None:
         default=1,
         help="copies of the noise banks: 2 fills the next round during this one (default 1)",
     )
+    e.add_argument(
+        "--e-generators",
+        type=int,
+        choices=(1, 2, 3, 4),
+        default=1,
+        help="quantized mode: E generators filling that many lanes at once, at most "
+        "--lanes (default 1)",
+    )
     e.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
     e.add_argument("--seed", type=int, default=0, help="data and simulation seed (default 0)")
     e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
@@ -69,6 +77,21 @@ def run_evaluator(args) -> int:
         from .benchmarks import evaluator_bench, timing
     except ImportError as e:
         raise UsageError(f"the hardware extras are not installed ({e.name})") from None
+    from .rtl.evaluator.params import EvaluatorParams
+
+    try:  # the build's parameters, checked before anything is built
+        EvaluatorParams(
+            lanes=args.lanes,
+            max_layers=len(args.layers) - 1,
+            max_width=max(args.layers),
+            rank=args.rank,
+            mode=args.mode,
+            group=args.group,
+            noise_buffers=args.noise_buffers,
+            e_generators=args.e_generators,
+        ).check()
+    except ValueError as e:
+        raise UsageError(f"bad build parameter: {e}") from None
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     load = timing.load_average()
     res = evaluator_bench.run(
@@ -81,6 +104,7 @@ def run_evaluator(args) -> int:
         rank=args.rank,
         group=args.group,
         noise_buffers=args.noise_buffers,
+        e_generators=args.e_generators,
         simulator=args.simulator,
         seed=args.seed,
         log=log,

@@ -86,6 +86,7 @@ EVALUATOR_PARAMS = {
     "max_batch": "int",
     "mem_latency": "int",
     "noise_buffers": "int",
+    "e_generators": "int",
 }
 
 ACCELERATOR_PARAMS = {

@@ -2,7 +2,8 @@
 
 Six Icarus builds, three in each perturbation mode (low-rank: lanes 1, 8, 2, ranks 4, 4,
 16; quantized: lanes 2, 4, 3, ranks 1, 16, 4; binomial and uniform digits; one to three
-layers; group sizes; memory latency 1 and 2) run five random run-time configurations
+layers; group sizes; memory latency 1 and 2; one, four and two E generators in the
+quantized builds) run five random run-time configurations
 each: thirty per run, each with random layer widths from 1 to the maximum
 (1 and odd widths favoured), a population that is usually not a multiple of
 ``2 * lanes``, random shifts, margin, seed and step, weights with the +-2 extremes,
@@ -34,6 +35,7 @@ ICARUS_BUILDS = [
         "digits": "binomial",
         "group": 2,
         "mode": "quantized",
+        "e_generators": 4,
     },
     {"lanes": 8, "max_layers": 2, "max_width": 12, "rank": 4, "digits": "uniform"},
     {
@@ -44,6 +46,7 @@ ICARUS_BUILDS = [
         "digits": "binomial",
         "mem_latency": 1,
         "mode": "quantized",
+        "e_generators": 2,
     },
     {"lanes": 2, "max_layers": 1, "max_width": 5, "rank": 16, "digits": "uniform"},
 ]

@@ -102,7 +102,8 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
     """Every member evaluates ``x . (W + sign E)^T`` with ``E = PQUANT(A B^T, f)``
     (golden's ``Noise.e``): scores (shared) or logits (per member) equal golden's.
     Weights are random with a +-2 row and column, one input row saturates (+-127), and
-    small shifts make hidden activations and logits saturate."""
+    small shifts make hidden activations and logits saturate. One, two and four E
+    generators fill the noise banks."""
     layers, pop, rank, lanes, shared, sigma, digits = QUANTIZED_CASES[case]
     rng = np.random.default_rng(harness.pick_seed(f"evaluator quantized {case}"))
     nl = len(layers) - 1
@@ -149,6 +150,7 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
         digits=digits,
         mem_latency=int(rng.integers(1, 5)),
         noise_buffers=1 + case % 2,
+        e_generators=min(lanes, 1 + case % 4),  # 1, 2 and 4 E generators
     )
     res = run_amaranth(job, dut, max_cycles=300_000)
     assert res["error"] == 0

@@ -67,7 +67,7 @@ class PopulationEvaluator(wiring.Component):
     Parameters
     ----------
     lanes, max_layers, max_width, rank, mode, digits, group, noise_depth, max_batch,
-    mem_latency, noise_buffers
+    mem_latency, noise_buffers, e_generators
         Elaboration parameters: :class:`~pentegg.rtl.evaluator.params.EvaluatorParams`
         (ranges there; a bad value raises ``ValueError`` naming it).
 
@@ -115,6 +115,7 @@ class PopulationEvaluator(wiring.Component):
         max_batch: int = 1024,
         mem_latency: int = 2,
         noise_buffers: int = 1,
+        e_generators: int = 1,
     ):
         self.params = p = EvaluatorParams(
             lanes=lanes,
@@ -128,6 +129,7 @@ class PopulationEvaluator(wiring.Component):
             max_batch=max_batch,
             mem_latency=mem_latency,
             noise_buffers=noise_buffers,
+            e_generators=e_generators,
         ).check()
         self.noise_bits = ceil_log2(p.noise_bank_depth)
         # worst case of the weight memory: every layer max_width x (max_width + 1)
@@ -198,6 +200,7 @@ class PopulationEvaluator(wiring.Component):
                 max_width=p.max_width,
                 width_bits=p.width_bits + 1,
                 addr_bits=nbits,
+                generators=p.e_generators,
             )
         else:
             m.submodules.fill = fill = NoiseFill(
@@ -261,11 +264,20 @@ class PopulationEvaluator(wiring.Component):
             if p.noise_buffers == 2:
                 rd_addr, wr_addr = Cat(rd_addr, seq.nbuf), Cat(wr_addr, seq.fill_buf)
             m.d.comb += [rp.addr.eq(rd_addr), rp.en.eq(1), wp.addr.eq(wr_addr)]
-            if quant:  # one digit of one lane's field: E[i, k] of lane w_lane
+            if quant:  # one digit of each of lanes w_lane .. w_lane + G - 1: E[i, k]
+                G = fill.generators
+                wr = fill.w_en & (fill.w_bank == b)
                 m.d.comb += [
-                    wp.data.eq(Cat(*([fill.w_e] * (2 * L)))),
+                    wp.data.eq(Cat(*(fill.w_e[j % G] for j in range(L) for _ in range(2)))),
                     wp.en.eq(
-                        Mux(fill.w_en & (fill.w_bank == b), 1 << Cat(fill.w_digit, fill.w_lane), 0)
+                        Cat(
+                            wr
+                            & (fill.w_lane == j - j % G)
+                            & fill.w_valid[j % G]
+                            & (fill.w_digit == d)
+                            for j in range(L)
+                            for d in range(2)
+                        )
                     ),
                 ]
             else:

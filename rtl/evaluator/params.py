@@ -73,6 +73,12 @@ class EvaluatorParams:
         1 or 2 copies of the noise banks. With 2 the next round's noise is generated
         while the current round runs (no fill between rounds), for twice the noise
         block RAM.
+    e_generators : int
+        Quantized mode: E generators of the fill, 1..min(4, lanes) (default 1). ``G``
+        generators fill ``G`` lanes at once (one keyer, ``G`` LRGEN/LRMUL lanes in
+        lockstep, one write of ``G`` lanes' digits per cycle), so a round's fill takes
+        about ``1 / G`` of the time, for ``G - 1`` more generators (each a B RAM and a
+        PQUANT ROM). Low-rank builds ignore it.
     """
 
     lanes: int = 4
@@ -86,6 +92,7 @@ class EvaluatorParams:
     max_batch: int = 1024
     mem_latency: int = 2
     noise_buffers: int = 1
+    e_generators: int = 1
     _derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     def check(self) -> EvaluatorParams:
@@ -102,6 +109,7 @@ class EvaluatorParams:
         check_int("max_batch", self.max_batch, 1, 65535)
         check_int("mem_latency", self.mem_latency, 1, 4)
         check_int("noise_buffers", self.noise_buffers, 1, 2)
+        check_int("e_generators", self.e_generators, 1, min(4, self.lanes))
         return self
 
     # -------------------------------------------------------------------- structure
@@ -221,4 +229,5 @@ class EvaluatorParams:
             "max_batch": self.max_batch,
             "mem_latency": self.mem_latency,
             "noise_buffers": self.noise_buffers,
+            "e_generators": self.e_generators,
         }
