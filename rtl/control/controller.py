@@ -153,15 +153,29 @@ class Controller(wiring.Component):
         m.d.comb += self.phase.eq(phase_r)
         codes = {"EVAL": 1, "SHAPE": 2, "VOTE": 3, "APPLY": 4, "INIT": 5}
 
+        # the blocks' start strobes are flip-flops set with the transition into their
+        # phase (high in the phase's first state, as a decode of the state would be): each
+        # fans out to a whole block's registers, so no logic sits before that fan-out
+        strobe = {name: Signal(name=f"{name.lower()}_strobe") for name in codes}
+        m.d.sync += [s.eq(0) for s in strobe.values()]
+        m.d.comb += [
+            self.ev_start.eq(strobe["EVAL"]),
+            self.sh_start.eq(strobe["SHAPE"]),
+            self.vote_start.eq(strobe["VOTE"]),
+            self.apply_start.eq(strobe["APPLY"]),
+            self.init_start.eq(strobe["INIT"]),
+        ]
+
         def goto(name):
             m.next = name
             m.d.sync += phase_r.eq(codes.get(name, 0))
+            if name in strobe:
+                m.d.sync += strobe[name].eq(1)
 
-        def phase(name, start, busy, nxt, code):
-            """States NAME (strobe ``start``), NAME_1 (one cycle), NAME_W (until idle)."""
-            assert codes[name] == code
+        def phase(name, busy, nxt):
+            """States NAME (its block's start strobe), NAME_1 (one cycle), NAME_W (until
+            idle)."""
             with m.State(name):
-                m.d.comb += start.eq(1)
                 m.next = name + "_1"
             with m.State(name + "_1"):
                 m.next = name + "_W"
@@ -251,11 +265,11 @@ class Controller(wiring.Component):
                             goto("INIT")
                         with m.Default():
                             fail(12)
-            phase("EVAL", self.ev_start, self.ev_busy, after_eval, 1)
-            phase("SHAPE", self.sh_start, self.sh_busy, after_shape, 2)
-            phase("VOTE", self.vote_start, self.vote_busy, after_vote, 3)
-            phase("APPLY", self.apply_start, self.apply_busy, after_apply, 4)
-            phase("INIT", self.init_start, self.init_busy, to_idle, 5)
+            phase("EVAL", self.ev_busy, after_eval)
+            phase("SHAPE", self.sh_busy, after_shape)
+            phase("VOTE", self.vote_busy, after_vote)
+            phase("APPLY", self.apply_busy, after_apply)
+            phase("INIT", self.init_busy, to_idle)
             with m.State("NEXT"):
                 m.d.comb += self.step_wr.eq(1)
                 m.d.sync += [
