@@ -169,16 +169,28 @@ def e_image(cfg: Config, step: int, pair: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 # --------------------------------------------------------------------------- schedule
-def schedule(n_layers: int, shared: bool, rank: int) -> list[tuple[str, int, int]]:
+#: The sign of a layer block that serves both members of the pair.
+BOTH = 2
+
+
+def schedule(
+    n_layers: int, shared: bool, rank: int, lowrank: bool = True
+) -> list[tuple[str, int, int]]:
     """Blocks of one sample, in the order the lanes run them: ``("U", sign, q)`` u-row
     passes and ``("L", sign, layer)`` layer blocks; sign 0 is member ``2j``, 1 is
     ``2j+1``. Every layer block of a member comes two blocks after the one it depends
-    on, so the finalizer drains one while the lanes run the other."""
+    on, so the finalizer drains one while the lanes run the other; but with shared
+    inputs in low-rank mode layer 0 is one block for both members (sign ``BOTH``: the
+    same ``x . W^T``, the finalizer makes both members' outputs from it), and member
+    ``2j``'s layer 1 comes right after it."""
     blocks: list[tuple[str, int, int]] = []
     for s in (0,) if shared else (0, 1):
         blocks += [("U", s, q) for q in range(-(-rank // 2))]
     for l in range(n_layers):
-        blocks += [("L", 0, l), ("L", 1, l)]
+        if l == 0 and shared and lowrank:
+            blocks.append(("L", BOTH, 0))
+        else:
+            blocks += [("L", 0, l), ("L", 1, l)]
     return blocks
 
 
@@ -188,7 +200,7 @@ def schedule_cycles(cfg: Config, batch: int, lanes: int, shared: bool) -> dict:
     rounds = -(-cfg.pairs // lanes)
     lay = layout(cfg.layers, cfg.rank)
     per_sample = 0
-    for kind, _s, x in schedule(cfg.n_layers, shared, cfg.rank):
+    for kind, _s, x in schedule(cfg.n_layers, shared, cfg.rank, cfg.mode == "lowrank"):
         if kind == "U":
             per_sample += cfg.layers[0]
         else:

@@ -5,7 +5,14 @@ import pytest
 
 from pentegg.golden import Config, init_state, lrgen, make_noise, population_forward
 from pentegg.golden.fitness import classification_scores
-from pentegg.sim.evaluator_model import evaluate, layout, noise_image, schedule, schedule_cycles
+from pentegg.sim.evaluator_model import (
+    BOTH,
+    evaluate,
+    layout,
+    noise_image,
+    schedule,
+    schedule_cycles,
+)
 
 
 def _random_config(rng) -> Config:
@@ -66,16 +73,28 @@ def test_noise_image_holds_every_digit_of_the_pair_once():
 
 
 def test_every_layer_block_comes_two_blocks_after_the_one_it_needs():
+    """... or, after layer 0's block for both members (shared inputs, low-rank), one
+    (member 2j's layer 1) or two blocks after it."""
     for shared in (True, False):
-        blocks = schedule(3, shared, 4)
-        for i, (kind, s, l) in enumerate(blocks):
-            if kind == "L" and l > 0:
-                assert blocks.index(("L", s, l - 1)) == i - 2
+        for lowrank in (True, False):
+            blocks = schedule(3, shared, 4, lowrank)
+            for i, (kind, s, l) in enumerate(blocks):
+                if kind == "L" and l > 0:
+                    if ("L", BOTH, l - 1) in blocks:
+                        assert blocks.index(("L", BOTH, l - 1)) == i - 1 - s
+                    else:
+                        assert blocks.index(("L", s, l - 1)) == i - 2
+            l0 = [b for b in blocks if b[0] == "L" and b[2] == 0]
+            assert l0 == ([("L", BOTH, 0)] if shared and lowrank else [("L", 0, 0), ("L", 1, 0)])
 
 
 def test_schedule_cycles_of_the_digits_network():
-    """64-64-10, rank 4: 32 + 5 passes of 64 cycles per member, u-rows 2 x 64."""
+    """64-64-10, rank 4: 32 + 5 passes of 64 cycles per member, u-rows 2 x 64 per
+    member (per-member inputs); with shared inputs layer 0's 32 passes serve the pair."""
     cfg = Config().validate()
     c = schedule_cycles(cfg, batch=16, lanes=16, shared=False)
     assert c["lane_cycles_per_sample"] == 2 * (32 * 64 + 5 * 64) + 2 * 2 * 64
     assert c["rounds"] == 8
+    # shared inputs: one u-row block, and layer 0 once for the pair
+    c = schedule_cycles(cfg, batch=16, lanes=16, shared=True)
+    assert c["lane_cycles_per_sample"] == 32 * 64 + 2 * 5 * 64 + 2 * 64

@@ -41,6 +41,11 @@ and the margin states in bank ``L % 2``). An op goes through four windows of ``T
   into the next window), or the margin state is updated (read in the first cycle, the
   new state registered in the third, written and its score term pushed in the fourth).
 
+A record for *both* members (shared inputs, low-rank layer 0: the lanes' sums ``x . W^T``
+are the same for members ``2j`` and ``2j+1``) gives ``2 G`` ops: member ``2j``'s (sign
+0) and then member ``2j+1``'s (sign 1, its own hidden region) from the same captures,
+which are consumed by the last of them; its BIAS ops likewise come twice.
+
 An op enters P only if the u bank it reads is written by no op ahead of it (a few bubbles
 at layer transitions), and, if it emits logits or a score term, only if the output FIFO
 has room reserved for it: the pipeline never stalls.
@@ -74,6 +79,7 @@ def record_layout(p: EvaluatorParams, addr_bits: int) -> data.StructLayout:
         {
             "kind": 2,  # KIND_STORE (u-row pass) or KIND_ACT (layer pass)
             "s": 1,  # member sign: 0 for member 2j, 1 for 2j+1
+            "both": 1,  # the sums serve both members (shared inputs, low-rank layer 0)
             "us": 1,  # the member whose u vectors are read (0 for both in shared mode L0)
             "layer": 3,
             "t": p.width_bits,  # row pair: rows 2t and 2t+1
@@ -188,7 +194,8 @@ class Finalizer(wiring.Component):
         No record waiting, no op in flight.
 
     Throughput: one op (one lane, both rows) per ``T`` cycles; a pass of ``G`` lanes
-    takes ``G * T`` cycles plus BIAS ops and bubbles at layer transitions.
+    takes ``G * T`` cycles (``2 G T`` for a record for both members) plus BIAS ops and
+    bubbles at layer transitions.
     """
 
     def __init__(self, p: EvaluatorParams, addr_bits: int, fifo_depth: int = 4):
@@ -251,6 +258,7 @@ class Finalizer(wiring.Component):
         m.d.comb += head.eq(q.r_data)
         iss_i = Signal(range(G + 1))
         iss_bias = Signal()  # issuing the BIAS ops of the head record
+        iss_s = Signal()  # a record for both members: issuing member 2j+1's ops
         new = Signal(op_layout)
         m.d.comb += [
             new.valid.eq(q.r_rdy),
@@ -261,6 +269,14 @@ class Finalizer(wiring.Component):
         with m.If(iss_bias):
             # the bias row pair follows the layer's last pair
             m.d.comb += new.rec.naddr.eq(head.naddr + r)
+        with m.If(iss_s):
+            # member 2j+1's ops of a record for both: its sign, its hidden region (the
+            # sequencer gives member 2j's; the sign is the region's bit 0, or bit 1 when
+            # regions alternate with the layer too)
+            m.d.comb += [
+                new.rec.s.eq(1),
+                new.rec.hidden_region.eq(head.hidden_region + (1 if p.regions == 4 else 2)),
+            ]
 
         def reads_u(op):  # the bank it reads in P, or None
             return op.kind == KIND_ACT
@@ -293,20 +309,27 @@ class Finalizer(wiring.Component):
         t_room = (tq.level + t_res + 1) <= self.fifo_depth
         go = last_wc & new.valid & ~hazard & (~makes_logits | l_room) & (~makes_term | t_room)
 
+        # a record's ops: lanes 0..G-1 (of member 2j, then of 2j+1 for a record for both),
+        # then likewise its BIAS ops if any
         last_op = iss_i == G - 1
-        rec_done = go & last_op & (iss_bias | ~head.bias_after)
+        last_member = iss_s | ~head.both
+        rec_done = go & last_op & last_member & (iss_bias | ~head.bias_after)
         m.d.comb += q.r_en.eq(rec_done)
         with m.If(go):
             with m.If(last_op):
                 m.d.sync += iss_i.eq(0)
-                with m.If(~iss_bias & head.bias_after):
-                    m.d.sync += iss_bias.eq(1)
+                with m.If(~last_member):
+                    m.d.sync += iss_s.eq(1)
                 with m.Else():
-                    m.d.sync += iss_bias.eq(0)
+                    m.d.sync += iss_s.eq(0)
+                    with m.If(~iss_bias & head.bias_after):
+                        m.d.sync += iss_bias.eq(1)
+                    with m.Else():
+                        m.d.sync += iss_bias.eq(0)
             with m.Else():
                 m.d.sync += iss_i.eq(iss_i + 1)
         # the last op of a record that reads captures has taken them at its P window start
-        m.d.comb += self.consumed.eq(go & last_op & ~iss_bias)
+        m.d.comb += self.consumed.eq(go & last_op & last_member & ~iss_bias)
 
         with m.If(last_wc):
             m.d.sync += [
@@ -323,6 +346,7 @@ class Finalizer(wiring.Component):
             blk_end.valid
             & blk_end.rec.block_end
             & (blk_end.i == G - 1)
+            & (blk_end.rec.s | ~blk_end.rec.both)
             & ((blk_end.kind == KIND_BIAS) | ~blk_end.rec.bias_after)
         )
         with m.If(self.clear):  # a new evaluation counts its blocks from 0

@@ -56,9 +56,11 @@ class EvaluatorParams:
     digits : str
         ``"binomial"`` (default) or ``"uniform"`` (spec 2.5).
     group : int or None
-        Lanes per finalizer, 1..lanes; ``None``: up to 16 at ranks 1 and 4, 4 at rank 16,
-        1 at rank 64 (a finalizer takes ``max(rank, 4)`` cycles per lane and pass, so a
-        group of ``64 / max(rank, 4)`` lanes keeps up with passes of 64 inputs).
+        Lanes per finalizer, 1..lanes; ``None``: up to 8 at ranks 1 and 4, 2 at rank 16,
+        1 at rank 64 (a finalizer takes ``max(rank, 4)`` cycles per lane and pass, and
+        two ops per lane for a pass that serves both members of a pair (shared inputs,
+        low-rank layer 0), so a group of ``32 / max(rank, 4)`` lanes keeps up with passes
+        of 64 inputs).
     noise_depth : int or None
         Slots per noise bank, 16..65536; ``None``: enough for ``max_layers`` layers of
         ``max_width`` in the build's mode (quantized mode needs far more: the E slots).
@@ -122,7 +124,7 @@ class EvaluatorParams:
     def group_lanes(self) -> int:
         if self.group is not None:
             return self.group
-        return min(self.lanes, max(1, 64 // self.period))
+        return min(self.lanes, max(1, 32 // self.period))
 
     @property
     def finalizers(self) -> int:

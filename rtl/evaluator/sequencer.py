@@ -5,7 +5,9 @@ sample of the batch, the blocks of ``sim/evaluator_model.schedule``: the u-row p
 member ``2j`` (and of ``2j+1`` with per-member inputs), then for every layer ``l`` the
 layer block of ``2j`` and of ``2j+1``, each a pass per pair of output rows. A layer block
 waits for the block two before it (the same member's previous layer) to be finished by
-the finalizer.
+the finalizer. With shared inputs in low-rank mode, layer 0 is one block for both
+members (``x . W^T`` is the same for both: the finalizer makes each member's outputs
+from the same sums), and member ``2j``'s layer 1 waits for the block just before it.
 
 Before the first round a configuration phase derives, per layer, where its matrix starts
 in the weight memory (spec 1.4: row-major, five digits a word, each matrix on a word
@@ -413,6 +415,11 @@ class Sequencer(wiring.Component):
                 return 2 + s
             return 2 + Cat(l[0], s)
 
+        # shared inputs, low-rank mode: both members' layer 0 has the same x . W^T, so one
+        # block of layer-0 passes serves both (the finalizer makes each member's outputs
+        # from the same sums); member 2j's layer 1 then needs the block just before it
+        share_l0 = Const(0) if quant else shared
+        both = share_l0 & ~bk_u & (bk_l == 0)
         in_region = Mux((bk_l == 0) | bk_u, in_slot, hidden(bk_l - 1, bk_s))
         two = (Cat(Const(1, 1), ps) < out) & ~bk_u
         # row 2t + 1's start: row 2t's plus fan = 5 q1 + r1
@@ -426,7 +433,7 @@ class Sequencer(wiring.Component):
             cmd.u_bank.eq(ps[0]),
             cmd.u_addr.eq(u_addr),
             cmd.wait_block.eq(~bk_u & (bk_l != 0) & (ps == 0)),
-            cmd.need.eq(blk - 1),
+            cmd.need.eq(blk - 1 + (share_l0 & (bk_l == 1) & ~bk_s)),
             cmd.wait_input.eq(
                 (~bk_u & (bk_l == 0) if quant else bk_u) & (ps == 0) & ((bk_s == 0) | ~shared)
             ),
@@ -434,6 +441,7 @@ class Sequencer(wiring.Component):
             cmd.wait_idle.eq(bk_u & (ps == 0) & ((bk_s == 0) | (u_passes % 2 == 1))),
             rec.kind.eq(Mux(bk_u, KIND_STORE, KIND_ACT)),
             rec.s.eq(bk_s),
+            rec.both.eq(both),
             rec.us.eq(Mux(shared & (bk_l == 0), 0, bk_s)),
             rec.layer.eq(bk_l),
             rec.t.eq(ps),
@@ -451,8 +459,9 @@ class Sequencer(wiring.Component):
             rec.hidden_region.eq(hidden(bk_l, bk_s)),
         ]
         # per-member mode: the release belongs to each member's own slot (L0 of s);
-        # shared mode: to member 2j+1's L0 (both members read the sample's slot)
-        m.d.comb += cmd.release.eq(~bk_u & (bk_l == 0) & last_pass & (~shared | bk_s))
+        # shared mode: to member 2j+1's L0 (both members read the sample's slot), or to
+        # the layer-0 block for both
+        m.d.comb += cmd.release.eq(~bk_u & (bk_l == 0) & last_pass & (~shared | bk_s | both))
         wcmd = self.wcmd.payload
         m.d.comb += [
             wcmd.word0.eq(pos_word),
@@ -502,7 +511,7 @@ class Sequencer(wiring.Component):
                             pos_off.eq(0),
                             naddr.eq(fstart[0]),
                         ]
-                with m.Elif(~bk_s):  # the same layer, member 2j+1
+                with m.Elif(~bk_s & ~both):  # the same layer, member 2j+1
                     m.d.sync += [
                         bk_s.eq(1),
                         pos_word.eq(wbase[bk_l]),
