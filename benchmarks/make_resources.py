@@ -26,6 +26,28 @@ ROOT = Path(__file__).resolve().parents[1]
 CACHE = ROOT / "build" / "resources"
 DOC = ROOT / "docs" / "resources.md"
 
+#: A finalizer per 4 lanes and two noise buffers (issue 9's throughput rows).
+GROUP4_NB2 = ("--group", "4", "--noise-buffers", "2")
+
+
+def _bench_evaluator(lanes: int, batch: int, inputs: str, mode: str | None, *extra: str):
+    """``pentegg bench evaluator`` arguments of a row (the order keys the stored result)."""
+    mode_args = ["--mode", mode] if mode else []
+    return [
+        "bench",
+        "evaluator",
+        "--lanes",
+        str(lanes),
+        "--batch",
+        str(batch),
+        *mode_args,
+        "--inputs",
+        inputs,
+        *extra,
+        "--json",
+    ]
+
+
 SYNTH = ["synth"]
 #: (table, label, pentegg arguments)
 ROWS: list[tuple[str, str, list[str]]] = [
@@ -64,19 +86,7 @@ ROWS: list[tuple[str, str, list[str]]] = [
         (
             "evaluator-cycles",
             f"lanes {lanes}, {inputs} inputs, noise buffers {nb}, batch 16",
-            [
-                "bench",
-                "evaluator",
-                "--lanes",
-                str(lanes),
-                "--batch",
-                "16",
-                "--inputs",
-                inputs,
-                "--noise-buffers",
-                str(nb),
-                "--json",
-            ],
+            _bench_evaluator(lanes, 16, inputs, None, "--noise-buffers", str(nb)),
         )
         for nb in (1, 2)
         for inputs in ("shared", "member")
@@ -89,23 +99,7 @@ ROWS: list[tuple[str, str, list[str]]] = [
         (
             "evaluator-cycles",
             f"lanes {lanes}, {inputs} inputs, {mode}, group 4, noise buffers 2, batch {batch}",
-            [
-                "bench",
-                "evaluator",
-                "--lanes",
-                str(lanes),
-                "--batch",
-                str(batch),
-                "--mode",
-                mode,
-                "--inputs",
-                inputs,
-                "--group",
-                "4",
-                "--noise-buffers",
-                "2",
-                "--json",
-            ],
+            _bench_evaluator(lanes, batch, inputs, mode, *GROUP4_NB2),
         )
         for mode, batch in (("lowrank", 16), ("quantized", 16), ("quantized", 32))
         for inputs in ("shared", "member")
@@ -117,25 +111,7 @@ ROWS: list[tuple[str, str, list[str]]] = [
             "evaluator-cycles",
             f"lanes {lanes}, {inputs} inputs, quantized, group 4, noise buffers 2, "
             "2 E generators, batch 16",
-            [
-                "bench",
-                "evaluator",
-                "--lanes",
-                str(lanes),
-                "--batch",
-                "16",
-                "--mode",
-                "quantized",
-                "--inputs",
-                inputs,
-                "--group",
-                "4",
-                "--noise-buffers",
-                "2",
-                "--e-generators",
-                "2",
-                "--json",
-            ],
+            _bench_evaluator(lanes, 16, inputs, "quantized", *GROUP4_NB2, "--e-generators", "2"),
         )
         for inputs in ("shared", "member")
         for lanes in (8, 16)

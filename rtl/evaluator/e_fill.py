@@ -36,22 +36,21 @@ from amaranth.utils import ceil_log2
 from ..noise.keyer import StreamKeyer
 from ..noise.lrgen import LowRankGenerator
 from ..params import check_int
+from .params import MAX_E_GENERATORS
 
-__all__ = ["MAX_GENERATORS", "EFill", "e_fill_cycles"]
-
-#: Most generators an EFill may have.
-MAX_GENERATORS = 4
+__all__ = ["EFill", "e_fill_cycles"]
 
 
 def e_fill_cycles(widths, lanes_active: int, rank: int = 4, generators: int = 1) -> int:
     """Cycles of one fill (no back-pressure exists): per group of ``generators`` lanes and
     per layer a job of ``fan + 8 + out * fan`` cycles (ranks 1 and 4, binomial, ``fan >=
     13``; one more at rank 16; the keys of the next job are mixed meanwhile), plus 36 for
-    the first run key and the start. Exact for one generator (measured on the digits
-    network: tests/test_rtl_evaluator_parts.py). With ``G > 1`` generators each job waits
-    for the keyer's ``G - 1`` other answers: about ``15 (G - 1)`` cycles more per job
-    (measured on 64-64-10: 15, 30, 43 for G = 2, 3, 4; more when ``fan`` is below the
-    keyer's ``14 G``). Smaller fans wait a few cycles more for the A state."""
+    the first run key and the start. Exact for one generator on two lanes of the digits
+    network (tests/test_rtl_evaluator_parts.py; 8 cycles more on four lanes). With
+    ``G > 1`` generators each job waits for the keyer's ``G - 1`` other answers: about
+    ``15 (G - 1)`` cycles more per job (measured on 64-64-10: 15, 30, 43 for G = 2, 3,
+    4; more when ``fan`` is below the keyer's ``14 G``). Smaller fans wait a few cycles
+    more for the A state."""
     per_group = sum(
         (widths[l] + 1) + 8 + (rank >= 16) + widths[l + 1] * (widths[l] + 1) + 15 * (generators - 1)
         for l in range(len(widths) - 1)
@@ -123,7 +122,7 @@ class EFill(wiring.Component):
         self.lanes, self.rank, self.digits = lanes, rank, digits
         self.max_layers, self.max_width = max_layers, max_width
         self.width_bits, self.addr_bits = width_bits, addr_bits
-        self.generators = check_int("e_generators", generators, 1, min(MAX_GENERATORS, lanes))
+        self.generators = check_int("e_generators", generators, 1, min(MAX_E_GENERATORS, lanes))
         g = self.generators
         super().__init__(
             {

@@ -94,7 +94,6 @@ def record_layout(p: EvaluatorParams, addr_bits: int) -> data.StructLayout:
             "bias_row1": 1,  # row 2t+1 is the bias row of B_{l+1}
             "last_row": 1,  # the pass holds the network's last output row
             "last_layer": 1,
-            "hidden_region": 3,  # activation region the outputs of a hidden layer go to
         }
     )
 
@@ -269,14 +268,8 @@ class Finalizer(wiring.Component):
         with m.If(iss_bias):
             # the bias row pair follows the layer's last pair
             m.d.comb += new.rec.naddr.eq(head.naddr + r)
-        with m.If(iss_s):
-            # member 2j+1's ops of a record for both: its sign, its hidden region (the
-            # sequencer gives member 2j's; the sign is the region's bit 0, or bit 1 when
-            # regions alternate with the layer too)
-            m.d.comb += [
-                new.rec.s.eq(1),
-                new.rec.hidden_region.eq(head.hidden_region + (1 if p.regions == 4 else 2)),
-            ]
+        with m.If(iss_s):  # member 2j+1's ops of a record for both
+            m.d.comb += new.rec.s.eq(1)
 
         def reads_u(op):  # the bank it reads in P, or None
             return op.kind == KIND_ACT
@@ -442,11 +435,8 @@ class Finalizer(wiring.Component):
         hid = u_act & ~u_last
         aw = hid & ((wc == 1) | ((wc == 2) & opU.rec.two))
         row = Cat(wc == 2, opU.rec.t)
-        m.d.sync += self.aw_addr.eq(
-            Cat(row[: p.region_bits], opU.rec.hidden_region)
-            if p.region_bits
-            else opU.rec.hidden_region
-        )
+        region = p.hidden_region(opU.rec.layer, opU.rec.s)[:3]
+        m.d.sync += self.aw_addr.eq(Cat(row[: p.region_bits], region) if p.region_bits else region)
 
         # shift amounts and rounding constants
         sl = self.shifts[opS.rec.layer]  # S uses it in wc 3 and the spill (wc 0 of U)

@@ -9,10 +9,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from amaranth import Cat
 from amaranth.utils import ceil_log2
 
 from ..noise.prng import DIGIT_DISTS
 from ..params import check_choice, check_int
+
+#: Most E generators of quantized mode's fill.
+MAX_E_GENERATORS = 4
 
 __all__ = ["MODES", "RANKS", "EvaluatorParams", "bits_for"]
 
@@ -111,7 +115,7 @@ class EvaluatorParams:
         check_int("max_batch", self.max_batch, 1, 65535)
         check_int("mem_latency", self.mem_latency, 1, 4)
         check_int("noise_buffers", self.noise_buffers, 1, 2)
-        check_int("e_generators", self.e_generators, 1, min(4, self.lanes))
+        check_int("e_generators", self.e_generators, 1, min(MAX_E_GENERATORS, self.lanes))
         return self
 
     # -------------------------------------------------------------------- structure
@@ -145,6 +149,14 @@ class EvaluatorParams:
         """Activation regions per lane: the two members' inputs and hidden layers (one
         hidden region each up to two layers, two from three on)."""
         return 4 if self.max_layers <= 2 else 6
+
+    def hidden_region(self, layer, s):
+        """The activation region of the outputs of hidden layer ``layer`` of member sign
+        ``s`` (Amaranth values): ``2 + s`` with four regions, ``2 + 2 s + layer % 2``
+        with six (the sequencer's input regions and the finalizer's writes agree)."""
+        if self.regions == 4:
+            return 2 + s
+        return 2 + Cat(layer[0], s)
 
     @property
     def act_depth(self) -> int:

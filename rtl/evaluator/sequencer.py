@@ -410,17 +410,12 @@ class Sequencer(wiring.Component):
         gs = v["gs"]
         in_slot = Mux(shared, gs[0], bk_s)
 
-        def hidden(l, s):
-            if p.regions == 4:
-                return 2 + s
-            return 2 + Cat(l[0], s)
-
         # shared inputs, low-rank mode: both members' layer 0 has the same x . W^T, so one
         # block of layer-0 passes serves both (the finalizer makes each member's outputs
         # from the same sums); member 2j's layer 1 then needs the block just before it
         share_l0 = Const(0) if quant else shared
         both = share_l0 & ~bk_u & (bk_l == 0)
-        in_region = Mux((bk_l == 0) | bk_u, in_slot, hidden(bk_l - 1, bk_s))
+        in_region = Mux((bk_l == 0) | bk_u, in_slot, p.hidden_region(bk_l - 1, bk_s))
         two = (Cat(Const(1, 1), ps) < out) & ~bk_u
         # row 2t + 1's start: row 2t's plus fan = 5 q1 + r1
         over1 = (pos_off + lay["r1"]) >= 5
@@ -456,7 +451,6 @@ class Sequencer(wiring.Component):
             rec.bias_row1.eq(0 if quant else ~bk_u & last_pass & ~last_layer & out[0]),
             rec.last_row.eq(~bk_u & last_pass & last_layer),
             rec.last_layer.eq(~bk_u & last_layer),
-            rec.hidden_region.eq(hidden(bk_l, bk_s)),
         ]
         # per-member mode: the release belongs to each member's own slot (L0 of s);
         # shared mode: to member 2j+1's L0 (both members read the sample's slot), or to
