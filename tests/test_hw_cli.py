@@ -284,6 +284,12 @@ def test_compact_block_within_the_lut4_target():
     [
         ("evaluator", ["--lanes", "0"], "--lanes 0 out of range 1..256"),
         ("evaluator", ["--population", "7"], "an even number in 2..4096"),
+        ("evaluator", ["--lanes", "2", "--group", "5"], "group=5 is not an integer in 1..2"),
+        (
+            "evaluator",
+            ["--lanes", "1", "--mode", "quantized", "--e-generators", "2"],
+            "e_generators=2 is not an integer in 1..1",
+        ),
         ("accelerator", ["--batch", "5000"], "--batch 5000 out of range 1..1024"),
         ("accelerator", ["--update-lanes", "99"], "--update-lanes 99 out of range 1..64"),
         ("accelerator", ["--pivots", "40"], "--pivots 40 out of range"),
