@@ -23,10 +23,11 @@ __all__ = ["LinkHost", "run_link"]
 
 
 class LinkHost:
-    """One simulated host: ``tx.ready`` always high, one byte per cycle into ``rx``."""
+    """One simulated host: one byte per cycle into ``rx``; ``tx.ready`` always high, or
+    with ``stall`` (a ``random.Random``) low in about half of the cycles, at random."""
 
-    def __init__(self, ctx, dut, *, timeout: int = 200_000):
-        self.ctx, self.dut, self.timeout = ctx, dut, timeout
+    def __init__(self, ctx, dut, *, timeout: int = 200_000, stall=None):
+        self.ctx, self.dut, self.timeout, self.stall = ctx, dut, timeout, stall
         self.reader = FrameReader()
         self.frames: list[bytes] = []  # received, COBS-encoded, not yet taken
         self.cycles = 0
@@ -38,9 +39,11 @@ class LinkHost:
         ctx.set(dut.rx.valid, byte is not None)
         if byte is not None:
             ctx.set(dut.rx.payload, byte)
+        tr = 1 if self.stall is None else self.stall.random() < 0.5
+        ctx.set(dut.tx.ready, tr)
         _, _, rdy, tv, tp = await ctx.tick().sample(dut.rx.ready, dut.tx.valid, dut.tx.payload)
         self.cycles += 1
-        if tv:
+        if tv and tr:
             self.frames += self.reader.feed(bytes([int(tp)]))
         return byte is not None and bool(rdy)
 
@@ -77,11 +80,11 @@ class LinkHost:
         return parse_response(frame)
 
 
-def run_link(dut, script, *, timeout: int = 200_000, vcd: str | None = None) -> None:
+def run_link(dut, script, *, timeout: int = 200_000, vcd: str | None = None, stall=None) -> None:
     """Simulate ``dut`` running ``await script(host)`` with a :class:`LinkHost`."""
 
     async def bench(ctx):
-        await script(LinkHost(ctx, dut, timeout=timeout))
+        await script(LinkHost(ctx, dut, timeout=timeout, stall=stall))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)

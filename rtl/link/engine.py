@@ -51,7 +51,7 @@ two cycles per byte plus three per block. A UART at 115200 baud delivers a byte 
 from __future__ import annotations
 
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import crc, memory, stream, wiring
+from amaranth.lib import crc, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -108,7 +108,8 @@ class LinkEngine(wiring.Component):
     rx : In(stream.Signature(8))
         Received bytes, delimiters included. Ready only while a frame is received.
     tx : Out(stream.Signature(8))
-        Response bytes: COBS-encoded frames, each ended by ``0x00``.
+        Response bytes: COBS-encoded frames, each ended by ``0x00``; ``valid`` and
+        ``payload`` come from flip-flops (a two-entry FIFO after the encoder).
     cmd : Out(stream.Signature(32)), rsp : In(stream.Signature(32))
         The Accelerator's command and response words (rtl/control/command.py).
     busy : In(1)
@@ -159,7 +160,19 @@ class LinkEngine(wiring.Component):
         rp = buf.read_port()
         wp = buf.write_port()
         wiring.connect(m, wiring.flipped(self.rx), dec.i)
-        wiring.connect(m, enc.o, wiring.flipped(self.tx))
+        # The encoder's bytes pass a two-entry FIFO with registered outputs: ``tx`` is
+        # driven from flip-flops, so the frame buffer's read data (the encoder's payload)
+        # and the encoder's address logic end at the FIFO, not in the UART's shift
+        # register (the ULX3S build's critical path at `acbbf46`). One cycle of latency.
+        m.submodules.tx_fifo = tx_fifo = fifo.SyncFIFOBuffered(width=8, depth=2)
+        m.d.comb += [
+            tx_fifo.w_data.eq(enc.o.payload),
+            tx_fifo.w_en.eq(enc.o.valid),
+            enc.o.ready.eq(tx_fifo.w_rdy),
+            self.tx.payload.eq(tx_fifo.r_data),
+            self.tx.valid.eq(tx_fifo.r_rdy),
+            tx_fifo.r_en.eq(self.tx.ready),
+        ]
 
         # ---- request header, response header
         n = Signal(ab + 1)  # decoded bytes received (saturates at fb)
