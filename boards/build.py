@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..rtl.synth import synth_flows
 from ..rtl.toolchain import ToolNotFound, amaranth_env, tool
 from .common import Board
 
@@ -108,6 +109,8 @@ def build(
     work.mkdir(parents=True, exist_ok=True)
     for stale in ("top.json", "top.asc", "top.config", board.bitstream, "report.json"):
         (work / stale).unlink(missing_ok=True)
+    for stale in work.glob("top-*.rpt"):
+        stale.unlink()
     env = {**os.environ, **amaranth_env()}
     try:
         env["OPENFPGALOADER"] = programmer()  # amaranth-boards' ULX3S lists it as required
@@ -125,17 +128,24 @@ def build(
     )
     plan.extract(work)
     progress(f"yosys: synthesis (log {work / 'top.rpt'})")
-    stages = list(_STAGES[board.family])
-    with open(work / "build.log", "w") as log:
-        proc = subprocess.Popen(
-            ["sh", "build_top.sh"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT
-        )
-        while proc.poll() is None:
-            while stages and (work / stages[0][0]).exists():
-                progress(stages.pop(0)[1])
-            time.sleep(0.1)
-    if proc.returncode != 0:
-        raise BuildError(_failure(work, proc.returncode))
+    # Yosys runs each mapping flow of rtl/synth.py's synth_flows in turn until one gets
+    # through (the YoWASP Yosys's ABC9 fails on some netlists); the logs of the flows
+    # that failed are kept as top-<flow>.rpt.
+    script = (work / "top.ys").read_text()
+    synth_line = re.search(r"^\s*(synth_\w+\b.*?)\s*$", script, re.M)
+    flows = synth_flows(board.family, synth_line.group(1)) if synth_line else {"default": ""}
+    for i, (name, command) in enumerate(flows.items()):
+        if i:
+            ys = script[: synth_line.start(1)] + command + script[synth_line.end(1) :]
+            (work / "top.ys").write_text(ys)
+        rc = _run_script(work, env, list(_STAGES[board.family]), progress)
+        if rc == 0 or i == len(flows) - 1 or not _abc9_failed(work):
+            break
+        why = _failure(work, rc)
+        (work / "top.rpt").replace(work / f"top-{name}.rpt")
+        progress(f"{why}; Yosys again with the {list(flows)[i + 1]!r} flow")
+    if rc != 0:
+        raise BuildError(_failure(work, rc))
     bitstream = work / board.bitstream
     if not bitstream.is_file():
         raise BuildError(f"the build wrote no {board.bitstream} (log: {work / 'build.log'})")
@@ -156,6 +166,30 @@ def build(
         seconds=time.monotonic() - t0,
         **res,
     )
+
+
+def _abc9_failed(work: Path) -> bool:
+    """Yosys failed (it wrote no netlist) while ABC9 mapped the LUTs."""
+    log = work / "top.rpt"
+    if (work / "top.json").exists() or not log.exists():
+        return False
+    # the synthesis script's steps are numbered N.M (their own steps N.M.K...)
+    steps = re.findall(r"^\d+\.\d+\. Executing (\S+)", log.read_text(errors="replace"), re.M)
+    return bool(steps) and steps[-1] == "ABC9"
+
+
+def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:
+    """Run the build plan's script in ``work``, reporting each stage as it starts (its
+    output file appears); return its exit status."""
+    with open(work / "build.log", "w") as log:
+        proc = subprocess.Popen(
+            ["sh", "build_top.sh"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT
+        )
+        while proc.poll() is None:
+            while stages and (work / stages[0][0]).exists():
+                progress(stages.pop(0)[1])
+            time.sleep(0.1)
+    return proc.returncode
 
 
 def _failure(work: Path, rc: int) -> str:

@@ -38,6 +38,7 @@ __all__ = [
     "SynthWrapper",
     "critical_path",
     "honour_no_rw_check",
+    "synth_flows",
     "synthesize",
 ]
 
@@ -114,7 +115,7 @@ class SynthResult:
     wrapped_utilisation: dict[str, str]
     target_mhz: float
     #: "default", or the fallback a Yosys run of this result needed when the default
-    #: ABC9 mapping failed: "abc" (ECP5) or "abc9-dff" (iCE40); see _synth_commands
+    #: ABC9 mapping failed: "abc" (ECP5) or "abc9-dff" (iCE40); see synth_flows
     flow: str = "default"
     #: False: the design does not fit the device (no fmax; the utilisation says by how much)
     placed: bool = True
@@ -227,28 +228,37 @@ def _all_ones(m: re.Match) -> str:
     return f"{m[1]}{m[2]}'{'1' * int(m[2])}\n"
 
 
-def _synth_commands(dev: Device, top: str) -> dict[str, str]:
-    """The Yosys synthesis commands of each flow, in the order they are tried.
+def synth_flows(family: str, command: str) -> dict[str, str]:
+    """The Yosys synthesis commands of each flow, in the order they are tried, made from
+    the family's synthesis ``command`` (e.g. ``"synth_ecp5 -top top"``).
 
     * ``default``: the family's script (ABC9 maps the LUTs).
     * ``abc``, ECP5 only: the same script with the classic ABC (``abc -lut 4:7 -dress``,
       LUT4 and PFU wide-mux cells) in place of ABC9's ``map_luts`` step. The ABC9 of the
       YoWASP Yosys 0.70 build exits with status 1 and no message on some netlists (the
-      16-lane accelerator at 2b545e5); ``-dff`` got past that on small blocks, but on
-      the accelerator it had not finished after 22 minutes, where this flow takes half a
-      minute.
+      16-lane accelerator at 2b545e5), or fails an assertion (``GetSize(conn.first) ==
+      GetSize(conn.second)``, the 128-lane ULX3S build at 44bf9d7); ``-dff`` got past
+      the first on small blocks, but on the accelerator it had not finished after 22
+      minutes, where this flow takes half a minute.
     * ``abc9-dff``: ABC9 across the flip-flops (``-dff``; it got the bare
       CompactLowRankGenerator at rank 16 through). Its LUT4 counts are a little lower.
+
+    The board builds (boards/build.py) try the same flows in the same order.
     """
-    flows = {"default": f"{dev.yosys} -top {top}"}
-    if dev.family == "ecp5":
+    flows = {"default": command}
+    if family == "ecp5":
         flows["abc"] = (
-            f"{dev.yosys} -top {top} -run begin:map_luts; "
+            f"{command} -run begin:map_luts; "
             "techmap -map +/lattice/latches_map.v; abc -lut 4:7 -dress; clean; "
-            f"{dev.yosys} -top {top} -run map_cells:"
+            f"{command} -run map_cells:"
         )
-    flows["abc9-dff"] = f"{dev.yosys} -dff -top {top}"
+    flows["abc9-dff"] = f"{command} -dff"
     return flows
+
+
+def _synth_commands(dev: Device, top: str) -> dict[str, str]:
+    """:func:`synth_flows` of ``dev`` for the module ``top``."""
+    return synth_flows(dev.family, f"{dev.yosys} -top {top}")
 
 
 def _yosys_map(work: Path, what: str, script, commands: dict[str, str], flow=None) -> str:

@@ -248,3 +248,38 @@ def test_overfull_design_reported(tmp_path):
     line = _failure(tmp_path, 1)
     assert line.startswith("the design does not fit the device: ICESTORM_LC 9,703/5,280 (183 %)")
     assert "ICESTORM_RAM" not in line and "\n" not in line
+
+
+FAILING_ABC9 = """#!/bin/sh
+# A Yosys that fails inside ABC9 unless the script asks for another flow (-dff).
+if grep -q -- "-dff" top.ys; then exec "$REAL_YOSYS" "$@"; fi
+printf '2.45. Executing TECHMAP pass.\\n2.46. Executing ABC9 pass.\\n' > top.rpt
+echo "ERROR: Assert failed in rtlil.cc" >> top.rpt
+exit 1
+"""
+
+
+def test_build_falls_back_to_the_next_flow_when_abc9_fails(tmp_path, monkeypatch):
+    """A Yosys failure while ABC9 maps the LUTs (the YoWASP Yosys fails on some netlists:
+    the 128-lane ULX3S build) is retried with the next of rtl/synth.py's flows: the build
+    completes, the failed run's log is kept as top-default.rpt, and progress says so."""
+    from pentegg.boards import boards
+    from pentegg.boards import build as build_mod
+    from pentegg.boards.common import CORES
+
+    real = build_mod.amaranth_env()
+    fake = tmp_path / "yosys"
+    fake.write_text(FAILING_ABC9)
+    fake.chmod(0o755)
+    monkeypatch.setenv("REAL_YOSYS", real["YOSYS"])
+    monkeypatch.setattr(build_mod, "amaranth_env", lambda: {**real, "YOSYS": str(fake)})
+    said = []
+    work = tmp_path / "build"
+    result = build_mod.build(
+        boards()["icebreaker"], CORES["loopback"], {}, work, progress=said.append
+    )
+    assert Path(result.bitstream).is_file() and result.timing_met
+    assert "ERROR: Assert" in (work / "top-default.rpt").read_text()
+    assert "-dff" in (work / "top.ys").read_text()
+    assert any("again with the 'abc9-dff' flow" in line for line in said), said
+    assert any("yosys failed: Assert failed" in line for line in said), said
