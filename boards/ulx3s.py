@@ -3,11 +3,11 @@
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
   core clock, 45 MHz by default (CLKI_DIV 5, CLKFB_DIV 9, CLKOP_DIV 13, CLKOP_CPHASE 6,
   from ``ecppll -i 25 -o 45``; VCO 585 MHz). ``--param clock_mhz=N`` picks another of
-  :data:`CLOCKS` (30, 40, 45, 75 MHz); the Device reaches 65 MHz at 64 lanes
+  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reaches 65 MHz at 64 lanes
   (docs/boards.md), and 75 MHz is out of reach, so 45 MHz is the default.
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
-  the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit)
-  and 75 MHz, 2 Mbaud at 40 MHz (20 clocks per bit). 25 MHz itself has no exact divisor
+  the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
+  60 (20) and 75 MHz, 2 Mbaud at 40 MHz (20 clocks per bit). 25 MHz itself has no exact divisor
   for 2 or 3 Mbaud, hence the PLL.
 * LEDs ``led#0-7``: 0 heartbeat, 1 busy, 2 error, 3 rx activity, 4 tx activity, 7 reset.
 
@@ -54,6 +54,7 @@ CLOCKS: dict[int, ClockChoice] = {
     30: ClockChoice(30_000_000, 3_000_000, _pll(5, 6, 20, 9)),  # VCO 600 MHz, 10 per bit
     40: ClockChoice(40_000_000, 2_000_000, _pll(5, 8, 15, 7)),  # VCO 600 MHz, 20 per bit
     45: ClockChoice(45_000_000, 3_000_000, _pll(5, 9, 13, 6)),  # VCO 585 MHz, 15 per bit
+    60: ClockChoice(60_000_000, 3_000_000, _pll(5, 12, 10, 4)),  # VCO 600 MHz, 20 per bit
     75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
 }
 DEFAULT_CLOCK_MHZ = 45

@@ -157,7 +157,7 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "ulx3s-85f", "--flash"], "--flash needs --program"),
         (["--board", "ulx3s-85f", "--program", "--flash", "--sram"], "not allowed with"),
         (["--board", "icebreaker", "--core", "nothing"], "invalid choice"),
-        (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "PLL settings for 30, 40, 45, 75"),
+        (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "settings for 30, 40, 45, 60, 75"),
         (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 48 MHz"),
         (["--board", "ulx3s-85f", "--param", "lanes=300"], "lanes=300 is not an integer in 1..256"),
     ],
@@ -283,3 +283,22 @@ def test_build_falls_back_to_the_next_flow_when_abc9_fails(tmp_path, monkeypatch
     assert "-dff" in (work / "top.ys").read_text()
     assert any("again with the 'abc9-dff' flow" in line for line in said), said
     assert any("yosys failed: Assert failed" in line for line in said), said
+
+
+def test_every_pll_setting_makes_its_clock_and_an_exact_baud_rate():
+    """Each ``--param clock_mhz`` choice: the PLL's dividers give exactly that clock from
+    the board's oscillator with the VCO in range (ECP5 EHXPLLL 400-800 MHz; iCE40
+    SB_PLL40 533-1066 MHz), and the UART rate is a whole number (>= 4) of clocks per bit."""
+    from pentegg.boards.icebreaker import CLOCKS as ICE
+    from pentegg.boards.ulx3s import CLOCKS as ULX
+
+    for mhz, c in ULX.items():
+        p = c.pll
+        assert 25_000_000 * p["CLKFB_DIV"] == c.hz * p["CLKI_DIV"], mhz
+        assert 400e6 <= c.hz * p["CLKOP_DIV"] <= 800e6, mhz
+        assert c.hz == mhz * 1_000_000 and c.hz % c.baud == 0 and c.hz // c.baud >= 4
+    for mhz, c in ICE.items():
+        p = c.pll
+        vco = 12_000_000 * (p["DIVF"] + 1) // (p["DIVR"] + 1)
+        assert vco >> p["DIVQ"] == c.hz and 533e6 <= vco <= 1066e6, mhz
+        assert c.hz % c.baud == 0 and c.hz // c.baud >= 4
