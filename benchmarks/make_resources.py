@@ -133,10 +133,14 @@ ROWS += [
 ROWS += [
     (
         "accelerator-cycles",
-        f"lanes {lanes}",
-        ["bench", "accelerator", "--lanes", str(lanes), "--json"],
+        f"lanes {lanes}" + (f", update lanes {upd}" if upd else ""),
+        ["bench", "accelerator", "--lanes", str(lanes)]
+        + (["--update-lanes", str(upd)] if upd else [])
+        + ["--json"],
     )
-    for lanes in (16,)
+    # 16: issue 10's ratio target; 64: the ULX3S build; 128: its next step (the update's
+    # lanes stay at their maximum, 64)
+    for lanes, upd in ((16, None), (64, None), (128, 64))
 ]
 
 
