@@ -7,7 +7,11 @@ The module is elaborated for the device's family as ``pentegg synth`` elaborates
 accelerator and the device start from the board build's parameters), converted to RTLIL,
 and each memory is costed at the block RAM configuration that needs the fewest blocks:
 iCE40 4-Kbit blocks as 256 x 16, 512 x 8, 1024 x 4 or 2048 x 2; ECP5 DP16KD as 512 x 36,
-1024 x 18, 2048 x 9, 4096 x 4, 8192 x 2 or 16384 x 1. Memories under 1 Kbit (Yosys maps
+1024 x 18, 2048 x 9, 4096 x 4, 8192 x 2 or 16384 x 1. A memory written in parts (write
+granularity below its width) costs more on the ECP5: a DP16KD's byte enables each cover 9
+bits, so a part takes whole 9-bit segments (a 6-bit lane slot leaves 3 bits of each
+unused: the evaluator's noise banks take 32 blocks at 128 lanes, not 22); the iCE40's
+blocks have a write mask per bit. Memories under 1 Kbit (Yosys maps
 them to flip-flops or LUT RAM) and primitives the RTL instantiates itself (DP16KD,
 SB_SPRAM256KA) are listed apart. It is an estimate of Yosys's mapping, not a
 measurement: Yosys may split or pack differently (``pentegg synth`` gives the count), but
@@ -37,27 +41,66 @@ class Memory:
     name: str  # hierarchical: module path and memory name
     width: int
     depth: int
+    granularity: int = 0  # bits per write enable (0: the whole width)
 
     @property
     def bits(self) -> int:
         return self.width * self.depth
 
 
-def block_rams(width: int, depth: int, family: str) -> int:
-    """The fewest blocks of ``family`` holding ``depth`` words of ``width`` bits."""
-    return min(-(-width // w) * -(-depth // d) for w, d in CONFIGS[family])
+def block_rams(width: int, depth: int, family: str, granularity: int = 0) -> int:
+    """The fewest blocks of ``family`` holding ``depth`` words of ``width`` bits, written
+    ``granularity`` bits at a time (0: whole words)."""
+    g = granularity if 0 < granularity < width and family == "ecp5" else width
+    parts = -(-width // g)
+    counts = []
+    for w, d in CONFIGS[family]:
+        rows = -(-depth // d)
+        if g == width:
+            counts.append(-(-width // w) * rows)
+        elif w >= 9:  # byte enables of 9 bits: a part takes ceil(g / 9) of them
+            per_word = (w // 9) // -(-g // 9)
+            if per_word:
+                counts.append(-(-parts // per_word) * rows)
+        else:  # no byte enables: each part in blocks of its own
+            counts.append(parts * -(-g // w) * rows)
+    return min(counts)
+
+
+def _granularity(width: int, en: str) -> int:
+    """Bits per write enable of a ``$memwr_v2`` cell from its ``EN`` connection: the
+    width over the number of distinct signal bits in it (a constant: the whole width)."""
+    bits = set()
+    for name, hi, lo in re.findall(r"(\\\S+|\$\S+)(?: \[(\d+)(?::(\d+))?\])?", en):
+        if not hi:
+            return 1  # a whole signal: one enable per bit
+        bits.update((name, i) for i in range(int(lo or hi), int(hi) + 1))
+    return width // len(bits) if bits else 0
 
 
 def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
     """The memories of an RTLIL design, and how many of each instantiated primitive."""
-    mems, prims, module = [], {}, ""
+    sizes, gran, prims, module = {}, {}, {}, ""
+    memid = width = None
     for line in text.splitlines():
         if m := re.match(r"module \\(\S+)", line):
             module = m.group(1)
         elif m := re.match(r"\s*memory width (\d+) size (\d+) \\(\S+)", line):
-            mems.append(Memory(f"{module}.{m.group(3)}", int(m.group(1)), int(m.group(2))))
+            sizes[f"{module}.{m.group(3)}"] = (int(m.group(1)), int(m.group(2)))
         elif m := re.match(r"\s*cell \\(DP16KD|SB_SPRAM256KA|SB_RAM40_4K) ", line):
             prims[m.group(1)] = prims.get(m.group(1), 0) + 1
+        elif re.match(r"\s*cell \$memwr_v2 ", line):
+            memid, width = "", 0
+        elif memid is not None and (m := re.match(r'\s*parameter \\MEMID "\\\\(\S+)"', line)):
+            memid = f"{module}.{m.group(1)}"
+        elif memid is not None and (m := re.match(r"\s*parameter \\WIDTH (\d+)", line)):
+            width = int(m.group(1))
+        elif memid is not None and (m := re.match(r"\s*connect \\EN (.*)$", line)):
+            g = _granularity(width, m.group(1))
+            gran[memid] = min(g, gran.get(memid, g)) if g else gran.get(memid, 0)
+        elif memid is not None and line.strip() == "end":
+            memid = None
+    mems = [Memory(name, w, d, gran.get(name, 0)) for name, (w, d) in sizes.items()]
     return mems, prims
 
 
@@ -86,13 +129,14 @@ def main(argv=None) -> int:
         return 2
     mems, prims = memories(text)
     total = 0
-    print(f"{'memory':<44} {'width':>6} {'depth':>7} {'Kbit':>8} {'blocks':>7}")
+    print(f"{'memory':<44} {'width':>6} {'depth':>7} {'write':>6} {'Kbit':>8} {'blocks':>7}")
     for mem in sorted(mems, key=lambda x: -x.bits):
         if mem.bits < SMALL_BITS:
             continue
-        n = block_rams(mem.width, mem.depth, family)
+        n = block_rams(mem.width, mem.depth, family, mem.granularity)
         total += n
-        print(f"{mem.name:<44} {mem.width:>6} {mem.depth:>7} {mem.bits / 1024:>8.1f} {n:>7}")
+        g = mem.granularity or mem.width
+        print(f"{mem.name:<44} {mem.width:>6} {mem.depth:>7} {g:>6} {mem.bits / 1024:>8.1f} {n:>7}")
     small = sum(1 for x in mems if x.bits < SMALL_BITS)
     print(f"block RAMs of the memories above: {total} (estimate)")
     print(f"memories under {SMALL_BITS} bits (flip-flops or LUT RAM): {small}")

@@ -29,7 +29,7 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
 #: pairs in 2 rounds), the largest that fits and meets the 45 MHz clock (64.9 MHz; 128
-#: lanes would need about all of the device's block RAM; docs/boards.md).
+#: lanes need 230 of the device's 208 block RAMs, measured; docs/boards.md).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
     "lanes": 64,

@@ -313,6 +313,26 @@ def test_memories_lists_each_memory_and_its_block_rams(capsys):
     assert memories.block_rams(8, 92160, "ecp5") == 45  # 2048 x 9
     assert memories.main(["accelerator", "--device", "up5k"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"mem_latent\s+8\s+8320\s+65\.0\s+17", out), out
+    assert re.search(r"mem_latent\s+8\s+8320\s+8\s+65\.0\s+17", out), out
     assert "SB_SPRAM256KA instantiated by the RTL: 4" in out
     assert memories.main(["accelerator", "--device", "up5k", "--param", "lanes=0"]) == 2
+
+
+def test_memories_costs_write_granularity_in_9_bit_byte_enables_on_the_ecp5(capsys):
+    """A memory written in parts takes whole 9-bit byte-enable segments of a DP16KD: the
+    evaluator's noise banks (6-bit lane slots) at 128 lanes took 32 blocks each in the
+    128-lane ULX3S build at 44bf9d7, not the 22 of their bits; the iCE40 masks per bit."""
+    from pentegg.benchmarks import memories
+
+    assert memories.block_rams(768, 512, "ecp5") == 22
+    assert memories.block_rams(768, 512, "ecp5", 6) == 32  # 4 slots per 36-bit word
+    assert memories.block_rams(1024, 256, "ecp5", 8) == 32
+    assert memories.block_rams(72, 512, "ecp5", 12) == 3  # 6 parts of 2 segments, 2 a word
+    assert memories.block_rams(768, 256, "ice40", 6) == memories.block_rams(768, 256, "ice40")
+    en = "{ \\a__en [1] \\a__en [1] \\a__en [1:0] \\a__en [0] \\a__en [0] }"
+    assert memories._granularity(6, en) == 3
+    assert memories._granularity(6, "6'111111") == 0
+    assert memories.main(["evaluator", "--device", "ecp5-85", "--param", "lanes=4"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"noise0\s+24\s+\d+\s+6\s", out), out
+    assert re.search(r"\.act\s+32\s+\d+\s+8\s", out), out
