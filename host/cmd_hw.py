@@ -68,7 +68,7 @@ def register(sub) -> None:
         type=float,
         metavar="MHZ",
         help="target frequency given to nextpnr (default: 100 up5k, 250 ecp5-85; "
-        "accelerator and device on ecp5-85: 100)",
+        "accelerator and device on ecp5-85: 75)",
     )
     s.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
     s.add_argument(
