@@ -69,6 +69,8 @@ class BuildResult:
     timing_met: bool
     seconds: float
     utilisation: dict[str, str] = field(default_factory=dict)
+    #: the Yosys mapping flow that got through (rtl/synth.py synth_flows)
+    yosys_flow: str = "default"
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -138,7 +140,7 @@ def build(
         if i:
             ys = script[: synth_line.start(1)] + command + script[synth_line.end(1) :]
             (work / "top.ys").write_text(ys)
-        rc = _run_script(work, env, list(_STAGES[board.family]), progress)
+        rc, flow = _run_script(work, env, list(_STAGES[board.family]), progress), name
         if rc == 0 or i == len(flows) - 1 or not _abc9_failed(work):
             break
         why = _failure(work, rc)
@@ -164,6 +166,7 @@ def build(
         fmax_mhz=fmax,
         timing_met=fmax is not None and fmax >= clock_mhz,
         seconds=time.monotonic() - t0,
+        yosys_flow=flow,
         **res,
     )
 

@@ -163,6 +163,8 @@ def run_build(args) -> int:
         print(f"SPRAM     {r.sprams}")
     print(f"DSP       {r.dsps}")
     print(f"used      {', '.join(f'{k} {v}' for k, v in r.utilisation.items())}")
+    if r.yosys_flow != "default":
+        print(f"yosys     the {r.yosys_flow!r} flow (ABC9 failed; docs/boards.md)")
     print(f"clock     {r.clock_mhz:g} MHz, UART {r.baud} baud ({r.divisor} clocks per bit)")
     fmax = "none" if r.fmax_mhz is None else f"{r.fmax_mhz:.1f} MHz"
     print(f"fmax      {fmax}: timing {'met' if r.timing_met else 'NOT met'}")

@@ -94,7 +94,7 @@ def test_build_json_and_program(built, board):
     assert Path(info["bitstream"]).stat().st_size > 10_000
     assert 100 < info["luts"] < 2000 and 50 < info["ffs"] < 2000
     assert info["brams"] == 0 and info["dsps"] == 0
-    assert info["clock_mhz"] == clock
+    assert info["clock_mhz"] == clock and info["yosys_flow"] == "default"
     assert info["fmax_mhz"] >= clock and info["timing_met"] is True
     assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 15}[board]
     assert info["baud"] == {"icebreaker": 3_000_000, "ulx3s-85f": 3_000_000}[board]
@@ -279,6 +279,7 @@ def test_build_falls_back_to_the_next_flow_when_abc9_fails(tmp_path, monkeypatch
         boards()["icebreaker"], CORES["loopback"], {}, work, progress=said.append
     )
     assert Path(result.bitstream).is_file() and result.timing_met
+    assert result.yosys_flow == "abc9-dff" and result.as_json()["yosys_flow"] == "abc9-dff"
     assert "ERROR: Assert" in (work / "top-default.rpt").read_text()
     assert "-dff" in (work / "top.ys").read_text()
     assert any("again with the 'abc9-dff' flow" in line for line in said), said
