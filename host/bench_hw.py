@@ -163,6 +163,11 @@ def add_accelerator_suite(suites) -> None:
     e.add_argument("--update", choices=("latent", "pentary"), default="latent")
     e.add_argument("--update-lanes", type=int, help="Z entries per cycle, 1..64 (default: lanes)")
     e.add_argument("--pivots", type=int, default=1, help="shaper pairs per sweep, 1..16")
+    e.add_argument(
+        "--group",
+        type=int,
+        help="lanes per finalizer, 1..lanes (default: the evaluator's, 8 at ranks 1 and 4)",
+    )
     e.add_argument("--seed", type=int, default=0, help="data and simulation seed (default 0)")
     e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
     e.set_defaults(func=run_accelerator)
@@ -174,6 +179,8 @@ def run_accelerator(args) -> int:
         raise UsageError(f"--update-lanes {args.update_lanes} out of range 1..64")
     if not 1 <= args.pivots <= min(16, args.population // 2):
         raise UsageError(f"--pivots {args.pivots} out of range 1..{min(16, args.population // 2)}")
+    if args.group is not None and not 1 <= args.group <= args.lanes:
+        raise UsageError(f"--group {args.group} out of range 1..{args.lanes} (the lanes)")
     try:
         from .benchmarks import accelerator_bench, timing
     except ImportError as e:
@@ -191,6 +198,7 @@ def run_accelerator(args) -> int:
         update_lanes=args.update_lanes,
         pivots=args.pivots,
         seed=args.seed,
+        extra=None if args.group is None else {"group": args.group},
         log=log,
     )
     res["machine"] = timing.machine_record(load)
