@@ -198,14 +198,23 @@ class MemberReader(wiring.Component):
             self.inp.payload.eq(word),
         ]
 
-        # lanes read lat cycles ago: their data is on r_data now
+        # lanes issued lat cycles ago: their data is on r_data now. Every lane of a word
+        # is issued, and a lane without a member (r_en low) gets 0, so no cycle clears
+        # the whole word (its 8 * lanes flip-flops, spread over the lanes, would hang on
+        # the start strobe and on inp.ready: the ECP5 build's critical path at 495e45e)
         tag_v = [Signal(name=f"tag_v{i}") for i in range(lat)]
+        tag_e = [Signal(name=f"tag_e{i}") for i in range(lat)]
         tag_j = [Signal(range(max(L, 2)), name=f"tag_j{i}") for i in range(lat)]
-        m.d.sync += [tag_v[0].eq(self.r_en), tag_j[0].eq(j)]
+        issue = Signal()
+        m.d.sync += [tag_v[0].eq(issue), tag_e[0].eq(self.r_en), tag_j[0].eq(j)]
         for i in range(1, lat):
-            m.d.sync += [tag_v[i].eq(tag_v[i - 1]), tag_j[i].eq(tag_j[i - 1])]
+            m.d.sync += [
+                tag_v[i].eq(tag_v[i - 1]),
+                tag_e[i].eq(tag_e[i - 1]),
+                tag_j[i].eq(tag_j[i - 1]),
+            ]
         with m.If(tag_v[-1]):
-            m.d.sync += word.word_select(tag_j[-1], 8).eq(self.r_data)
+            m.d.sync += word.word_select(tag_j[-1], 8).eq(Mux(tag_e[-1], self.r_data, 0))
 
         def restart():  # a start in any state begins a new run
             with m.If(self.start):
@@ -219,7 +228,6 @@ class MemberReader(wiring.Component):
                     k.eq(0),
                     j.eq(0),
                     lane_off.eq(0),
-                    word.eq(0),
                 ]
                 m.next = "STEP"
 
@@ -233,7 +241,7 @@ class MemberReader(wiring.Component):
                     m.d.sync += j.eq(0)
                     m.next = "ISSUE"
             with _state(m, "ISSUE", restart):  # one read per lane
-                m.d.comb += [self.busy.eq(1), self.r_en.eq(first_pair + j < pairs)]
+                m.d.comb += [self.busy.eq(1), issue.eq(1), self.r_en.eq(first_pair + j < pairs)]
                 m.d.sync += [lane_off.eq(lane_off + two_s), j.eq(j + 1)]
                 with m.If(j == L - 1):
                     m.d.sync += [lane_off.eq(0), j.eq(0)]
@@ -247,7 +255,6 @@ class MemberReader(wiring.Component):
             with _state(m, "OUT", restart):
                 m.d.comb += [self.busy.eq(1), self.inp.valid.eq(1)]
                 with m.If(self.inp.ready):
-                    m.d.sync += word.eq(0)
                     m.next = "ISSUE"
                     with m.If(k + 1 < self.n_in):
                         m.d.sync += k.eq(k + 1)
