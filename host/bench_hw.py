@@ -161,7 +161,11 @@ def add_accelerator_suite(suites) -> None:
     e.add_argument("--population", type=int, default=256, help="even, 2..4096 (default 256)")
     e.add_argument("--rank", type=int, choices=(1, 4, 16, 64), default=4)
     e.add_argument("--update", choices=("latent", "pentary"), default="latent")
-    e.add_argument("--update-lanes", type=int, help="Z entries per cycle, 1..64 (default: lanes)")
+    e.add_argument(
+        "--update-lanes",
+        type=int,
+        help="Z entries per cycle, 1..max(64, widest layer + 1) (default: lanes, at most 64)",
+    )
     e.add_argument("--pivots", type=int, default=1, help="shaper pairs per sweep, 1..16")
     e.add_argument(
         "--group",
@@ -175,8 +179,9 @@ def add_accelerator_suite(suites) -> None:
 
 def run_accelerator(args) -> int:
     _check_sizes(args)
-    if args.update_lanes is not None and not 1 <= args.update_lanes <= 64:
-        raise UsageError(f"--update-lanes {args.update_lanes} out of range 1..64")
+    most = max(64, max(args.layers) + 1)
+    if args.update_lanes is not None and not 1 <= args.update_lanes <= most:
+        raise UsageError(f"--update-lanes {args.update_lanes} out of range 1..{most}")
     if not 1 <= args.pivots <= min(16, args.population // 2):
         raise UsageError(f"--pivots {args.pivots} out of range 1..{min(16, args.population // 2)}")
     if args.group is not None and not 1 <= args.group <= args.lanes:

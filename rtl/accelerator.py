@@ -47,7 +47,7 @@ from .evaluator.evaluator import PopulationEvaluator
 from .params import check_int
 from .update.apply import WeightUpdater
 from .update.shaper import Shaper
-from .update.votes import VoteAccumulator
+from .update.votes import VoteAccumulator, lanes_max
 
 __all__ = ["MEMORIES", "Accelerator"]
 
@@ -89,7 +89,8 @@ class Accelerator(wiring.Component):
     latent_bits : int
         3..8.
     update_lanes : int
-        Z entries per cycle of the VoteAccumulator, 1..64 (default: ``min(lanes, 64)``).
+        Z entries per cycle of the VoteAccumulator, 1..max(64, max_width + 1) (default:
+        ``min(lanes, 64)``); ``max_width + 1`` takes a whole weight row per cycle.
     pivots : int
         Pairs per sweep of the Shaper's rank shaping, 1..16.
     sample_bytes, label_words, batch_words : int
@@ -154,7 +155,7 @@ class Accelerator(wiring.Component):
             raise ValueError(f"max_population={max_population!r} is not an even integer in 2..4096")
         self.max_population = check_int("max_population", max_population, 2, 4096)
         update_lanes = min(lanes, 64) if update_lanes is None else update_lanes
-        self.update_lanes = check_int("update_lanes", update_lanes, 1, 64)
+        self.update_lanes = check_int("update_lanes", update_lanes, 1, lanes_max(max_width))
         self.depths = {
             "samples": check_int("sample_bytes", sample_bytes, 16, 1 << 20),
             "labels": check_int("label_words", label_words, 16, 1 << 20),

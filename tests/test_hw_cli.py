@@ -293,7 +293,7 @@ def test_compact_block_within_the_lut4_target():
             "e_generators=2 is not an integer in 1..1",
         ),
         ("accelerator", ["--batch", "5000"], "--batch 5000 out of range 1..1024"),
-        ("accelerator", ["--update-lanes", "99"], "--update-lanes 99 out of range 1..64"),
+        ("accelerator", ["--update-lanes", "99"], "--update-lanes 99 out of range 1..65"),
         ("accelerator", ["--pivots", "40"], "--pivots 40 out of range"),
         ("accelerator", ["--lanes", "4", "--group", "5"], "--group 5 out of range 1..4"),
         ("accelerator", ["--sim-batches", "32,16"], "two increasing batch sizes"),

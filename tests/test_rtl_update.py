@@ -91,6 +91,9 @@ VOTE_SETS = [
     (4, 1, "quantized", "binomial", 6),
     (1, 1, "lowrank", "binomial", 6),
     (4, 4, "lowrank", "uniform", 6),
+    # max_width + 1 lanes: a whole row of the widest layer per Z word (above 64 lanes
+    # when max_width is 64 or more)
+    (MAX_WIDTH + 1, 4, "lowrank", "binomial", 4),
 ]
 
 
@@ -395,8 +398,10 @@ def test_votes_then_update_one_layer_of_an_es_step(update, mode):
 @pytest.mark.parametrize(
     "kwargs, message",
     [
-        ({"lanes": 0}, "lanes=0 is not an integer in 1..64"),
-        ({"lanes": 65}, "lanes=65"),
+        ({"lanes": 0}, "lanes=0 is not an integer in 1..65"),
+        ({"lanes": 66}, "lanes=66 is not an integer in 1..65"),
+        ({"lanes": 102, "max_width": 100}, "lanes=102 is not an integer in 1..101"),
+        ({"lanes": 65, "max_width": 8}, "lanes=65 is not an integer in 1..64"),
         ({"rank": 3}, "rank=3 is not one of 1, 4, 16, 64"),
         ({"mode": "float"}, "mode='float' is not one of lowrank, quantized"),
         ({"digits": "gauss"}, "digits='gauss'"),
@@ -417,6 +422,7 @@ def test_votes_parameter_errors(kwargs, message):
         ({"latent_bits": 2}, "latent_bits=2 is not an integer in 3..8"),
         ({"latent_bits": 9}, "latent_bits=9"),
         ({"lanes": 0}, "lanes=0"),
+        ({"lanes": 66}, "lanes=66 is not an integer in 1..65"),
         ({"z_bits": 49}, "z_bits=49 is not an integer in 2..48"),
         ({"addr_bits": 0}, "addr_bits=0"),
     ],

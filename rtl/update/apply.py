@@ -22,7 +22,7 @@ from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..params import check_choice, check_int
-from .votes import LANES_MAX, MAX_WIDTH, z_layout
+from .votes import MAX_WIDTH, lanes_max, z_layout
 
 __all__ = ["UPDATES", "WeightUpdater", "latent_shift_max"]
 
@@ -48,7 +48,7 @@ class WeightUpdater(wiring.Component):
         3..8 (latent update): ``Vmax = 2^(latent_bits - 1) - 1``.
     lanes, max_width : int
         As the :class:`~pentegg.rtl.update.votes.VoteAccumulator` whose ``Z`` is read
-        (1..64, 1..4096): they fix the ``Z`` word layout.
+        (1..max(64, max_width + 1), 1..4096): they fix the ``Z`` word layout.
     z_bits : int
         Width of a ``Z`` entry, 2..48 (the accumulator's ``z_bits``).
     addr_bits : int
@@ -104,8 +104,8 @@ class WeightUpdater(wiring.Component):
     ):
         self.update = check_choice("update", update, UPDATES)
         self.latent_bits = check_int("latent_bits", latent_bits, 3, 8)
-        self.lanes = check_int("lanes", lanes, 1, LANES_MAX)
         self.max_width = check_int("max_width", max_width, 1, MAX_WIDTH)
+        self.lanes = check_int("lanes", lanes, 1, lanes_max(max_width))
         self.z_bits = check_int("z_bits", z_bits, 2, 48)
         self.addr_bits = check_int("addr_bits", addr_bits, 1, 32)
         self.q_max = latent_shift_max(latent_bits)

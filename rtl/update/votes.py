@@ -55,6 +55,7 @@ __all__ = [
     "VoteAccumulator",
     "bits_for",
     "g_bound",
+    "lanes_max",
     "times_digit",
     "vote_cycles",
     "z_bound",
@@ -62,7 +63,14 @@ __all__ = [
 ]
 
 MAX_WIDTH = 4096
+#: ``lanes`` may always be 1..64; above that up to ``max_width + 1``, a whole row of the
+#: widest layer (its bias column included) per Z word: more lanes could never be used.
 LANES_MAX = 64
+
+
+def lanes_max(max_width: int) -> int:
+    """The most ``lanes`` of a block with rows of up to ``max_width + 1`` weights."""
+    return max(LANES_MAX, max_width + 1)
 
 
 def g_bound(population: int) -> int:
@@ -116,7 +124,8 @@ class VoteAccumulator(wiring.Component):
     Parameters
     ----------
     lanes : int
-        ``Z`` entries (columns ``k``) updated per cycle, 1..64.
+        ``Z`` entries (columns ``k``) updated per cycle, 1..max(64, max_width + 1):
+        ``max_width + 1`` takes a whole row of the widest layer per cycle.
     rank : int
         1, 4, 16 or 64 (spec 3).
     mode : str
@@ -179,11 +188,11 @@ class VoteAccumulator(wiring.Component):
         max_width: int = 64,
         max_population: int = 256,
     ):
-        self.lanes = check_int("lanes", lanes, 1, LANES_MAX)
+        self.max_width = check_int("max_width", max_width, 1, MAX_WIDTH)
+        self.lanes = check_int("lanes", lanes, 1, lanes_max(max_width))
         self.rank = check_choice("rank", rank, RANKS)
         self.mode = check_choice("mode", mode, MODES)
         self.digits = check_choice("digits", digits, DIGIT_DISTS)
-        self.max_width = check_int("max_width", max_width, 1, MAX_WIDTH)
         self.max_population = check_int("max_population", max_population, 2, MAX_POPULATION)
         if max_population % 2:
             raise ValueError(
