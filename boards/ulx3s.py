@@ -3,7 +3,7 @@
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
   core clock, 60 MHz by default (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4,
   from ``ecppll -i 25 -o 60``; VCO 600 MHz). ``--param clock_mhz=N`` picks another of
-  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reaches 67.6-73 MHz at 64 lanes
+  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reaches 66-73 MHz at 64 lanes
   (docs/boards.md), and 75 MHz is out of reach, so 60 MHz is the default.
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
@@ -28,7 +28,7 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
-#: pairs in 2 rounds), the largest that fits and meets the 60 MHz clock (67.6-73.0 MHz; 128
+#: pairs in 2 rounds), the largest that fits and meets the 60 MHz clock (66.3-73.0 MHz; 128
 #: lanes need 230 of the device's 208 block RAMs, measured; docs/boards.md).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
