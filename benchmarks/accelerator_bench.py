@@ -37,6 +37,7 @@ CARRIED_PARAMS = (
     "mem_latency",
     "noise_buffers",
     "e_generators",
+    "noise_write_lanes",
     "latent_bits",
 )
 

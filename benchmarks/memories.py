@@ -12,7 +12,8 @@ granularity below its width) costs more on the ECP5: a DP16KD's byte enables eac
 bits, so a part takes whole 9-bit segments (a 6-bit lane slot leaves 3 bits of each
 unused: the evaluator's noise banks take 32 blocks at 128 lanes, not 22); the iCE40's
 blocks have a write mask per bit. Memories under 1 Kbit (Yosys maps
-them to flip-flops or LUT RAM) and primitives the RTL instantiates itself (DP16KD,
+them to flip-flops or LUT RAM), memories read without a clock (never a block RAM: LUT
+RAM on the ECP5, flip-flops on the iCE40) and primitives the RTL instantiates itself (DP16KD,
 SB_SPRAM256KA) are listed apart. It is an estimate of Yosys's mapping, not a
 measurement: Yosys may split or pack differently (``pentegg synth`` gives the count), but
 it takes seconds instead of minutes, and names the memories.
@@ -42,6 +43,7 @@ class Memory:
     width: int
     depth: int
     granularity: int = 0  # bits per write enable (0: the whole width)
+    async_read: bool = False  # a read port without a clock: never a block RAM
 
     @property
     def bits(self) -> int:
@@ -80,8 +82,9 @@ def _granularity(width: int, en: str) -> int:
 
 def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
     """The memories of an RTLIL design, and how many of each instantiated primitive."""
-    sizes, gran, prims, module = {}, {}, {}, ""
+    sizes, gran, prims, module, comb = {}, {}, {}, "", set()
     memid = width = None
+    rd = None  # the MEMID of the $memrd_v2 cell being read
     for line in text.splitlines():
         if m := re.match(r"module \\(\S+)", line):
             module = m.group(1)
@@ -91,6 +94,14 @@ def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
             prims[m.group(1)] = prims.get(m.group(1), 0) + 1
         elif re.match(r"\s*cell \$memwr_v2 ", line):
             memid, width = "", 0
+        elif re.match(r"\s*cell \$memrd_v2 ", line):
+            rd = ""
+        elif rd is not None and (m := re.match(r'\s*parameter \\MEMID "\\\\(\S+)"', line)):
+            rd = f"{module}.{m.group(1)}"
+        elif rd is not None and re.match(r"\s*parameter \\CLK_ENABLE 0\s*$", line):
+            comb.add(rd)
+        elif rd is not None and line.strip() == "end":
+            rd = None
         elif memid is not None and (m := re.match(r'\s*parameter \\MEMID "\\\\(\S+)"', line)):
             memid = f"{module}.{m.group(1)}"
         elif memid is not None and (m := re.match(r"\s*parameter \\WIDTH (\d+)", line)):
@@ -100,7 +111,7 @@ def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
             gran[memid] = min(g, gran.get(memid, g)) if g else gran.get(memid, 0)
         elif memid is not None and line.strip() == "end":
             memid = None
-    mems = [Memory(name, w, d, gran.get(name, 0)) for name, (w, d) in sizes.items()]
+    mems = [Memory(name, w, d, gran.get(name, 0), name in comb) for name, (w, d) in sizes.items()]
     return mems, prims
 
 
@@ -131,7 +142,7 @@ def main(argv=None) -> int:
     total = 0
     print(f"{'memory':<44} {'width':>6} {'depth':>7} {'write':>6} {'Kbit':>8} {'blocks':>7}")
     for mem in sorted(mems, key=lambda x: -x.bits):
-        if mem.bits < SMALL_BITS:
+        if mem.bits < SMALL_BITS or mem.async_read:
             continue
         n = block_rams(mem.width, mem.depth, family, mem.granularity)
         total += n
@@ -140,6 +151,10 @@ def main(argv=None) -> int:
     small = sum(1 for x in mems if x.bits < SMALL_BITS)
     print(f"block RAMs of the memories above: {total} (estimate)")
     print(f"memories under {SMALL_BITS} bits (flip-flops or LUT RAM): {small}")
+    lut = "LUT RAM" if family == "ecp5" else "flip-flops"
+    for mem in sorted(mems, key=lambda x: -x.bits):
+        if mem.async_read and mem.bits >= SMALL_BITS:
+            print(f"read without a clock ({lut}): {mem.name}, {mem.width} x {mem.depth} bits")
     for prim, n in sorted(prims.items()):
         print(f"{prim} instantiated by the RTL: {n}")
     return 0

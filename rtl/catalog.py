@@ -87,6 +87,7 @@ EVALUATOR_PARAMS = {
     "mem_latency": "int",
     "noise_buffers": "int",
     "e_generators": "int",
+    "noise_write_lanes": "int",
 }
 
 ACCELERATOR_PARAMS = {

@@ -37,7 +37,14 @@ ICARUS_BUILDS = [
         "mode": "quantized",
         "e_generators": 4,
     },
-    {"lanes": 8, "max_layers": 2, "max_width": 12, "rank": 4, "digits": "uniform"},
+    {
+        "lanes": 8,
+        "max_layers": 2,
+        "max_width": 12,
+        "rank": 4,
+        "digits": "uniform",
+        "noise_write_lanes": 3,
+    },
     {
         "lanes": 3,
         "max_layers": 3,
@@ -48,7 +55,14 @@ ICARUS_BUILDS = [
         "mode": "quantized",
         "e_generators": 2,
     },
-    {"lanes": 2, "max_layers": 1, "max_width": 5, "rank": 16, "digits": "uniform"},
+    {
+        "lanes": 2,
+        "max_layers": 1,
+        "max_width": 5,
+        "rank": 16,
+        "digits": "uniform",
+        "noise_write_lanes": 2,
+    },
 ]
 
 

@@ -339,3 +339,18 @@ def test_memories_costs_write_granularity_in_9_bit_byte_enables_on_the_ecp5(caps
     out = capsys.readouterr().out
     assert re.search(r"noise0\s+24\s+\d+\s+6\s", out), out
     assert re.search(r"\.act\s+32\s+\d+\s+8\s", out), out
+
+
+def test_memories_counts_grouped_noise_writes_and_no_block_ram_for_the_staging(capsys):
+    """``noise_write_lanes=3`` writes the noise banks 18 bits at a time (two byte enables,
+    22 blocks per bank at 128 lanes instead of 32); the staging memory is read without a
+    clock, so it is LUT RAM, listed apart and not counted as block RAM."""
+    from pentegg.benchmarks import memories
+
+    assert memories.block_rams(774, 512, "ecp5", 18) == 22
+    args = ["evaluator", "--device", "ecp5-85", "--param", "lanes=6"]
+    assert memories.main([*args, "--param", "noise_write_lanes=3"]) == 0
+    out = capsys.readouterr().out
+    assert re.search(r"noise0\s+36\s+\d+\s+18\s", out), out
+    assert not re.search(r"noise_stage0\s+\d+\s+\d+\s+\d+\s", out), out
+    assert re.search(r"read without a clock \(LUT RAM\): \S+noise_stage0, 12 x \d+ bits", out), out

@@ -68,6 +68,7 @@ def random_job(rng):
         group=group,
         mem_latency=int(rng.integers(1, 5)),
         noise_buffers=int(rng.integers(1, 3)),
+        noise_write_lanes=int(rng.integers(1, lanes + 1)),
     )
     return job, dut
 
@@ -160,3 +161,51 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
         board.check("scores[member]", scores, res["scores"])
     else:
         board.check("logits[member, sample, class]", logits, res["logits"])
+
+
+@pytest.mark.parametrize("noise_buffers", [1, 2])
+def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buffers):
+    """``noise_write_lanes`` 3 (a bank written 18 bits at a time, the earlier lanes'
+    slots from the staging memory) on 5 lanes: rounds of 5 and 2 pairs, so groups of 3,
+    2, and 2 lanes of 3. Scores equal golden's, and equal ``noise_write_lanes`` 1's, in
+    exactly the same number of cycles."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator grouped noise {noise_buffers}"))
+    layers = (5, 6, 3)
+    cfg = Config(
+        layers=layers,
+        population=14,
+        rank=4,
+        sigma_shift=0,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(2, 1),
+    ).validate()
+    samples = rng.integers(-127, 128, (6, layers[0]))
+    job = EvalJob(
+        cfg,
+        init_state(cfg).weights,
+        int(rng.integers(0, 1000)),
+        samples=samples,
+        labels=rng.integers(0, layers[-1], 6),
+        batch_idx=rng.integers(0, 6, 3),
+    )
+    _, scores = job.expected()
+    cycles = []
+    for g in (1, 3):
+        dut = PopulationEvaluator(
+            lanes=5, max_width=8, noise_buffers=noise_buffers, noise_write_lanes=g
+        )
+        res = run_amaranth(job, dut, max_cycles=200_000)
+        assert res["error"] == 0
+        Scoreboard(f"evaluator noise_write_lanes {g}").check(
+            "scores[member]", scores, res["scores"]
+        )
+        cycles.append(res["cycles"])
+    assert cycles[0] == cycles[1], f"cycles: {cycles[0]} (1 lane per write), {cycles[1]} (3)"
+
+
+def test_noise_write_lanes_range_is_checked():
+    with pytest.raises(ValueError, match="noise_write_lanes"):
+        PopulationEvaluator(lanes=2, noise_write_lanes=3)
+    with pytest.raises(ValueError, match="noise_write_lanes"):
+        PopulationEvaluator(lanes=8, noise_write_lanes=7)

@@ -25,7 +25,7 @@ owns them: block RAM or SPRAM); the evaluator reads them through ports with
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -67,7 +67,7 @@ class PopulationEvaluator(wiring.Component):
     Parameters
     ----------
     lanes, max_layers, max_width, rank, mode, digits, group, noise_depth, max_batch,
-    mem_latency, noise_buffers, e_generators
+    mem_latency, noise_buffers, e_generators, noise_write_lanes
         Elaboration parameters: :class:`~pentegg.rtl.evaluator.params.EvaluatorParams`
         (ranges there; a bad value raises ``ValueError`` naming it).
 
@@ -116,6 +116,7 @@ class PopulationEvaluator(wiring.Component):
         mem_latency: int = 2,
         noise_buffers: int = 1,
         e_generators: int = 1,
+        noise_write_lanes: int = 1,
     ):
         self.params = p = EvaluatorParams(
             lanes=lanes,
@@ -130,6 +131,7 @@ class PopulationEvaluator(wiring.Component):
             mem_latency=mem_latency,
             noise_buffers=noise_buffers,
             e_generators=e_generators,
+            noise_write_lanes=noise_write_lanes,
         ).check()
         self.noise_bits = ceil_log2(p.noise_bank_depth)
         # worst case of the weight memory: every layer max_width x (max_width + 1)
@@ -252,12 +254,24 @@ class PopulationEvaluator(wiring.Component):
             ld.busy_w.eq(fin_w),
         ]
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
+        # low-rank: lanes w .. w + G - 1 share a write enable (``noise_write_lanes``); the
+        # bank's word is padded to whole groups, the lanes read their own 6 bits of it
+        G = 1 if quant else p.noise_write_lanes
+        groups = -(-L // G)
+        if G > 1:
+            # the group and the position in it of the lane being written (ROMs, no divide)
+            w_grp = Signal(range(max(groups, 2)))
+            w_pos = Signal(range(G))
+            m.d.comb += [
+                w_grp.eq(Array(C(j // G, w_grp.shape()) for j in range(L))[fill.w_lane]),
+                w_pos.eq(Array(C(j % G, w_pos.shape()) for j in range(L))[fill.w_lane]),
+            ]
         n_data = []
         for b in range(2):
-            mem = memory.Memory(shape=6 * L, depth=p.noise_buffers << nbits, init=[])
+            mem = memory.Memory(shape=6 * G * groups, depth=p.noise_buffers << nbits, init=[])
             m.submodules[f"noise{b}"] = mem
             rp = mem.read_port()
-            wp = mem.write_port(granularity=3 if quant else 6)
+            wp = mem.write_port(granularity=3 if quant else 6 * G)
             lanes_use = eng.nz_en & (eng.nz_bank == b)
             rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
             wr_addr = fill.w_addr[:nbits]
@@ -280,10 +294,34 @@ class PopulationEvaluator(wiring.Component):
                         )
                     ),
                 ]
-            else:
+            elif G == 1:
                 m.d.comb += [
                     wp.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
                     wp.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
+                ]
+            else:
+                # Every lane fills the same slots in the same order, lane after lane. The
+                # slots of a group's earlier lanes wait in a staging memory (read
+                # asynchronously at the address being written), and every write carries
+                # them with the new slot: the group's word is right after each write.
+                # Fields of the group's later lanes hold stale slots until those lanes
+                # write (slots of absent lanes are never used).
+                stage = memory.Memory(shape=6 * (G - 1), depth=p.noise_bank_depth, init=[])
+                m.submodules[f"noise_stage{b}"] = stage
+                s_rp = stage.read_port(domain="comb")
+                s_wp = stage.write_port(granularity=6)
+                new = fill.w_data[b].as_value()
+                m.d.comb += [
+                    s_rp.addr.eq(fill.w_addr[:nbits]),
+                    s_wp.addr.eq(fill.w_addr[:nbits]),
+                    s_wp.data.eq(Cat(*([new] * (G - 1)))),
+                    s_wp.en.eq(Cat(fill.w_en & (w_pos == q) for q in range(G - 1))),
+                ]
+                fields = [Mux(w_pos == q, new, s_rp.data[6 * q : 6 * q + 6]) for q in range(G - 1)]
+                word = Cat(*fields, new)
+                m.d.comb += [
+                    wp.data.eq(Cat(*([word] * groups))),
+                    wp.en.eq(Mux(fill.w_en, 1 << w_grp, 0)),
                 ]
             reg = Signal(slot, name=f"noise_rd{b}")
             m.d.sync += reg.eq(rp.data)

@@ -17,6 +17,8 @@ from ..params import check_choice, check_int
 
 #: Most E generators of quantized mode's fill.
 MAX_E_GENERATORS = 4
+#: Most lanes per write of the low-rank noise banks (6 x 6 bits: a DP16KD's 36-bit word).
+MAX_NOISE_WRITE_LANES = 6
 
 __all__ = ["MODES", "RANKS", "EvaluatorParams", "bits_for"]
 
@@ -85,6 +87,16 @@ class EvaluatorParams:
         lockstep, one write of ``G`` lanes' digits per cycle), so a round's fill takes
         about ``1 / G`` of the time, for ``G - 1`` more generators (each a B RAM and a
         PQUANT ROM). Low-rank builds ignore it.
+    noise_write_lanes : int
+        Low-rank mode: lanes whose noise slots share one write enable of the noise banks,
+        1..min(6, lanes) (default 1). The fill writes one lane at a time; with ``G > 1``
+        each write also carries the slot of the group's earlier lanes (kept in a staging
+        memory of ``6 * (G - 1)`` bits per slot and bank, read asynchronously: LUT RAM)
+        so that a bank is written ``6 * G`` bits at a time. On the ECP5, whose block RAM
+        has a write enable per 9 bits, 3 lanes (18 bits) fill the byte enables that 6-bit
+        lane writes leave a third empty: 22 instead of 32 DP16KD per bank at 128 lanes.
+        The iCE40's block RAM has a write mask per bit (and no LUT RAM): keep 1 there.
+        Cycles are the same for every value. Quantized builds ignore it.
     """
 
     lanes: int = 4
@@ -99,6 +111,7 @@ class EvaluatorParams:
     mem_latency: int = 2
     noise_buffers: int = 1
     e_generators: int = 1
+    noise_write_lanes: int = 1
     _derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     def check(self) -> EvaluatorParams:
@@ -116,6 +129,9 @@ class EvaluatorParams:
         check_int("mem_latency", self.mem_latency, 1, 4)
         check_int("noise_buffers", self.noise_buffers, 1, 2)
         check_int("e_generators", self.e_generators, 1, min(MAX_E_GENERATORS, self.lanes))
+        check_int(
+            "noise_write_lanes", self.noise_write_lanes, 1, min(MAX_NOISE_WRITE_LANES, self.lanes)
+        )
         return self
 
     # -------------------------------------------------------------------- structure
@@ -244,4 +260,5 @@ class EvaluatorParams:
             "mem_latency": self.mem_latency,
             "noise_buffers": self.noise_buffers,
             "e_generators": self.e_generators,
+            "noise_write_lanes": self.noise_write_lanes,
         }
