@@ -9,7 +9,7 @@ import random
 import struct
 
 import pytest
-from amaranth import Module
+from amaranth import Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.sim import Simulator
 
@@ -117,9 +117,11 @@ def test_cobs_decoder_matches_pentegg_link_on_random_and_corner_frames():
 
 
 class _EncoderBench(wiring.Component):
-    def __init__(self, data: bytes):
+    """The encoder reading a memory through ``latency - 1`` extra registers."""
+
+    def __init__(self, data: bytes, latency: int):
         self.data = data
-        self.enc = CobsEncoder(12)
+        self.enc = CobsEncoder(12, latency=latency)
         super().__init__({})
 
     def elaborate(self, platform):
@@ -129,26 +131,37 @@ class _EncoderBench(wiring.Component):
             shape=8, depth=max(1, len(self.data)), init=self.data
         )
         rp = mem.read_port()
-        m.d.comb += [rp.addr.eq(enc.addr), enc.data.eq(rp.data)]
+        m.d.comb += rp.addr.eq(enc.addr)
+        d = rp.data
+        for i in range(self.enc.latency - 1):
+            r = Signal(8, name=f"d{i}")
+            m.d.sync += r.eq(d)
+            d = r
+        m.d.comb += enc.data.eq(d)
         return m
 
 
+@pytest.mark.parametrize("latency", [1, 2, 3])
 @pytest.mark.parametrize("case", range(len(cobs_cases())))
-def test_cobs_encoder_gives_pentegg_link_bytes(case):
+def test_cobs_encoder_gives_pentegg_link_bytes(case, latency):
+    """At every read latency, with ``o.ready`` low at random, the bytes are
+    ``cobs_encode``'s and a delimiter."""
     data = cobs_cases()[case]
-    top = _EncoderBench(data)
+    top = _EncoderBench(data, latency)
     enc = top.enc
     out = bytearray()
+    rng = random.Random(case * 10 + latency)
 
     async def bench(ctx):
-        ctx.set(enc.o.ready, 1)
         ctx.set(enc.length, len(data))
         ctx.set(enc.start, 1)
         await ctx.tick()
         ctx.set(enc.start, 0)
-        for _ in range(10 * len(data) + 100):
+        for _ in range(20 * len(data) + 200):
+            ready = rng.random() < 0.6
+            ctx.set(enc.o.ready, ready)
             _, _, v, p = await ctx.tick().sample(enc.o.valid, enc.o.payload)
-            if v:
+            if v and ready:
                 out.append(int(p))
                 if p == 0:
                     break

@@ -4,7 +4,7 @@
   decoded frame bytes and an end-of-frame beat per non-empty frame out. Combinational,
   one byte per cycle.
 * :class:`CobsEncoder`: encodes a frame held in a memory (random access, read latency
-  one cycle) and ends it with a delimiter. It scans ahead for the next zero instead of
+  ``latency`` cycles) and ends it with a delimiter. It scans ahead for the next zero instead of
   holding a 254-byte block in a FIFO.
 
 Both produce the bytes of ``pentegg.link.cobs_encode``/``cobs_decode`` exactly.
@@ -83,6 +83,11 @@ class CobsEncoder(wiring.Component):
     ----------
     addr_bits : int
         Width of ``length`` and ``addr`` (1..24).
+    latency : int
+        Read latency of the byte source, 1..4 (default 1): ``data`` is the byte at the
+        ``addr`` of ``latency`` cycles before. The link engine reads at latency 2 (the
+        frame buffer's block RAM output registered once more), so that no path runs from
+        a block RAM's output into the encoder's state.
 
     Interface attributes
     --------------------
@@ -90,19 +95,22 @@ class CobsEncoder(wiring.Component):
         Strobe (while ``busy`` is low): encode ``length`` bytes (sampled at ``start``).
     length : In(addr_bits)
     addr : Out(addr_bits), data : In(8)
-        The byte source: ``data`` is the byte at the ``addr`` of the previous cycle
-        (a memory read port with latency 1, always enabled).
+        The byte source (a memory read port, always enabled, plus ``latency - 1``
+        registers). ``addr`` is a function of the state only (not of ``o.ready``).
     o : Out(stream.Signature(8))
     busy : Out(1)
         From the cycle after ``start`` until the delimiter has been sent.
 
     Throughput: each byte is read twice, once to find the end of its block and once to
-    send it, one cycle each: about two cycles per byte, plus three per block (a block
-    ends at a zero or after 254 bytes). ``addr`` depends combinationally on ``o.ready``.
+    send it. The scan reads a byte per cycle (``latency`` cycles to start it); the send
+    takes ``latency + 1`` cycles per byte (the address waits for ``o.ready``); plus
+    three cycles per block (a block ends at a zero or after 254 bytes). At latency 2,
+    about four cycles per byte: a UART byte takes 10 bit times of many cycles each.
     """
 
-    def __init__(self, addr_bits: int):
+    def __init__(self, addr_bits: int, *, latency: int = 1):
         self.addr_bits = check_int("addr_bits", addr_bits, 1, 24)
+        self.latency = check_int("latency", latency, 1, 4)
         super().__init__(
             {
                 "start": In(1),
@@ -117,55 +125,64 @@ class CobsEncoder(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         n = self.addr_bits + 1
+        lat = self.latency
         length = Signal(n)
         p = Signal(n)  # the current block's first byte
-        q = Signal(n)  # scan: the first byte not in the block
+        q = Signal(n)  # scan: the first byte not in the block (the byte ``data`` is)
+        a = Signal(n)  # scan: the next address read (``q + latency`` once started)
         r = Signal(n)  # emit: the next byte to send
+        w = Signal(range(lat + 1))  # cycles of a read so far
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [length.eq(self.length), p.eq(0), q.eq(0)]
+                    m.d.sync += [length.eq(self.length), p.eq(0), q.eq(0), a.eq(0), w.eq(0)]
                     m.next = "SCAN"
-            with m.State("SCAN"):
-                m.d.comb += self.addr.eq(q)
+            with m.State("SCAN"):  # issue the reads of q .. q + latency - 1
+                m.d.comb += self.addr.eq(a)
                 with m.If((q == length) | (q - p == 254)):
                     m.next = "CODE"
                 with m.Else():
-                    m.next = "SCAN_D"
-            with m.State("SCAN_D"):  # data: the byte at q; the next one is read meanwhile
-                m.d.comb += self.addr.eq(q + 1)
+                    m.d.sync += [a.eq(a + 1), w.eq(w + 1)]
+                    with m.If(w == lat - 1):
+                        m.next = "SCAN_D"
+            with m.State("SCAN_D"):  # data: the byte at q; the one at a is read meanwhile
+                m.d.comb += self.addr.eq(a)
                 with m.If(self.data == 0):
                     m.next = "CODE"
                 with m.Else():
-                    m.d.sync += q.eq(q + 1)
+                    m.d.sync += [q.eq(q + 1), a.eq(a + 1)]
                     with m.If((q + 1 == length) | (q + 1 - p == 254)):
                         m.next = "CODE"
             with m.State("CODE"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(q - p + 1)]
                 with m.If(self.o.ready):
-                    m.d.sync += r.eq(p)
+                    m.d.sync += [r.eq(p), w.eq(0)]
                     m.next = "EMIT"
-            with m.State("EMIT"):
+            with m.State("EMIT"):  # read the byte at r
                 m.d.comb += self.addr.eq(r)
                 with m.If(r == q):
                     m.next = "NEXT"
                 with m.Else():
-                    m.next = "EMIT_D"
-            with m.State("EMIT_D"):  # data: the byte at r
+                    m.d.sync += w.eq(w + 1)
+                    with m.If(w == lat - 1):
+                        m.next = "EMIT_D"
+            with m.State("EMIT_D"):  # data: the byte at r, held until it is taken
                 m.d.comb += [self.addr.eq(r), self.o.valid.eq(1), self.o.payload.eq(self.data)]
                 with m.If(self.o.ready):
-                    m.d.comb += self.addr.eq(r + 1)
-                    m.d.sync += r.eq(r + 1)
+                    m.d.sync += [r.eq(r + 1), w.eq(0)]
                     with m.If(r + 1 == q):
                         m.next = "NEXT"
+                    with m.Else():
+                        m.next = "EMIT"
             with m.State("NEXT"):
+                m.d.sync += w.eq(0)
                 with m.If(q - p == 254):  # a full block: no zero consumed
-                    m.d.sync += p.eq(q)
+                    m.d.sync += [p.eq(q), a.eq(q)]
                     m.next = "SCAN"
                 with m.Elif(q == length):
                     m.next = "DELIM"
                 with m.Else():  # skip the zero that ended the block
-                    m.d.sync += [p.eq(q + 1), q.eq(q + 1)]
+                    m.d.sync += [p.eq(q + 1), q.eq(q + 1), a.eq(q + 1)]
                     m.next = "SCAN"
             with m.State("DELIM"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(0)]

@@ -153,7 +153,7 @@ class LinkEngine(wiring.Component):
         fb = self.frame_bytes
         ab = ceil_log2(fb)  # byte address bits
         m.submodules.dec = dec = CobsDecoder()
-        m.submodules.enc = enc = CobsEncoder(ab + 1)
+        m.submodules.enc = enc = CobsEncoder(ab + 1, latency=2)
         m.submodules.rx_crc = rx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
         m.submodules.tx_crc = tx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
         m.submodules.buf = buf = memory.Memory(shape=8, depth=fb, init=[])
@@ -240,7 +240,12 @@ class LinkEngine(wiring.Component):
         vdata = Mux(pay_d, rp.data, hb_d)
         resp_len = RESPONSE_HEADER + resp_n  # bytes before the CRC
         feed_d = Signal()
-        m.d.comb += [tx_crc.data.eq(vdata), tx_crc.valid.eq(feed_d), enc.data.eq(vdata)]
+        # the encoder reads through one more register (latency 2): no path from the
+        # frame buffer's block RAM output into its scan (the ULX3S build's critical path
+        # at 7b4a072 and 6a2d402)
+        enc_data = Signal(8)
+        m.d.sync += enc_data.eq(vdata)
+        m.d.comb += [tx_crc.data.eq(vdata), tx_crc.valid.eq(feed_d), enc.data.eq(enc_data)]
 
         # ---- helpers: states that read a word from the buffer, write one, send, receive
         def fetch(state, dest, then):
