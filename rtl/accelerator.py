@@ -412,10 +412,22 @@ class Accelerator(wiring.Component):
             m.submodules[f"mem_{name}"] = mm
             return mm.read_port(), mm.write_port()
 
+        # The host's writes reach the memories one cycle late, from flip-flops: the large
+        # memories (the samples: 45-64 DP16KD across the ECP5) are far from the decoder
+        # and the controller, whose state (``idle``) gated their write enable through
+        # LUTs (the ECP5 accelerator's critical path at 35b3fbc). A write is accepted
+        # while idle and lands in the next cycle; a run starts several cycles after the
+        # last write's command (the decoder takes RUN as a later command word).
+        hw_addr = Signal.like(host_addr, name="host_w_addr")
+        hw_data = Signal.like(dec.mem_wdata, name="host_w_data")
+        m.d.sync += [hw_addr.eq(host_addr), hw_data.eq(dec.mem_wdata)]
+
         def write_port(wp, name, users):
             """``wp`` driven by the block of each ``(phase, addr, data, en)`` in ``users``
             during its phase, otherwise by the host's writes to memory ``name``."""
-            host = (host_addr, dec.mem_wdata, idle & dec.mem_wen & (host_sel == MEMORIES[name]))
+            hw_en = Signal(name=f"host_w_en_{name}")
+            m.d.sync += hw_en.eq(idle & dec.mem_wen & (host_sel == MEMORIES[name]))
+            host = (hw_addr, hw_data, hw_en)
             sel = host
             for code, *port in reversed(users):
                 sel = [Mux(phase == code, u, h) for u, h in zip(port, sel, strict=True)]
