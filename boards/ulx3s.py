@@ -27,23 +27,27 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
-#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
-#: pairs in 2 rounds), the largest that fits and meets the 60 MHz clock (66.3-73.0 MHz; 128
-#: lanes need 230 of the device's 208 block RAMs, measured; docs/boards.md).
+#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 128 lanes (the 128
+#: pairs in one round; docs/boards.md has the measured resources and fmax).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
-    "lanes": 64,
+    "lanes": 128,
     "max_layers": 2,
     "max_width": 64,
     "rank": 4,
     "max_batch": 256,
     "max_population": 256,
-    "sample_bytes": 131072,
+    # the digits training set (1,437 x 64 = 91,968 bytes) in 45 DP16KD (2048 x 9 each)
+    "sample_bytes": 92160,
     "label_words": 2048,
     "batch_words": 2048,
-    # a whole weight row (64 inputs and the bias) per update cycle: 65 Z entries, one Z
-    # word per row; the digits step's update takes 63,490 cycles instead of 101,378
-    "update_lanes": 65,
+    # 33 Z entries per update cycle: a weight row of 65 in two Z words, as fast as 64
+    # entries (three words of 32 would take 134,438 cycles, not 96,550) in 20 DP16KD
+    # instead of 38 (65 entries: 58,662 cycles, but 128 lanes leave no room for them)
+    "update_lanes": 33,
+    # the noise banks written three 6-bit lane slots at a time: two whole 9-bit byte
+    # enables of a DP16KD, 22 blocks per bank instead of 32
+    "noise_write_lanes": 3,
 }
 
 
