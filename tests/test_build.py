@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -303,3 +304,20 @@ def test_every_pll_setting_makes_its_clock_and_an_exact_baud_rate():
         vco = 12_000_000 * (p["DIVF"] + 1) // (p["DIVR"] + 1)
         assert vco >> p["DIVQ"] == c.hz and 533e6 <= vco <= 1066e6, mhz
         assert c.hz % c.baud == 0 and c.hz // c.baud >= 4
+
+
+def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):
+    """The ULX3S build's Device with its default parameters (128 lanes) needs no more
+    DP16KD than the ECP5-85 has, by ``benchmarks.memories``' estimate (it counts the 9-bit
+    byte enables: 6-bit lane writes of the noise banks would need 20 more). A change of
+    the defaults or of a memory's layout that overfills the device fails here in seconds,
+    not after a 30-minute build."""
+    from pentegg.benchmarks import memories
+    from pentegg.boards.ulx3s import DEFAULT_PARAMS
+
+    assert memories.main(["device", "--device", "ecp5-85"]) == 0
+    out = capsys.readouterr().out
+    total = int(re.search(r"block RAMs of the memories above: (\d+)", out).group(1))
+    assert DEFAULT_PARAMS["lanes"] == 128
+    assert total <= 208, out
+    assert re.search(r"ev\.noise0\s+774\s+\d+\s+18\s+[\d.]+\s+22\b", out), out
