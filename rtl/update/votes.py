@@ -10,7 +10,8 @@ keys (spec 2.3) by one :class:`~pentegg.rtl.noise.keyer.StreamKeyer` and two
 :class:`~pentegg.rtl.noise.prng.PentaryStreamCore` (one row of ``rank`` digits per beat),
 as in :class:`~pentegg.rtl.evaluator.noise_fill.NoiseFill`, and never kept beyond the
 pair: ``B_j`` (``fan`` rows) is written into a buffer of ``lanes`` small memories (row
-``k`` in memory ``k % lanes`` at address ``k // lanes``), ``A_j`` is taken one row per
+``k`` in memory ``k % lanes`` at address ``k // lanes``; two buffers, so that pair
+``j + 1``'s rows are written while pair ``j``'s are read), ``A_j`` is taken one row per
 output row ``o``.
 
 Per pair, the datapath walks ``o`` (rows), ``kb`` (groups of ``lanes`` columns,
@@ -96,17 +97,22 @@ def vote_cycles(
     """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
     the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
 
-        pairs * (out * ceil(fan / lanes) * rank + 31 + max(0, fan * Wb - 15, Wb - 2)) + 19
+        52 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
 
-    ``Wb = max(1, rank / D)`` (``D`` = 8 binomial, 4 uniform digits per word) is the
-    stream core's cycles per row of ``A`` or ``B``; 31 = the keyer's two requests (15
-    each) and the pair's first cycle; ``fan * Wb - 15``: the part of the ``B`` fill that
-    the request of ``A`` does not hide; ``Wb - 2``: the wait for the first row of ``A``
-    when the fill is short; 19 = the run key (14), the start and the pipeline.
+    with ``T = out * ceil(fan / lanes) * rank`` a pair's computation (one ``(o, kb, c)``
+    per cycle), ``X = max(0, fan * Wb - 15)`` the part of a pair's ``B`` fill that the
+    request of its ``A`` key does not hide, ``Wb = max(1, rank / D)`` (``D`` = 8 binomial,
+    4 uniform digits per word) the stream core's cycles per row. The noise of pair
+    ``j + 1`` (two keyer requests, 15 cycles each, and the ``B`` fill) is fetched while
+    pair ``j`` is computed, so a pair takes ``T + 2`` cycles when its computation is the
+    longer, ``X + 32`` when the fetch is; the first pair's fetch (and, for ``Wb > 2``, its
+    first row of ``A``) is not hidden; 52 covers the run key, the first fetch, the start
+    and the pipeline.
     """
     wb = max(1, rank // (8 if digits == "binomial" else 4))
-    nkb = -(-fan // lanes)
-    return pairs * (out * nkb * rank + 31 + max(0, fan * wb - 15, wb - 2)) + 19
+    t = out * -(-fan // lanes) * rank
+    x = max(0, fan * wb - 15)
+    return 52 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
 
 
 def times_digit(x, d):
@@ -171,11 +177,14 @@ class VoteAccumulator(wiring.Component):
         Read port of ``Z`` while ``busy`` is low: ``z_data`` is the word at the ``z_addr``
         of the previous cycle (latency 1).
 
-    Timing: :func:`vote_cycles`, ``pairs * (out * ceil(fan / lanes) * rank + 31 +
-    max(0, fan * Wb - 15, Wb - 2)) + 19`` cycles from ``start`` to ``done`` (``Wb`` cycles per
-    row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform). One
-    ``(o, kb, c)`` per cycle while computing; the keyer requests and the ``B`` fill of a
-    pair are not overlapped with the previous pair's computation.
+    Timing: :func:`vote_cycles`, ``52 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
+    2, X + 32)`` cycles from ``start`` to ``done``, ``T = out * ceil(fan / lanes) * rank``
+    (one ``(o, kb, c)`` per cycle while computing), ``X = max(0, fan * Wb - 15)`` (``Wb``
+    cycles per row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform).
+    The keyer requests and the ``B`` fill of pair ``j + 1`` run while pair ``j`` is
+    computed: ``B`` is double-buffered (two buffers of ``ceil(fan / lanes)`` rows per lane
+    memory) and the next ``A`` key waits in a register until ``core_a`` has given the
+    current pair's last row.
     """
 
     def __init__(
@@ -242,7 +251,9 @@ class VoteAccumulator(wiring.Component):
         b_depth = max(self.nkb_max, 2)
         b_mem, b_rd, b_wr = [], [], []
         for i in range(lanes):
-            mem = memory.Memory(shape=3 * r, depth=b_depth, init=[])
+            # two buffers (the address's top bit): the pair being computed and the next
+            # one, being filled
+            mem = memory.Memory(shape=3 * r, depth=2 << ceil_log2(b_depth), init=[])
             m.submodules[f"b_mem{i}"] = mem
             b_mem.append(mem)
             b_rd.append(mem.read_port())
@@ -258,14 +269,21 @@ class VoteAccumulator(wiring.Component):
         m.d.comb += self.busy.eq(busy)
         pairs = Signal(range(self.max_pairs + 1))
         m.d.comb += pairs.eq(self.population >> 1)
-        j = Signal(range(max(self.max_pairs, 2)))
-        m.d.comb += self.g_addr.eq(j)
+        j = Signal(range(max(self.max_pairs, 2)))  # the pair being computed
+        jn = Signal(range(max(self.max_pairs, 2)))  # the pair being prefetched
+        m.d.comb += self.g_addr.eq(jn)
         g = Signal(signed(self.g_bits))
+        g_next = Signal(signed(self.g_bits))
         reseed = Signal()
+        wbuf = Signal()  # the B buffer being filled; the other one is read
+        a_x0 = Signal(32)  # the next pair's A key, held until core_a is free
+        load_a = Signal()  # core_a restarts on a_x0
+        a_loaded = Signal()  # ... done for the next pair's computation
+        a_done = Signal()  # the pair being computed has taken its last row of A
 
         # ---- keyer: per pair, B then A
         req_taken = Signal()
-        key_ab = Signal()  # 1: B (the request of the KEY_B state)
+        key_ab = Signal()  # 1: B (the request of the PF_KEY_B state)
         in_key = Signal()
         m.d.comb += [
             keyer.seed.eq(self.seed),
@@ -273,14 +291,14 @@ class VoteAccumulator(wiring.Component):
             keyer.k.valid.eq(in_key & ~req_taken),
             keyer.k.payload.ab.eq(key_ab),
             keyer.k.payload.layer.eq(self.layer),
-            keyer.k.payload.pair.eq(j),
+            keyer.k.payload.pair.eq(jn),
             keyer.k.payload.step.eq(self.step),
             keyer.k.payload.reseed.eq(reseed),
             keyer.x0.ready.eq(in_key),
             core_b.x0.payload.eq(keyer.x0.payload),
-            core_a.x0.payload.eq(keyer.x0.payload),
+            core_a.x0.payload.eq(a_x0),
             core_b.x0.valid.eq(in_key & key_ab & keyer.x0.valid),
-            core_a.x0.valid.eq(in_key & ~key_ab & keyer.x0.valid),
+            core_a.x0.valid.eq(load_a),
         ]
         with m.If(keyer.k.valid & keyer.k.ready):
             m.d.sync += [req_taken.eq(1), reseed.eq(0)]
@@ -295,7 +313,7 @@ class VoteAccumulator(wiring.Component):
         m.d.comb += core_b.o.ready.eq(fill_on)
         for i in range(lanes):
             m.d.comb += [
-                b_wr[i].addr.eq(fill_addr),
+                b_wr[i].addr.eq(Cat(fill_addr, wbuf)),
                 b_wr[i].data.eq(core_b.o.payload.as_value()),
                 b_wr[i].en.eq(take_b & (fill_lane == i)),
             ]
@@ -327,7 +345,7 @@ class VoteAccumulator(wiring.Component):
         last_o = Signal()  # o == out - 1
         last_issue = issue & last_c & last_kb & last_o
         for i in range(lanes):
-            m.d.comb += [b_rd[i].addr.eq(kb), b_rd[i].en.eq(1)]
+            m.d.comb += [b_rd[i].addr.eq(Cat(kb, ~wbuf)), b_rd[i].en.eq(1)]
 
         # stage 1: B digits, products, lane accumulators
         s1_valid = Signal()
@@ -337,6 +355,10 @@ class VoteAccumulator(wiring.Component):
         s1_last = Signal()
         s1_zaddr = Signal(self.z_addr_bits)
         s1_fresh = Signal()  # the first pair: Z is written, not accumulated
+        # quantized mode multiplies by g after the accumulation: g travels with the
+        # pipeline (the next pair's g is taken while this pair's last group drains)
+        s1_g = Signal(signed(self.g_bits))
+        s1b_g = Signal(signed(self.g_bits))
         coef = times_digit(g, a_dig) if self.mode == "lowrank" else a_dig.as_signed()
         m.d.sync += [
             s1_valid.eq(issue),
@@ -346,6 +368,7 @@ class VoteAccumulator(wiring.Component):
             s1_last.eq(last_c),
             s1_zaddr.eq(zaddr),
             s1_fresh.eq(j == 0),
+            s1_g.eq(g),
         ]
         with m.If(issue):
             m.d.sync += [a_row.eq(Cat(a_now[3:], a_now[:3])), need_a.eq(0)]
@@ -385,6 +408,7 @@ class VoteAccumulator(wiring.Component):
             s1b_last.eq(s1_last),
             s1b_zaddr.eq(s1_zaddr),
             s1b_fresh.eq(s1_fresh),
+            s1b_g.eq(s1_g),
         ]
         for i in range(lanes):
             row = b_rd[i].data
@@ -399,10 +423,12 @@ class VoteAccumulator(wiring.Component):
         s2_valid = Signal()
         s2_zaddr = Signal(self.z_addr_bits)
         s2_fresh = Signal()
+        s2_g = Signal(signed(self.g_bits))
         m.d.sync += [
             s2_valid.eq(s1b_valid & s1b_last),
             s2_zaddr.eq(s1b_zaddr),
             s2_fresh.eq(s1b_fresh),
+            s2_g.eq(s1b_g),
         ]
         s3_valid = Signal()
         s3_zaddr = Signal(self.z_addr_bits)
@@ -418,7 +444,7 @@ class VoteAccumulator(wiring.Component):
                 )
                 m.submodules[f"pquant{i}"] = pq
                 m.d.comb += [pq.x.eq(acc[i]), pq.shift.eq(self.sigma_shift)]
-                contrib = times_digit(g, pq.q)
+                contrib = times_digit(s2_g, pq.q)
             m.d.sync += s3_add[i].eq(contrib)
         m.d.comb += [
             z_rd.addr.eq(Mux(busy, s2_zaddr, self.z_addr)),
@@ -443,19 +469,16 @@ class VoteAccumulator(wiring.Component):
             | (self.step > MAX_STEP)
             | ((self.sigma_shift > SIGMA_SHIFT_MAX) if self.mode == "quantized" else Const(0))
         )
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(self.start):
-                    m.d.sync += self.error.eq(bad)
-                    with m.If(bad):
-                        m.next = "REFUSED"
-                    with m.Else():
-                        m.d.sync += [busy.eq(1), j.eq(0), reseed.eq(1)]
-                        m.next = "KEY_B"
-            with m.State("REFUSED"):
-                m.d.comb += self.done.eq(1)
-                m.next = "IDLE"
-            with m.State("KEY_B"):
+        # The noise of pair j + 1 (keys, B rows into the other buffer, the A key held) is
+        # fetched while pair j is computed: the prefetch engine (PF_*) runs beside the
+        # main FSM, which starts a pair's computation when both are ready.
+        pf_go = Signal()  # strobe: prefetch pair jn
+        pf_done = Signal()
+        with m.FSM(name="prefetch"):
+            with m.State("PF_IDLE"):
+                with m.If(pf_go):
+                    m.next = "PF_KEY_B"
+            with m.State("PF_KEY_B"):
                 m.d.comb += [in_key.eq(1), key_ab.eq(1)]
                 with m.If(answered):
                     m.d.sync += [
@@ -465,28 +488,65 @@ class VoteAccumulator(wiring.Component):
                         fill_lane.eq(0),
                         fill_addr.eq(0),
                     ]
-                    m.next = "KEY_A"
-            with m.State("KEY_A"):
+                    m.next = "PF_KEY_A"
+            with m.State("PF_KEY_A"):
                 m.d.comb += [in_key.eq(1), key_ab.eq(0)]
                 with m.If(answered):
-                    m.d.sync += req_taken.eq(0)
-                    m.next = "FILL"
-            with m.State("FILL"):
+                    m.d.sync += [req_taken.eq(0), a_x0.eq(keyer.x0.payload)]
+                    m.next = "PF_FILL"
+            with m.State("PF_FILL"):
                 with m.If(~fill_on):
-                    m.d.sync += [
-                        g.eq(self.g_data),
-                        computing.eq(1),
-                        need_a.eq(1),
-                        o.eq(0),
-                        kb.eq(0),
-                        kcol.eq(0),
-                        c.eq(0),
-                        zaddr.eq(0),
-                        last_c.eq(r == 1),
-                        last_kb.eq(lanes >= self.fan),
-                        last_o.eq(self.out == 1),
-                    ]
-                    m.next = "COMPUTE"
+                    m.d.sync += g_next.eq(self.g_data)  # g_addr = jn for 30+ cycles
+                    m.next = "PF_DONE"
+            with m.State("PF_DONE"):
+                m.d.comb += pf_done.eq(1)
+                with m.If(pf_go):
+                    m.next = "PF_KEY_B"
+                with m.Elif(~busy):
+                    m.next = "PF_IDLE"
+
+        with m.If(load_a):
+            m.d.sync += a_loaded.eq(1)
+        with m.If(issue & need_a & last_o):
+            m.d.sync += a_done.eq(1)
+        with m.FSM() as fsm:
+            with m.State("IDLE"):
+                with m.If(self.start):
+                    m.d.sync += self.error.eq(bad)
+                    with m.If(bad):
+                        m.next = "REFUSED"
+                    with m.Else():
+                        m.d.sync += [busy.eq(1), j.eq(0), jn.eq(0), reseed.eq(1)]
+                        m.d.comb += pf_go.eq(1)
+                        m.next = "WAIT"
+            with m.State("REFUSED"):
+                m.d.comb += self.done.eq(1)
+                m.next = "IDLE"
+            with m.State("WAIT"):  # pair j's noise is being fetched
+                with m.If(pf_done):
+                    # B is read from the buffer just filled; the prefetch moves on to
+                    # pair j + 1 into the other one
+                    m.d.sync += [g.eq(g_next), wbuf.eq(~wbuf)]
+                    with m.If(jn + 1 != pairs):
+                        m.d.comb += pf_go.eq(1)
+                        m.d.sync += jn.eq(jn + 1)
+                    m.next = "BEGIN"
+            with m.State("BEGIN"):
+                m.d.sync += [
+                    a_loaded.eq(0),
+                    a_done.eq(0),
+                    computing.eq(1),
+                    need_a.eq(1),
+                    o.eq(0),
+                    kb.eq(0),
+                    kcol.eq(0),
+                    c.eq(0),
+                    zaddr.eq(0),
+                    last_c.eq(r == 1),
+                    last_kb.eq(lanes >= self.fan),
+                    last_o.eq(self.out == 1),
+                ]
+                m.next = "COMPUTE"
             with m.State("COMPUTE"):
                 with m.If(last_issue):
                     m.d.sync += computing.eq(0)
@@ -494,10 +554,18 @@ class VoteAccumulator(wiring.Component):
                         m.next = "FINISH"
                     with m.Else():
                         m.d.sync += j.eq(j + 1)
-                        m.next = "KEY_B"
+                        m.next = "WAIT"
             with m.State("FINISH"):
                 with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid):
                     m.d.sync += busy.eq(0)
                     m.d.comb += self.done.eq(1)
                     m.next = "IDLE"
+        # core_a restarts on the next pair's key as soon as the key is fetched and the
+        # pair being computed has taken its last row of A (so that the next pair's first
+        # row is ready when its computation begins), or in WAIT if later
+        m.d.comb += load_a.eq(
+            pf_done
+            & ~a_loaded
+            & (fsm.ongoing("WAIT") | (fsm.ongoing("COMPUTE") & a_done & (jn != j)))
+        )
         return m
