@@ -48,6 +48,8 @@ DEFAULT_PARAMS: dict[str, Any] = {
     # the noise banks written three 6-bit lane slots at a time: two whole 9-bit byte
     # enables of a DP16KD, 22 blocks per bank instead of 32
     "noise_write_lanes": 3,
+    # rank shaping with 4 pivot pairs per sweep: 8,488 cycles instead of 33,061
+    "pivots": 4,
 }
 
 
