@@ -133,15 +133,26 @@ ROWS += [
 ROWS += [
     (
         "accelerator-cycles",
-        f"lanes {lanes}" + (f", update lanes {upd}" if upd else ""),
+        f"lanes {lanes}"
+        + (f", update lanes {upd}" if upd else "")
+        + (f", pivots {piv}" if piv else ""),
         ["bench", "accelerator", "--lanes", str(lanes)]
         + (["--update-lanes", str(upd)] if upd else [])
+        + (["--pivots", str(piv)] if piv else [])
         + ["--json"],
     )
     # 16: issue 10's ratio target; 64: the bench's default and the ULX3S build until
     # 804b083 (a whole weight row of 65 per update cycle); 128: the ULX3S build since (a
-    # row in two Z words of 33), and with 64 update lanes (more than its block RAM holds)
-    for lanes, upd in ((16, None), (64, None), (64, 65), (128, 64), (128, 33))
+    # row in two Z words of 33, and 4 pivots since d9ac771), and with 64 update lanes
+    # (more than its block RAM holds)
+    for lanes, upd, piv in (
+        (16, None, None),
+        (64, None, None),
+        (64, 65, None),
+        (128, 64, None),
+        (128, 33, None),
+        (128, 33, 4),
+    )
 ]
 
 
