@@ -126,7 +126,7 @@ def build(
         top,
         name="top",
         do_build=False,
-        nextpnr_opts="--report report.json --timing-allow-fail",
+        nextpnr_opts=" ".join(("--report report.json --timing-allow-fail", *board.nextpnr_opts)),
     )
     plan.extract(work)
     progress(f"yosys: synthesis (log {work / 'top.rpt'})")

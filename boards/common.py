@@ -179,6 +179,8 @@ class Board:
     #: core name -> one line saying why that core cannot be built for this board (the
     #: build stops before synthesis, unless forced)
     unfit: dict[str, str] = field(default_factory=dict)
+    #: nextpnr options of this board's builds (beyond the report and --timing-allow-fail)
+    nextpnr_opts: tuple[str, ...] = ()
 
     def clock(self, mhz: int | None = None) -> ClockChoice:
         """The clock of ``--param clock_mhz=mhz`` (default: the board's); ValueError

@@ -215,6 +215,7 @@ def test_ulx3s_device_small(tmp_path):
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout.strip().splitlines()[-1])
     assert info["core"] == "device" and info["params"]["lanes"] == 1
+    assert "--router router2" in (tmp_path / "build_top.sh").read_text()
     assert Path(info["bitstream"]).stat().st_size > 100_000
     assert 5_000 < info["luts"] < 30_000 and 2_000 < info["ffs"] < 15_000
     assert 5 < info["brams"] < 100

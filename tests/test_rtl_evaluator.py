@@ -68,7 +68,7 @@ def random_job(rng):
         group=group,
         mem_latency=int(rng.integers(1, 5)),
         noise_buffers=int(rng.integers(1, 3)),
-        noise_write_lanes=int(rng.integers(1, lanes + 1)),
+        noise_write_lanes=int(rng.integers(1, 4)),
     )
     return job, dut
 
@@ -204,8 +204,11 @@ def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buff
     assert cycles[0] == cycles[1], f"cycles: {cycles[0]} (1 lane per write), {cycles[1]} (3)"
 
 
-def test_noise_write_lanes_range_is_checked():
-    with pytest.raises(ValueError, match="noise_write_lanes"):
-        PopulationEvaluator(lanes=2, noise_write_lanes=3)
-    with pytest.raises(ValueError, match="noise_write_lanes"):
-        PopulationEvaluator(lanes=8, noise_write_lanes=7)
+def test_noise_write_lanes_range_is_checked_and_groups_at_most_the_lanes():
+    for bad in (0, 7):
+        with pytest.raises(ValueError, match=rf"^noise_write_lanes={bad} .* 1\.\.6$"):
+            PopulationEvaluator(lanes=8, noise_write_lanes=bad)
+    assert PopulationEvaluator(lanes=2, noise_write_lanes=3).params.noise_group == 2
+    assert PopulationEvaluator(lanes=8, noise_write_lanes=3).params.noise_group == 3
+    q = PopulationEvaluator(lanes=8, mode="quantized", noise_write_lanes=3)
+    assert q.params.noise_group == 1

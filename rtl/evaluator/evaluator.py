@@ -256,7 +256,7 @@ class PopulationEvaluator(wiring.Component):
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
         # low-rank: lanes w .. w + G - 1 share a write enable (``noise_write_lanes``); the
         # bank's word is padded to whole groups, the lanes read their own 6 bits of it
-        G = 1 if quant else p.noise_write_lanes
+        G = p.noise_group
         groups = -(-L // G)
         if G > 1:
             # the group and the position in it of the lane being written (ROMs, no divide)

@@ -439,12 +439,32 @@ class Finalizer(wiring.Component):
         m.d.sync += self.aw_addr.eq(Cat(row[: p.region_bits], region) if p.region_bits else region)
 
         # shift amounts and rounding constants
-        sl = self.shifts[opS.rec.layer]  # S uses it in wc 3 and the spill (wc 0 of U)
-        sl_U = self.shifts[opU.rec.layer]
         kk = self.pert_shift
         rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
         sl_P2 = self.shifts[opP2.rec.layer]
         rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
+        # the S stage's shift amount in each cycle of the window (the same for every
+        # group), registered: computed a cycle ahead from the next wc and the ops the
+        # stages will hold, so that each group's barrel shifter starts at a flip-flop
+        # instead of the shared decode of wc and the ops (the 128-lane ULX3S build's
+        # critical path at 804b083 ran from wc through it across several groups)
+        wc_n = Mux(last_wc, 0, wc + 1)
+        kindS_n = Mux(last_wc, opP2.kind, opS.kind)
+        kindU_n = Mux(last_wc, opS.kind, opU.kind)
+        sl_n = self.shifts[Mux(last_wc, opP2.rec.layer, opS.rec.layer)]
+        slU_n = self.shifts[Mux(last_wc, opS.rec.layer, opU.rec.layer)]
+        amt = Signal(4, name="shift_amt")  # act_shifts and pert_shift are 4 bits
+        m.d.sync += amt.eq(
+            Mux(
+                (wc_n == 1) | (wc_n == 2),
+                kk,
+                Mux(
+                    wc_n == 3,
+                    Mux(kindS_n == KIND_STORE, 0, sl_n),
+                    Mux(kindU_n == KIND_STORE, 0, slU_n),
+                ),
+            )
+        )
 
         # ---- the datapaths
         w = max(p.p_bits, p.sum_bits) + 2
@@ -482,8 +502,7 @@ class Finalizer(wiring.Component):
                 kk,
                 rk,
                 rs_P2,
-                sl,
-                sl_U,
+                amt,
                 w,
                 uw,
                 logit_beat,
@@ -550,8 +569,7 @@ class Finalizer(wiring.Component):
         kk,
         rk,
         rs_P2,
-        sl,
-        sl_U,
+        amt,
         w,
         uw,
         logit_beat,
@@ -692,7 +710,6 @@ class Finalizer(wiring.Component):
         op_b = Mux(late, Mux(storeS, 0, t_sel ^ neg_b.replicate(w)), Mux(storeS, 0, rk))
         with m.If(opS.valid):
             m.d.sync += add.eq(op_a + op_b + neg_b)
-        amt = Mux((wc == 1) | (wc == 2), kk, Mux(wc == 3, Mux(storeS, 0, sl), Mux(storeU, 0, sl_U)))
         shifted = sig(signed(w), "shifted")
         m.d.comb += shifted.eq(add >> amt)
         with m.If(opS.valid):

@@ -89,7 +89,8 @@ class EvaluatorParams:
         PQUANT ROM). Low-rank builds ignore it.
     noise_write_lanes : int
         Low-rank mode: lanes whose noise slots share one write enable of the noise banks,
-        1..min(6, lanes) (default 1). The fill writes one lane at a time; with ``G > 1``
+        1..6 (default 1; at most ``lanes`` are grouped, so that a board's default holds
+        for any lane count). The fill writes one lane at a time; with ``G > 1``
         each write also carries the slot of the group's earlier lanes (kept in a staging
         memory of ``6 * (G - 1)`` bits per slot and bank, read asynchronously: LUT RAM)
         so that a bank is written ``6 * G`` bits at a time. On the ECP5, whose block RAM
@@ -129,9 +130,7 @@ class EvaluatorParams:
         check_int("mem_latency", self.mem_latency, 1, 4)
         check_int("noise_buffers", self.noise_buffers, 1, 2)
         check_int("e_generators", self.e_generators, 1, min(MAX_E_GENERATORS, self.lanes))
-        check_int(
-            "noise_write_lanes", self.noise_write_lanes, 1, min(MAX_NOISE_WRITE_LANES, self.lanes)
-        )
+        check_int("noise_write_lanes", self.noise_write_lanes, 1, MAX_NOISE_WRITE_LANES)
         return self
 
     # -------------------------------------------------------------------- structure
@@ -139,6 +138,12 @@ class EvaluatorParams:
     def period(self) -> int:
         """Cycles a finalizer spends on one lane's pass (both rows): ``max(rank, 4)``."""
         return max(self.rank, 4)
+
+    @property
+    def noise_group(self) -> int:
+        """Lanes per write of the low-rank noise banks: ``min(noise_write_lanes, lanes)``
+        (1 in quantized mode, whose E generators write the banks)."""
+        return 1 if self.mode == "quantized" else min(self.noise_write_lanes, self.lanes)
 
     @property
     def group_lanes(self) -> int:
