@@ -27,26 +27,26 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
-#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 128 lanes (the 128
-#: pairs in one round; docs/boards.md has the measured resources and fmax).
+#: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
+#: pairs in 2 rounds), the largest that routes and meets the 60 MHz clock. 128 lanes fit
+#: the block RAM with ``--param lanes=128 --param update_lanes=33 --param
+#: sample_bytes=92160`` but reached 43.21 MHz (docs/boards.md).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
-    "lanes": 128,
+    "lanes": 64,
     "max_layers": 2,
     "max_width": 64,
     "rank": 4,
     "max_batch": 256,
     "max_population": 256,
-    # the digits training set (1,437 x 64 = 91,968 bytes) in 45 DP16KD (2048 x 9 each)
-    "sample_bytes": 92160,
+    "sample_bytes": 131072,
     "label_words": 2048,
     "batch_words": 2048,
-    # 33 Z entries per update cycle: a weight row of 65 in two Z words, as fast as 64
-    # entries (three words of 32 would take 134,438 cycles, not 96,550) in 20 DP16KD
-    # instead of 38 (65 entries: 58,662 cycles, but 128 lanes leave no room for them)
-    "update_lanes": 33,
+    # a whole weight row (64 inputs and the bias) per update cycle: 65 Z entries, one Z
+    # word per row
+    "update_lanes": 65,
     # the noise banks written three 6-bit lane slots at a time: two whole 9-bit byte
-    # enables of a DP16KD, 22 blocks per bank instead of 32
+    # enables of a DP16KD (11 blocks per bank at 64 lanes instead of 16)
     "noise_write_lanes": 3,
     # rank shaping with 4 pivot pairs per sweep: 8,488 cycles instead of 33,061
     "pivots": 4,
