@@ -127,7 +127,7 @@ ROWS += [
     )
     for dev, label in (
         ("up5k", "the iCEBreaker build's parameters (1 lane)"),
-        ("ecp5-85", "the ULX3S-85F build's parameters (128 lanes)"),
+        ("ecp5-85", "the ULX3S-85F build's parameters (64 lanes)"),
     )
 ]
 ROWS += [
@@ -141,14 +141,14 @@ ROWS += [
         + (["--pivots", str(piv)] if piv else [])
         + ["--json"],
     )
-    # 16: issue 10's ratio target; 64: the bench's default and the ULX3S build until
-    # 804b083 (a whole weight row of 65 per update cycle); 128: the ULX3S build since (a
-    # row in two Z words of 33, and 4 pivots since d9ac771), and with 64 update lanes
-    # (more than its block RAM holds)
+    # 16: issue 10's ratio target; 64: the bench's default and the ULX3S build (a whole
+    # weight row of 65 per update cycle, and 4 pivots since 0908284); 128: a row in two
+    # Z words of 33 (what fits the ECP5-85's block RAM), and with 64 update lanes
     for lanes, upd, piv in (
         (16, None, None),
         (64, None, None),
         (64, 65, None),
+        (64, 65, 4),
         (128, 64, None),
         (128, 33, None),
         (128, 33, 4),
