@@ -308,17 +308,25 @@ def test_every_pll_setting_makes_its_clock_and_an_exact_baud_rate():
 
 
 def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):
-    """The ULX3S build's Device with its default parameters (128 lanes) needs no more
+    """The ULX3S build's Device with its default parameters (64 lanes) needs no more
     DP16KD than the ECP5-85 has, by ``benchmarks.memories``' estimate (it counts the 9-bit
-    byte enables: 6-bit lane writes of the noise banks would need 20 more). A change of
-    the defaults or of a memory's layout that overfills the device fails here in seconds,
-    not after a 30-minute build."""
+    byte enables: the noise banks, written three lanes at a time, take 11 blocks each,
+    not 16), and so do 128 lanes with 33 update lanes and the digits set's sample
+    memory. A change of the defaults or of a memory's layout that overfills the device
+    fails here in seconds, not after a 30-minute build."""
     from pentegg.benchmarks import memories
     from pentegg.boards.ulx3s import DEFAULT_PARAMS
 
-    assert memories.main(["device", "--device", "ecp5-85"]) == 0
-    out = capsys.readouterr().out
-    total = int(re.search(r"block RAMs of the memories above: (\d+)", out).group(1))
-    assert DEFAULT_PARAMS["lanes"] == 128
-    assert total <= 208, out
+    def total(*params):
+        args = [a for p in params for a in ("--param", p)]
+        assert memories.main(["device", "--device", "ecp5-85", *args]) == 0
+        out = capsys.readouterr().out
+        return int(re.search(r"block RAMs of the memories above: (\d+)", out).group(1)), out
+
+    assert DEFAULT_PARAMS["lanes"] == 64
+    n, out = total()
+    assert n <= 208, out
+    assert re.search(r"ev\.noise0\s+396\s+\d+\s+18\s+[\d.]+\s+11\b", out), out
+    n, out = total("lanes=128", "update_lanes=33", "sample_bytes=92160")
+    assert n <= 208, out
     assert re.search(r"ev\.noise0\s+774\s+\d+\s+18\s+[\d.]+\s+22\b", out), out
