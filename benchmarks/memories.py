@@ -10,7 +10,8 @@ iCE40 4-Kbit blocks as 256 x 16, 512 x 8, 1024 x 4 or 2048 x 2; ECP5 DP16KD as 5
 1024 x 18, 2048 x 9, 4096 x 4, 8192 x 2 or 16384 x 1. A memory written in parts (write
 granularity below its width) costs more on the ECP5: a DP16KD's byte enables each cover 9
 bits, so a part takes whole 9-bit segments (a 6-bit lane slot leaves 3 bits of each
-unused: the evaluator's noise banks take 32 blocks at 128 lanes, not 22); the iCE40's
+unused: with ``noise_write_lanes=1`` the evaluator's noise banks take 32 blocks at 128
+lanes, not 22; three lanes per write fill two segments); the iCE40's
 blocks have a write mask per bit. Memories under 1 Kbit (Yosys maps
 them to flip-flops or LUT RAM), memories read without a clock (never a block RAM: LUT
 RAM on the ECP5, flip-flops on the iCE40) and primitives the RTL instantiates itself (DP16KD,
