@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from amaranth import Module, ResetInserter, Signal
 from amaranth.sim import Simulator
 
 from pentegg import accel_protocol as ap
@@ -191,3 +192,130 @@ def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_onl
     for name, bad in (("member_bytes", 15), ("logit_bytes", 1 << 21)):
         with pytest.raises(ValueError, match=rf"^{name}={bad} is not an integer in 16\.\.1048576$"):
             Accelerator(**{name: bad})
+
+
+def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step():
+    """The Device's RESET is a ``ResetInserter`` over the Accelerator, and the datapath's
+    registers take no reset (they are written before they are read): a reset at any
+    point of a step (evaluation, shaping, update) must leave nothing behind that the next
+    run reads. A step is cut at four points spread over its cycles; after each cut the
+    host reloads the registers, weights and latent state, and the next step equals
+    golden's (weights, latent integers, scores)."""
+    rng = np.random.default_rng(harness.pick_seed("accelerator reset mid-step"))
+    cfg = Config(
+        layers=(3, 5, 3),
+        population=6,
+        seed=int(rng.integers(1 << 32)),
+        update="latent",
+        init="random",
+        latent_shift=1,
+        tau=4,
+    ).validate()
+    job = random_job(rng, cfg, samples=5, batch=3, steps=1)
+    (state0, _), (state1, info1) = golden_steps(job)
+    ml = 2
+    dut = Accelerator(
+        lanes=2,
+        max_layers=ml,
+        max_width=5,
+        max_population=8,
+        max_batch=4,
+        sample_bytes=64,
+        label_words=16,
+        batch_words=16,
+        mem_latency=1,
+    )
+    rst = Signal()
+    top = Module()
+    top.submodules.acc = ResetInserter(rst)(dut)
+    n_w = sum(len(pack(w)) for w in state0.weights)
+    n_v = sum(w.size for w in state0.weights)
+    board = Scoreboard("accelerator reset mid-step")
+
+    async def bench(ctx):
+        async def send(words, n_rsp=0):
+            got = []
+            ctx.set(dut.rsp.ready, 1)
+            for w in words:
+                ctx.set(dut.cmd.valid, 1)
+                ctx.set(dut.cmd.payload, w)
+                while True:
+                    _, _, rdy, rv, rp = await ctx.tick().sample(
+                        dut.cmd.ready, dut.rsp.valid, dut.rsp.payload
+                    )
+                    if rv:
+                        got.append(int(rp))
+                    if rdy:
+                        break
+            ctx.set(dut.cmd.valid, 0)
+            while len(got) < n_rsp:
+                _, _, rv, rp = await ctx.tick().sample(dut.rsp.valid, dut.rsp.payload)
+                if rv:
+                    got.append(int(rp))
+            return got
+
+        async def start_step():
+            await send(load_words(job, ml, steps=1))
+            await send(ap.mem_write("weights", 0, ap.weight_words(state0.weights)))
+            await send(ap.mem_write("latent", 0, ap.latent_words(state0.latent)))
+            await send(ap.run("train"))
+
+        blocks = {
+            "evaluation": dut.evaluator.busy,
+            "shaping": dut.shaper.busy,
+            "votes": dut.votes.busy,
+            "update": dut.updater.busy,
+        }
+
+        async def run_until_idle(limit=500_000):
+            """Cycles from the run's start until it ends, and the cycles each block
+            was busy in."""
+            while not ctx.get(dut.busy):  # the run starts a few cycles after its word
+                await ctx.tick()
+            spans = {name: [] for name in blocks}
+            for n in range(limit):
+                _, _, busy, *each = await ctx.tick().sample(dut.busy, *blocks.values())
+                if not busy:
+                    return n, spans
+                for name, b in zip(blocks, each, strict=True):
+                    if b:
+                        spans[name].append(n)
+            raise AssertionError("the accelerator stayed busy")
+
+        await start_step()
+        full, spans = await run_until_idle()
+        # three cuts at random cycles of each block's work (the seed varies them)
+        cuts = []
+        for name, busy in spans.items():
+            assert busy, f"the {name} block was never busy"
+            cuts += [(name, int(c)) for c in rng.choice(busy, size=3)]
+        for name, cut in cuts:
+            await start_step()
+            while not ctx.get(dut.busy):
+                await ctx.tick()
+            for _ in range(cut + 1):
+                await ctx.tick()
+            assert ctx.get(dut.busy), f"the step ended before its cut at {cut} cycles"
+            ctx.set(rst, 1)
+            await ctx.tick()
+            ctx.set(rst, 0)
+            assert not ctx.get(dut.busy), "RESET ends the run"
+            (step,) = await send(ap.reg_read("step", ml), 1)
+            assert step == 0, "RESET returns the registers to their reset values"
+            await start_step()
+            await run_until_idle()
+            (err,) = await send(ap.reg_read("error", ml), 1)
+            assert err == 0, f"cut at {cut}: error flags {ap.decode_error(err)}"
+            what = f"step after a reset at cycle {cut} of {full} ({name})"
+            words = await send(ap.mem_read("weights", 0, n_w), n_w)
+            board.check(f"{what}: weight words", ap.weight_words(state1.weights), words)
+            lat = await send(ap.mem_read("latent", 0, n_v), n_v)
+            lat = [ap.to_signed(v, 32) for v in lat]
+            board.check(f"{what}: latent", ap.latent_words(state1.latent), lat)
+            sc = await send(ap.mem_read("scores", 0, cfg.population), cfg.population)
+            board.check(f"{what}: scores", info1.scores, [ap.to_signed(v, 32) for v in sc])
+
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()

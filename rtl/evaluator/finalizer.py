@@ -582,8 +582,13 @@ class Finalizer(wiring.Component):
         lanes = [g * G + i for i in range(G) if g * G + i < p.lanes]
         sfx = f"_g{g}"
 
+        # every register of a group is data that moves with its op through P, P2, S and
+        # U, written before it is read (the accumulator pacc restarts at an op's first
+        # product): none needs a reset, so none takes the reset net (a RESET mid-run
+        # leaves them stale and the next run overwrites them), which keeps that net's
+        # fan-out to the control state (docs/boards.md)
         def sig(shape, name, **kw):
-            return Signal(shape, name=name + sfx, **kw)
+            return Signal(shape, name=name + sfx, reset_less=True, **kw)
 
         def lane_mux(vals, idx, shape, name):
             out = sig(shape, name)

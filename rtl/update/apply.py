@@ -192,7 +192,9 @@ class WeightUpdater(wiring.Component):
             s1_dpos.eq(dpos),
         ]
         zb = self.z_bits
-        zsh = Signal(lanes * zb)
+        # data, loaded at lane 0 of every word before it is read: no reset (the reset net
+        # reaches only control state)
+        zsh = Signal(lanes * zb, reset_less=True)
         zw = self.z_data.as_value()
         if lanes > 1:
             with m.If(s1_lane == 0):

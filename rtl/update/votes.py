@@ -400,7 +400,9 @@ class VoteAccumulator(wiring.Component):
         s1b_last = Signal()
         s1b_zaddr = Signal(self.z_addr_bits)
         s1b_fresh = Signal()
-        s1b_dig = [Signal(3, name=f"s1b_dig{i}") for i in range(lanes)]
+        # the lanes' data registers take no reset (written before read; acc restarts at
+        # s1b_first): the reset net reaches only control state
+        s1b_dig = [Signal(3, name=f"s1b_dig{i}", reset_less=True) for i in range(lanes)]
         m.d.sync += [
             s1b_valid.eq(s1_valid),
             s1b_coef.eq(s1_coef),
@@ -413,7 +415,7 @@ class VoteAccumulator(wiring.Component):
         for i in range(lanes):
             row = b_rd[i].data
             m.d.sync += s1b_dig[i].eq(row.word_select(s1_c, 3) if r > 1 else row)
-        acc = [Signal(signed(self.acc_bits), name=f"acc{i}") for i in range(lanes)]
+        acc = [Signal(signed(self.acc_bits), name=f"acc{i}", reset_less=True) for i in range(lanes)]
         with m.If(s1b_valid):
             for i in range(lanes):
                 prod = times_digit(s1b_coef, s1b_dig[i])
@@ -433,7 +435,9 @@ class VoteAccumulator(wiring.Component):
         s3_valid = Signal()
         s3_zaddr = Signal(self.z_addr_bits)
         s3_fresh = Signal()
-        s3_add = [Signal(signed(self.z_bits), name=f"s3_add{i}") for i in range(lanes)]
+        s3_add = [
+            Signal(signed(self.z_bits), name=f"s3_add{i}", reset_less=True) for i in range(lanes)
+        ]
         m.d.sync += [s3_valid.eq(s2_valid), s3_zaddr.eq(s2_zaddr), s3_fresh.eq(s2_fresh)]
         for i in range(lanes):
             if self.mode == "lowrank":
