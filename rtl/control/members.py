@@ -192,7 +192,7 @@ class MemberReader(wiring.Component):
         k = Signal(len(self.n_in))
         j = Signal(range(max(L, 2)))
         lane_off = Signal(ab)  # j * 2 * stride
-        word = Signal(8 * L)
+        word = Signal(8 * L, reset_less=True)  # every byte written before it is offered
         m.d.comb += [
             self.r_addr.eq(rnd_base + Mux(s, self.stride, 0) + b_off + k + lane_off),
             self.inp.payload.eq(word),

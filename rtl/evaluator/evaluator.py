@@ -244,7 +244,8 @@ class PopulationEvaluator(wiring.Component):
         a_rd = act.read_port()
         a_wr = act.write_port(granularity=8)
         m.d.comb += [a_rd.addr.eq(eng.act_addr), a_rd.en.eq(1)]
-        x_reg = Signal(8 * L)  # the output register: data two cycles after the address
+        # the output register: data two cycles after the address (data: no reset)
+        x_reg = Signal(8 * L, reset_less=True)
         m.d.sync += x_reg.eq(a_rd.data)
         fin_w = fin.aw_any  # registered: the write port's mux and the loader's wait
         m.d.comb += [
@@ -323,7 +324,7 @@ class PopulationEvaluator(wiring.Component):
                     wp.data.eq(Cat(*([word] * groups))),
                     wp.en.eq(Mux(fill.w_en, 1 << w_grp, 0)),
                 ]
-            reg = Signal(slot, name=f"noise_rd{b}")
+            reg = Signal(slot, name=f"noise_rd{b}", reset_less=True)  # data: no reset
             m.d.sync += reg.eq(rp.data)
             n_data.append(reg)
         m.d.comb += [fin.n_data[b].eq(n_data[b]) for b in range(2)]

@@ -110,11 +110,20 @@ class PairLane(wiring.Component):
             mag = Mux(is2, x << 1, x)  # 9 bits, signed
             term = Mux(neg, ~mag, mag)  # ones' complement; +neg as the carry-in below
             acc = Signal(signed(self.acc_bits), name=f"acc{i}")
+            cap = self._cap(m, i)
             with m.If(self.flush):
-                m.d.sync += [acc.eq(0), self.cap[i].eq(acc)]
+                m.d.sync += [acc.eq(0), cap.eq(acc)]
             with m.Elif(self.en & nz):
                 m.d.sync += acc.eq(acc + term + neg)
         return m
+
+    def _cap(self, m, i):
+        """The capture register of MAC ``i``: data, read only after a flush has written it,
+        so it takes no reset (the accelerator's reset net reaches only control state;
+        the accumulator keeps its reset: a reset mid-pass must not leave a partial sum)."""
+        cap = Signal(signed(self.acc_bits), name=f"cap{i}", reset_less=True)
+        m.d.comb += self.cap[i].eq(cap)
+        return cap
 
     def _quantized(self, m):
         x = self.x
@@ -135,7 +144,8 @@ class PairLane(wiring.Component):
             te = Mux(e_on, Mux(e_neg, ~emag, emag), 0)
             ce = e_on & e_neg
             acc = Signal(signed(self.acc_bits), name=f"acc{i}")
+            cap = self._cap(m, i)
             with m.If(self.flush):
-                m.d.sync += [acc.eq(0), self.cap[i].eq(acc + te + ce)]
+                m.d.sync += [acc.eq(0), cap.eq(acc + te + ce)]
             with m.Elif(self.en):
                 m.d.sync += acc.eq(acc + tw + te + cw + ce)
