@@ -126,7 +126,9 @@ def build(
         top,
         name="top",
         do_build=False,
-        nextpnr_opts=" ".join(("--report report.json --timing-allow-fail", *board.nextpnr_opts)),
+        nextpnr_opts=" ".join(
+            ("--report report.json --timing-allow-fail", *board.nextpnr_options(params))
+        ),
     )
     plan.extract(work)
     progress(f"yosys: synthesis (log {work / 'top.rpt'})")

@@ -28,6 +28,7 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..rtl.link.uart import UartRx, UartTx, baud_divisor
+from ..rtl.synth import ecp5_router
 
 __all__ = [
     "CORES",
@@ -181,6 +182,17 @@ class Board:
     unfit: dict[str, str] = field(default_factory=dict)
     #: nextpnr options of this board's builds (beyond the report and --timing-allow-fail)
     nextpnr_opts: tuple[str, ...] = ()
+    #: an ECP5 board: the router follows the lane count (``rtl.synth.ecp5_router``)
+    router_by_lanes: bool = False
+
+    def nextpnr_options(self, params: dict[str, Any]) -> tuple[str, ...]:
+        """nextpnr's options for a build of the core parameters ``params`` (the board's
+        defaults for those not given)."""
+        opts = self.nextpnr_opts
+        if self.router_by_lanes:
+            lanes = params.get("lanes", self.defaults.get("lanes", 1))
+            opts += ecp5_router(int(lanes))
+        return opts
 
     def clock(self, mhz: int | None = None) -> ClockChoice:
         """The clock of ``--param clock_mhz=mhz`` (default: the board's); ValueError

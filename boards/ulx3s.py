@@ -129,10 +129,9 @@ BOARD = Board(
     defaults=DEFAULT_PARAMS,
     bitstream="top.bit",
     family="ecp5",
-    # nextpnr's router2: router1 did not converge on the 128-lane Device (about 200,000
-    # of its 250,000 arcs still unrouted after 31 minutes at 804b083); router2 routed it
-    # in 14 minutes (docs/boards.md)
-    nextpnr_opts=("--router", "router2"),
+    # nextpnr's router2 above 64 lanes, router1 up to them (rtl.synth.ecp5_router): each
+    # is the one that routed best at its size (docs/boards.md)
+    router_by_lanes=True,
     program_flash=("-b", "ulx3s", "-f"),
     program_sram=("-b", "ulx3s", "-m"),
     default_target="sram",

