@@ -116,9 +116,10 @@ class Device(wiring.Component):
         eng, acc = self.engine, self.accel
         m.submodules.engine = eng
         # RESET reaches the Accelerator's registers from a flip-flop, a cycle after the
-        # engine's pulse (the engine is then sending the response): the reset spans
-        # the whole accelerator, and through LUTs from the engine's state it was the
-        # 64-lane ULX3S build's critical path at 073cdd7 (19.2 ns, 17.0 of it routing)
+        # engine's pulse (the engine is then sending the response). Only the control
+        # state has a reset: the datapath's registers are reset-less (docs/rtl.md,
+        # "RESET's reach"); a reset over every flip-flop was the 64-lane ULX3S build's
+        # critical path at 073cdd7 and d24e2a5
         rst = Signal()
         m.d.sync += rst.eq(eng.accel_reset)
         m.submodules.accel = ResetInserter(rst)(acc)
