@@ -590,6 +590,14 @@ class Finalizer(wiring.Component):
         def sig(shape, name, **kw):
             return Signal(shape, name=name + sfx, reset_less=True, **kw)
 
+        # the group's own copy of the window counter, in lockstep with the shared one (the
+        # same reset, the same count): the shared counter reached every group's
+        # datapath (the 64-lane ECP5 synthesis's critical path at 0b480c3: wc through
+        # the U stage's operand selection into a u bank's write data, 15.5 ns, 12.47 of
+        # it routing); its copy is a few flip-flops beside the logic it steers
+        wc = Signal.like(wc, name="wc" + sfx)
+        m.d.sync += wc.eq(Mux(wc == T - 1, 0, wc + 1))
+
         def lane_mux(vals, idx, shape, name):
             out = sig(shape, name)
             with m.Switch(idx):
