@@ -46,7 +46,7 @@ __all__ = [
 #: Lane counts above which ECP5 place-and-route uses nextpnr's router2 (docs/boards.md):
 #: on the 128-lane ULX3S Device router1 had 200,000 of 250,000 arcs unrouted after 31
 #: minutes (804b083) where router2 routed it in 14; on the 64-lane Device router2 reached
-#: 43.87 MHz (d24e2a5) where router1, on the same placement, reached 70.46 MHz.
+#: 43.87 MHz (d24e2a5) where router1, on the same RTL (e5e60fc), reached 70.46 MHz.
 ROUTER2_ABOVE_LANES = 64
 
 
