@@ -734,11 +734,18 @@ async def training_step(dut):
 @cocotb.test()
 async def training_step_through_line_errors(dut):
     """Line errors: three requests (of the configuration, the uploads and the step's
-    requests) and the response to RUN get one bit flipped; the driver's retries recover
-    (the device answers CRC or FRAME to a corrupted request; RUN's retry has the same
-    ``seq`` and is answered without a second run) and the step still equals golden."""
+    requests; at least three writes apart) and the response to RUN get one bit flipped;
+    the driver's retries recover (the device answers CRC or FRAME to a corrupted request;
+    RUN's retry has the same ``seq`` and is answered without a second run) and the step
+    still equals golden."""
     port, rng = await setup(dut)
-    garble = rng.sample(range(1, 24), 3)
+    # three writes at least three apart: a request is then corrupted at most twice, and
+    # with the garbled RUN response its retries stay within the driver's 3 (writes 9, 10
+    # and 12 once hit RUN three times after its garbled response: four failed attempts)
+    while True:
+        garble = sorted(rng.sample(range(1, 24), 3))
+        if garble[1] - garble[0] >= 3 and garble[2] - garble[1] >= 3:
+            break
     dut._log.info(f"corrupting writes {sorted(garble)} and the first RUN's response")
     stats, transport = await xor_step(
         dut, port, rng, retries=3, garble_writes=garble, garble_run_response=True
