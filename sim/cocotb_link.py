@@ -746,7 +746,7 @@ async def training_step_through_line_errors(dut):
         garble = sorted(rng.sample(range(1, 24), 3))
         if garble[1] - garble[0] >= 3 and garble[2] - garble[1] >= 3:
             break
-    dut._log.info(f"corrupting writes {sorted(garble)} and the first RUN's response")
+    dut._log.info(f"corrupting writes {garble} and the first RUN's response")
     stats, transport = await xor_step(
         dut, port, rng, retries=3, garble_writes=garble, garble_run_response=True
     )

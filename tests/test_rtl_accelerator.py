@@ -19,36 +19,42 @@ from pentegg.sim.accelerator_host import golden_steps, load_words, random_job
 from pentegg.sim.scoreboard import Scoreboard
 
 
-def run_on(dut: Accelerator, script):
-    """Run ``script(send)`` where ``await send(words, n)`` sends command words and
-    returns the ``n`` response words."""
+def sender(ctx, dut: Accelerator):
+    """``await send(words, n)``: send command words to ``dut`` and return the ``n``
+    response words."""
 
-    async def bench(ctx):
-        async def send(words, n_rsp=0):
-            got = []
-            ctx.set(dut.rsp.ready, 1)
-            for w in words:
-                ctx.set(dut.cmd.valid, 1)
-                ctx.set(dut.cmd.payload, w)
-                while True:
-                    _, _, rdy, rv, rp = await ctx.tick().sample(
-                        dut.cmd.ready, dut.rsp.valid, dut.rsp.payload
-                    )
-                    if rv:
-                        got.append(int(rp))
-                    if rdy:
-                        break
-            ctx.set(dut.cmd.valid, 0)
-            waited = 0
-            while len(got) < n_rsp:
-                _, _, rv, rp = await ctx.tick().sample(dut.rsp.valid, dut.rsp.payload)
+    async def send(words, n_rsp=0):
+        got = []
+        ctx.set(dut.rsp.ready, 1)
+        for w in words:
+            ctx.set(dut.cmd.valid, 1)
+            ctx.set(dut.cmd.payload, w)
+            while True:
+                _, _, rdy, rv, rp = await ctx.tick().sample(
+                    dut.cmd.ready, dut.rsp.valid, dut.rsp.payload
+                )
                 if rv:
                     got.append(int(rp))
-                waited += 1
-                assert waited < 10_000, "no response"
-            return got
+                if rdy:
+                    break
+        ctx.set(dut.cmd.valid, 0)
+        waited = 0
+        while len(got) < n_rsp:
+            _, _, rv, rp = await ctx.tick().sample(dut.rsp.valid, dut.rsp.payload)
+            if rv:
+                got.append(int(rp))
+            waited += 1
+            assert waited < 10_000, "no response"
+        return got
 
-        await script(send)
+    return send
+
+
+def run_on(dut: Accelerator, script):
+    """Run ``script(send)`` (``send`` from :func:`sender`)."""
+
+    async def bench(ctx):
+        await script(sender(ctx, dut))
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
@@ -233,26 +239,7 @@ def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step():
     board = Scoreboard("accelerator reset mid-step")
 
     async def bench(ctx):
-        async def send(words, n_rsp=0):
-            got = []
-            ctx.set(dut.rsp.ready, 1)
-            for w in words:
-                ctx.set(dut.cmd.valid, 1)
-                ctx.set(dut.cmd.payload, w)
-                while True:
-                    _, _, rdy, rv, rp = await ctx.tick().sample(
-                        dut.cmd.ready, dut.rsp.valid, dut.rsp.payload
-                    )
-                    if rv:
-                        got.append(int(rp))
-                    if rdy:
-                        break
-            ctx.set(dut.cmd.valid, 0)
-            while len(got) < n_rsp:
-                _, _, rv, rp = await ctx.tick().sample(dut.rsp.valid, dut.rsp.payload)
-                if rv:
-                    got.append(int(rp))
-            return got
+        send = sender(ctx, dut)
 
         async def start_step():
             await send(load_words(job, ml, steps=1))
