@@ -273,8 +273,13 @@ class PopulationEvaluator(wiring.Component):
             m.submodules[f"noise{b}"] = mem
             rp = mem.read_port()
             wp = mem.write_port(granularity=3 if quant else 6 * G)
-            lanes_use = eng.nz_en & (eng.nz_bank == b)
-            rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
+            # the lanes' reads win: a u-row pass's beats (low-rank), every beat (quantized:
+            # the finalizer does not use the noise there)
+            if quant:
+                rd_addr = eng.nz_addr[:nbits]
+            else:
+                lanes_use = eng.nz_en & (eng.nz_bank == b)
+                rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
             wr_addr = fill.w_addr[:nbits]
             if p.noise_buffers == 2:
                 rd_addr, wr_addr = Cat(rd_addr, seq.nbuf), Cat(wr_addr, seq.fill_buf)

@@ -88,7 +88,9 @@ class PassEngine(wiring.Component):
     act_addr : Out(range(act_depth)), act_en : Out(1)
         Activation memory reads.
     nz_addr : Out(noise_bits), nz_bank : Out(1), nz_en : Out(1)
-        Noise bank reads of u-row passes.
+        Noise bank reads: ``nz_en`` marks a u-row pass's MAC beat (from a register),
+        which reads bank ``nz_bank`` at ``nz_addr``; quantized mode's layer passes read
+        their E digits at ``nz_addr`` on every beat (``nz_en`` stays low).
     ctrl : Out(lane_ctrl_layout())
         To every lane, aligned with the read data (``LATENCY`` cycles after the reads).
     rec : Out(stream.Signature(rec_layout))
@@ -175,6 +177,14 @@ class PassEngine(wiring.Component):
             m.d.sync += [k.eq(k + 1), nz_ptr.eq(nz_ptr + 1)]
         with m.If(flush):
             m.d.sync += [running.eq(0), caps_busy.eq(1)]
+        # ``nz_en`` (a u-row pass's MAC beat: ``mac & cur.u``) from a register loaded with
+        # its next value, so that the noise banks' read-address multiplexer it selects is
+        # not at the end of the beat handshake (k, the weight stream's valid): that was the
+        # 64-lane ECP5 synthesis's critical path at 123064f (13.78 ns, 10 levels). A u-row
+        # pass never waits for weights, so its next beat is a MAC unless the pass starts
+        # with n = 0 or the next input index is n.
+        u_mac = Signal()
+        m.d.sync += u_mac.eq(Mux(take, c.u & (c.n != 0), mac & cur.u & (k + 1 != cur.n)))
         m.d.comb += [
             self.act_addr.eq(
                 Cat(k[: p.region_bits], cur.in_region) if p.region_bits else cur.in_region
@@ -182,9 +192,7 @@ class PassEngine(wiring.Component):
             self.act_en.eq(mac),
             self.nz_addr.eq(nz_ptr),
             self.nz_bank.eq(cur.u_bank),
-            self.nz_en.eq(
-                (mac & cur.u) | ((mac | flush) & ~cur.u) if p.mode == "quantized" else mac & cur.u
-            ),
+            self.nz_en.eq(u_mac),
             self.busy.eq(running | recq.r_rdy | caps_busy),
         ]
         m.d.comb += self.release.eq(Mux(flush & cur.release, 1 << cur.in_slot, 0))
