@@ -139,7 +139,7 @@ def build(
     synth_line = re.search(r"^\s*(synth_\w+\b.*?)\s*$", script, re.M)
     flows = synth_flows(board.family, synth_line.group(1)) if synth_line else {"default": ""}
     for i, (name, command) in enumerate(flows.items()):
-        if i:
+        if synth_line:
             ys = script[: synth_line.start(1)] + command + script[synth_line.end(1) :]
             (work / "top.ys").write_text(ys)
         rc, flow = _run_script(work, env, list(_STAGES[board.family]), progress), name

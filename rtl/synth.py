@@ -28,6 +28,7 @@ from amaranth.back import rtlil
 from amaranth.lib import wiring
 
 from .catalog import build, resolved_params, top_name
+from .evaluator.pass_engine import REPLICA_ATTR
 from .toolchain import tool
 
 __all__ = [
@@ -247,6 +248,13 @@ def _all_ones(m: re.Match) -> str:
     return f"{m[1]}{m[2]}'{'1' * int(m[2])}\n"
 
 
+#: Yosys command: keep the flip-flops whose output wire carries ``REPLICA_ATTR``.
+KEEP_REPLICAS = (
+    f"setattr -set keep 1 a:{REPLICA_ATTR} %ci1:+$dff,$adff,$sdff,$dffe,$sdffe[Q] "
+    f"a:{REPLICA_ATTR} %d"
+)
+
+
 def synth_flows(family: str, command: str) -> dict[str, str]:
     """The Yosys synthesis commands of each flow, in the order they are tried, made from
     the family's synthesis ``command`` (e.g. ``"synth_ecp5 -top top"``).
@@ -263,7 +271,13 @@ def synth_flows(family: str, command: str) -> dict[str, str]:
       CompactLowRankGenerator at rank 16 through). Its LUT4 counts are a little lower.
 
     The board builds (boards/build.py) try the same flows in the same order.
+
+    Every flow first marks ``keep`` the flip-flops that drive a wire with the
+    :data:`~pentegg.rtl.evaluator.pass_engine.REPLICA_ATTR` attribute: copies of one
+    register, each driving a part of a large fan-out, which ``opt_merge`` would otherwise
+    merge back into one register.
     """
+    command = f"{KEEP_REPLICAS}; {command}"
     flows = {"default": command}
     if family == "ecp5":
         flows["abc"] = (

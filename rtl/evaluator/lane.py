@@ -11,6 +11,9 @@ digit leaves the accumulator alone (its flip-flops' enable).
 
 After the last input of a pass comes a *flush* beat: the accumulator moves into the
 capture register (where a finalizer reads it during the next pass) and restarts at zero.
+No register of the lane takes the reset: the pass engine holds ``flush`` high through a
+reset, which clears the accumulators (so the reset net does not reach them, and their
+synchronous clear is the flush alone).
 
 Quantized mode (spec 6.1, ``quantized=True``): in a layer pass (``qe`` high) the MAC digit
 is ``W[o + i, k] + s * E[o + i, k]`` in -4..4, with ``W`` broadcast and ``E`` the lane's
@@ -66,7 +69,8 @@ class PairLane(wiring.Component):
         A MAC beat: ``acc_i += x * d_i``.
     flush : In(1)
         End of a pass: ``cap_i <= acc_i``, ``acc_i <= 0`` (``en`` is ignored); with
-        ``qe``: ``cap_i <= acc_i + 127 * s * nd_i``.
+        ``qe``: ``cap_i <= acc_i + 127 * s * nd_i``. High through a reset (the driver's
+        duty: the accumulators take no reset).
     qe : In(1), s : In(1)
         Quantized builds only. ``qe``: a layer pass of quantized mode, beats add
         ``x * (w_i + s * nd_i)`` (``src`` must be 0); ``s``: 1 negates the ``nd`` term.
@@ -109,7 +113,7 @@ class PairLane(wiring.Component):
             nz = Mux(self.src, own["nz"], self.w[i].nz)
             mag = Mux(is2, x << 1, x)  # 9 bits, signed
             term = Mux(neg, ~mag, mag)  # ones' complement; +neg as the carry-in below
-            acc = Signal(signed(self.acc_bits), name=f"acc{i}")
+            acc = self._acc(i)
             cap = self._cap(m, i)
             with m.If(self.flush):
                 m.d.sync += [acc.eq(0), cap.eq(acc)]
@@ -117,10 +121,14 @@ class PairLane(wiring.Component):
                 m.d.sync += acc.eq(acc + term + neg)
         return m
 
+    def _acc(self, i):
+        """The accumulator of MAC ``i``: no reset; a flush clears it, and ``flush`` is
+        high through a reset (a reset mid-pass must not leave a partial sum)."""
+        return Signal(signed(self.acc_bits), name=f"acc{i}", reset_less=True)
+
     def _cap(self, m, i):
         """The capture register of MAC ``i``: data, read only after a flush has written it,
-        so it takes no reset (the accelerator's reset net reaches only control state;
-        the accumulator keeps its reset: a reset mid-pass must not leave a partial sum)."""
+        so it takes no reset (the accelerator's reset net reaches only control state)."""
         cap = Signal(signed(self.acc_bits), name=f"cap{i}", reset_less=True)
         m.d.comb += self.cap[i].eq(cap)
         return cap
@@ -143,7 +151,7 @@ class PairLane(wiring.Component):
             emag = Mux(own["is2"], xe << 1, xe)
             te = Mux(e_on, Mux(e_neg, ~emag, emag), 0)
             ce = e_on & e_neg
-            acc = Signal(signed(self.acc_bits), name=f"acc{i}")
+            acc = self._acc(i)
             cap = self._cap(m, i)
             with m.If(self.flush):
                 m.d.sync += [acc.eq(0), cap.eq(acc + te + ce)]

@@ -27,10 +27,18 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..params import check_int
 from .lane import DIGIT_CTRL, digit_ctrl
 from .params import EvaluatorParams
 
-__all__ = ["ACTIVITY_LAYOUT", "LATENCY", "PassEngine", "command_layout", "lane_ctrl_layout"]
+__all__ = [
+    "ACTIVITY_LAYOUT",
+    "LATENCY",
+    "REPLICA_ATTR",
+    "PassEngine",
+    "command_layout",
+    "lane_ctrl_layout",
+]
 
 #: Cycles from an activation/noise read to its data at the lanes.
 LATENCY = 2
@@ -70,10 +78,26 @@ ACTIVITY_LAYOUT = data.StructLayout(
 
 
 def lane_ctrl_layout() -> data.StructLayout:
-    """What every lane receives each cycle (besides its activation and noise digits)."""
+    """What every lane receives each cycle (besides its activation and noise digits):
+    the beat (``en``, ``flush``, ``src``, quantized mode's ``qe`` and ``s``), the decoded
+    broadcast weights ``w`` and the noise bank ``bank`` its own digits come from."""
     return data.StructLayout(
-        {"en": 1, "flush": 1, "src": 1, "qe": 1, "s": 1, "w": data.ArrayLayout(DIGIT_CTRL, 2)}
+        {
+            "en": 1,
+            "flush": 1,
+            "src": 1,
+            "qe": 1,
+            "s": 1,
+            "bank": 1,
+            "w": data.ArrayLayout(DIGIT_CTRL, 2),
+        }
     )
+
+
+#: The attribute that marks a replicated register: Yosys's ``opt_merge`` would merge
+#: registers with the same input back into one (``rtl/synth.py`` keeps the registers
+#: driving wires that carry it: :func:`pentegg.rtl.synth.synth_flows`).
+REPLICA_ATTR = "pentegg_replica"
 
 
 class PassEngine(wiring.Component):
@@ -91,8 +115,11 @@ class PassEngine(wiring.Component):
         Noise bank reads: ``nz_en`` marks a u-row pass's MAC beat (from a register),
         which reads bank ``nz_bank`` at ``nz_addr``; quantized mode's layer passes read
         their E digits at ``nz_addr`` on every beat (``nz_en`` stays low).
-    ctrl : Out(lane_ctrl_layout())
-        To every lane, aligned with the read data (``LATENCY`` cycles after the reads).
+    ctrl : Out(ArrayLayout(lane_ctrl_layout(), copies))
+        To the lanes, aligned with the read data (``LATENCY`` cycles after the reads):
+        ``copies`` identical copies from registers of their own, so that no register
+        drives every lane (a group of lanes takes one copy). In reset every copy holds
+        ``flush`` high (the lanes' accumulators take no reset: a flush clears them).
     rec : Out(stream.Signature(rec_layout))
         Pass records, one per pass, when the captures hold its sums.
     consumed : In(1)
@@ -108,8 +135,10 @@ class PassEngine(wiring.Component):
     Throughput: ``n + 1`` cycles per pass when nothing waits.
     """
 
-    def __init__(self, p: EvaluatorParams, rec_layout, noise_bits: int):
+    def __init__(self, p: EvaluatorParams, rec_layout, noise_bits: int, copies: int = 1):
+        check_int("copies", copies, 1, p.lanes)
         self.p = p
+        self.copies = copies
         self.rec_layout = rec_layout
         self.noise_bits = noise_bits
         self.cmd_layout = command_layout(p, rec_layout, noise_bits)
@@ -123,7 +152,7 @@ class PassEngine(wiring.Component):
                 "nz_addr": Out(noise_bits),
                 "nz_bank": Out(1),
                 "nz_en": Out(1),
-                "ctrl": Out(lane_ctrl_layout()),
+                "ctrl": Out(data.ArrayLayout(lane_ctrl_layout(), copies)),
                 "rec": Out(stream.Signature(rec_layout)),
                 "consumed": In(1),
                 "blocks_done": In(16),
@@ -208,7 +237,12 @@ class PassEngine(wiring.Component):
 
         # ---- lane control, delayed to meet the read data
         now = Signal(lane_ctrl_layout())
-        m.d.comb += [now.en.eq(mac), now.flush.eq(flush), now.src.eq(cur.u)]
+        m.d.comb += [
+            now.en.eq(mac),
+            now.flush.eq(flush),
+            now.src.eq(cur.u),
+            now.bank.eq(cur.u_bank),
+        ]
         if p.mode == "quantized":
             m.d.comb += [now.qe.eq(~cur.u), now.s.eq(cur.rec.s)]
         for i in range(2):
@@ -219,11 +253,20 @@ class PassEngine(wiring.Component):
                 now.w[i].neg.eq(ctrl["neg"] & beat_w),
                 now.w[i].nz.eq(ctrl["nz"] & beat_w),
             ]
-        pipe = [Signal(lane_ctrl_layout(), name=f"ctrl{j}") for j in range(LATENCY)]
-        m.d.sync += pipe[0].eq(now)
-        for j in range(1, LATENCY):
-            m.d.sync += pipe[j].eq(pipe[j - 1])
-        m.d.comb += self.ctrl.eq(pipe[-1])
+        # LATENCY - 1 shared stages, then the last stage once per copy
+        pipe = [now]
+        for j in range(LATENCY - 1):
+            pipe.append(Signal(lane_ctrl_layout(), name=f"ctrl{j}"))
+            m.d.sync += pipe[-1].eq(pipe[-2])
+        for g in range(self.copies):
+            out = Signal(
+                lane_ctrl_layout(),
+                name=f"ctrl_copy{g}",
+                init={"flush": 1},
+                attrs={REPLICA_ATTR: 1} if self.copies > 1 else {},
+            )
+            m.d.sync += out.eq(pipe[-1])
+            m.d.comb += self.ctrl[g].eq(out)
 
         # ---- the record: its captures are written LATENCY cycles after the flush beat;
         # it is pushed one cycle later
