@@ -575,9 +575,7 @@ class VoteAccumulator(wiring.Component):
                         m.d.sync += j.eq(j + 1)
                         m.next = "WAIT"
             with m.State("FINISH"):
-                with m.If(
-                    ~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid & ~s4_valid
-                ):
+                with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid & ~s4_valid):
                     m.d.sync += busy.eq(0)
                     m.d.comb += self.done.eq(1)
                     m.next = "IDLE"
