@@ -174,12 +174,16 @@ def build(
 
 
 def _abc9_failed(work: Path) -> bool:
-    """Yosys failed (it wrote no netlist) while ABC9 mapped the LUTs."""
+    """Yosys failed (it wrote no netlist) while ABC9 mapped the LUTs, or its netlist
+    failed the flow's closing ``check -assert`` (synth_flows)."""
     log = work / "top.rpt"
     if (work / "top.json").exists() or not log.exists():
         return False
+    text = log.read_text(errors="replace")
+    if re.search(r"^ERROR: Found \d+ problems in 'check -assert'", text, re.M):
+        return True
     # the synthesis script's steps are numbered N.M (their own steps N.M.K...)
-    steps = re.findall(r"^\d+\.\d+\. Executing (\S+)", log.read_text(errors="replace"), re.M)
+    steps = re.findall(r"^\d+\.\d+\. Executing (\S+)", text, re.M)
     return bool(steps) and steps[-1] == "ABC9"
 
 

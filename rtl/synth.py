@@ -275,9 +275,11 @@ def synth_flows(family: str, command: str) -> dict[str, str]:
     Every flow first marks ``keep`` the flip-flops that drive a wire with the
     :data:`~pentegg.rtl.evaluator.pass_engine.REPLICA_ATTR` attribute: copies of one
     register, each driving a part of a large fan-out, which ``opt_merge`` would otherwise
-    merge back into one register.
+    merge back into one register. And every flow ends with ``check -assert``: the
+    default flow's ABC9 also returned a netlist with two flip-flops driving one net (the
+    128-lane ULX3S build at 6de42bf: a lane's capture bits, found by nextpnr only), so
+    a netlist that fails Yosys's check fails the flow and the next flow is tried.
     """
-    command = f"{KEEP_REPLICAS}; {command}"
     flows = {"default": command}
     if family == "ecp5":
         flows["abc"] = (
@@ -286,7 +288,7 @@ def synth_flows(family: str, command: str) -> dict[str, str]:
             f"{command} -run map_cells:"
         )
     flows["abc9-dff"] = f"{command} -dff"
-    return flows
+    return {name: f"{KEEP_REPLICAS}; {flow}; check -assert" for name, flow in flows.items()}
 
 
 def _synth_commands(dev: Device, top: str) -> dict[str, str]:
