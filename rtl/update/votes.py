@@ -97,7 +97,7 @@ def vote_cycles(
     """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
     the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
 
-        53 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
+        52 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
 
     with ``T = out * ceil(fan / lanes) * rank`` a pair's computation (one ``(o, kb, c)``
     per cycle), ``X = max(0, fan * Wb - 15)`` the part of a pair's ``B`` fill that the
@@ -106,13 +106,13 @@ def vote_cycles(
     ``j + 1`` (two keyer requests, 15 cycles each, and the ``B`` fill) is fetched while
     pair ``j`` is computed, so a pair takes ``T + 2`` cycles when its computation is the
     longer, ``X + 32`` when the fetch is; the first pair's fetch (and, for ``Wb > 2``, its
-    first row of ``A``) is not hidden; 53 covers the run key, the first fetch, the start
-    and the pipeline (four stages).
+    first row of ``A``) is not hidden; 52 covers the run key, the first fetch, the start
+    and the pipeline.
     """
     wb = max(1, rank // (8 if digits == "binomial" else 4))
     t = out * -(-fan // lanes) * rank
     x = max(0, fan * wb - 15)
-    return 53 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
+    return 52 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
 
 
 def times_digit(x, d):
@@ -177,7 +177,7 @@ class VoteAccumulator(wiring.Component):
         Read port of ``Z`` while ``busy`` is low: ``z_data`` is the word at the ``z_addr``
         of the previous cycle (latency 1).
 
-    Timing: :func:`vote_cycles`, ``53 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
+    Timing: :func:`vote_cycles`, ``52 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
     2, X + 32)`` cycles from ``start`` to ``done``, ``T = out * ceil(fan / lanes) * rank``
     (one ``(o, kb, c)`` per cycle while computing), ``X = max(0, fan * Wb - 15)`` (``Wb``
     cycles per row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform).
@@ -450,30 +450,24 @@ class VoteAccumulator(wiring.Component):
                 m.d.comb += [pq.x.eq(acc[i]), pq.shift.eq(self.sigma_shift)]
                 contrib = times_digit(s2_g, pq.q)
             m.d.sync += s3_add[i].eq(contrib)
+        # The Z word is read while the group's sums are formed (stage 1b's address, its
+        # data at stage 2) and goes through a register before the add and the write
+        # (the block RAM's output straight into the adder and the write port was the
+        # 64-lane ECP5 synthesis's critical path at 928b7e3: 13.11 ns, 7.59 of it the
+        # RAMs' own delays). A word is read again at least three cycles after a read of
+        # it, so after its write (stage 3): the words of a pair are distinct, and between
+        # two pairs' issues the controller passes through WAIT and BEGIN.
         m.d.comb += [
-            z_rd.addr.eq(Mux(busy, s2_zaddr, self.z_addr)),
+            z_rd.addr.eq(Mux(busy, s1b_zaddr, self.z_addr)),
             z_rd.en.eq(1),
             self.z_data.eq(z_rd.data),
         ]
-        # stage 3: the Z word read into a register (the block RAM's output straight into
-        # the adder and the write port was the 64-lane ECP5 synthesis's critical path at
-        # 928b7e3: 13.11 ns, 7.59 of it the RAMs' own delays)
-        s4_valid = Signal()
-        s4_zaddr = Signal(self.z_addr_bits)
-        s4_fresh = Signal()
-        s4_add = [
-            Signal(signed(self.z_bits), name=f"s4_add{i}", reset_less=True) for i in range(lanes)
-        ]
-        s4_old = Signal(zshape, name="s4_old", reset_less=True)
-        m.d.sync += [s4_valid.eq(s3_valid), s4_zaddr.eq(s3_zaddr), s4_fresh.eq(s3_fresh)]
-        m.d.sync += [s4_add[i].eq(s3_add[i]) for i in range(lanes)]
-        m.d.sync += s4_old.eq(z_rd.data)
-        # stage 4: write back. A word is read (stage 2) at least three cycles after the
-        # previous write of it was read: the words of a pair are distinct, and between
-        # two pairs' issues the controller passes through WAIT and BEGIN.
-        m.d.comb += [z_wr.addr.eq(s4_zaddr), z_wr.en.eq(s4_valid)]
+        s3_old = Signal(zshape, name="s3_old", reset_less=True)
+        m.d.sync += s3_old.eq(z_rd.data)
+        # stage 3: write back
+        m.d.comb += [z_wr.addr.eq(s3_zaddr), z_wr.en.eq(s3_valid)]
         for i in range(lanes):
-            m.d.comb += z_wr.data[i].eq(Mux(s4_fresh, 0, s4_old[i]) + s4_add[i])
+            m.d.comb += z_wr.data[i].eq(Mux(s3_fresh, 0, s3_old[i]) + s3_add[i])
 
         # ---- control
         bad = Signal()
@@ -575,7 +569,7 @@ class VoteAccumulator(wiring.Component):
                         m.d.sync += j.eq(j + 1)
                         m.next = "WAIT"
             with m.State("FINISH"):
-                with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid & ~s4_valid):
+                with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid):
                     m.d.sync += busy.eq(0)
                     m.d.comb += self.done.eq(1)
                     m.next = "IDLE"
