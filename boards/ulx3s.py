@@ -3,8 +3,8 @@
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
   core clock, 60 MHz by default (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4,
   from ``ecppll -i 25 -o 60``; VCO 600 MHz). ``--param clock_mhz=N`` picks another of
-  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reached 70.24 MHz at 64 lanes
-  at 175f669 (nextpnr's router1; a reset that reaches only control state; 52.16 and
+  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reached 69.79 MHz at 64 lanes
+  at 784f253 (nextpnr's router1; a reset that reaches only control state; 52.16 and
   43.87 MHz before, at 073cdd7 and d24e2a5 with router2: docs/boards.md).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
@@ -30,8 +30,8 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes); 64 lanes (the 128
 #: pairs in 2 rounds): 128 lanes fit the block RAM with ``--param lanes=128 --param
-#: update_lanes=33 --param sample_bytes=92160`` but reached 43.21 MHz (docs/boards.md
-#: has every build's fmax and whether it met 60 MHz).
+#: update_lanes=33 --param sample_bytes=92160`` but have not met 60 MHz (54.58 MHz at
+#: best, 928b7e3; docs/boards.md has every build's fmax and whether it met 60 MHz).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
     "lanes": 64,
