@@ -103,6 +103,16 @@ REPLICA_ATTR = "pentegg_replica"
 class PassEngine(wiring.Component):
     """Runs pass commands (module docstring).
 
+    Parameters
+    ----------
+    p : EvaluatorParams
+    rec_layout : Layout
+        The finalizer's pass record.
+    noise_bits : int
+        Width of a noise-bank address.
+    copies : int
+        Copies of the lane controls, 1..lanes (the evaluator: one per finalizer group).
+
     Interface attributes
     --------------------
     cmd : In(stream.Signature(command_layout(...)))
