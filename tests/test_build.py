@@ -98,6 +98,9 @@ def test_build_json_and_program(built, board):
     assert info["clock_mhz"] == clock and info["yosys_flow"] == "default"
     assert info["fmax_mhz"] >= clock and info["timing_met"] is True
     assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 20}[board]
+    # the default flow's script is synth_flows's: replicas kept, the netlist checked
+    ys = (Path(info["build_dir"]) / "top.ys").read_text()
+    assert "setattr -set keep 1 a:pentegg_replica" in ys and "check -assert" in ys
     assert info["baud"] == {"icebreaker": 3_000_000, "ulx3s-85f": 3_000_000}[board]
     assert info["programmed"] == ("flash" if board == "icebreaker" else "sram")
     assert args_file.read_text().splitlines() == [*program_args, info["bitstream"]]
