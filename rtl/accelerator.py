@@ -19,6 +19,11 @@ Blocks (docs/rtl.md has the diagram, the schedule and the maps):
   and one write port, shared by phase (the controller's ``phase``; the host's accesses
   when idle).
 
+Reset: ``reset`` (the Device's RESET and the board's power-on reset) reaches each block
+through a flip-flop of its own, a cycle later (rtl/reset.py; docs/rtl.md, "RESET's
+reach"); the top's own registers are reset-less (each is written before it is read). The
+domain's reset, where there is one (simulation), also resets the blocks.
+
 Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`.
 
 Per-member inputs (RL, ``shared = 0``): the host writes member ``m``'s input ``k`` of
@@ -45,6 +50,7 @@ from .control.members import LogitWriter, MemberReader, MemberSizes
 from .control.registers import RegisterFile
 from .evaluator.evaluator import PopulationEvaluator
 from .params import check_int
+from .reset import add_with_reset_leaves
 from .update.apply import WeightUpdater
 from .update.shaper import Shaper
 from .update.votes import VoteAccumulator, lanes_max
@@ -104,6 +110,9 @@ class Accelerator(wiring.Component):
     --------------------
     cmd : In(stream.Signature(32)), rsp : Out(stream.Signature(32))
         Commands and responses (rtl/control/command.py).
+    reset : In(1)
+        Resets the blocks' control state (the memories keep their contents) one cycle
+        later, through a flip-flop per block (module docstring).
     busy : Out(1)
     error : Out(1)
         The ``status`` register's error bit (the last run's error flags, or a bad
@@ -210,6 +219,7 @@ class Accelerator(wiring.Component):
             {
                 "cmd": In(stream.Signature(32)),
                 "rsp": Out(stream.Signature(32)),
+                "reset": In(1),
                 "busy": Out(1),
                 "error": Out(1),
             }
@@ -234,25 +244,36 @@ class Accelerator(wiring.Component):
         m = Module()
         p = self.params
         lat = p.mem_latency
-        m.submodules.dec = dec = CommandDecoder()
-        m.submodules.regs = regs = RegisterFile(self.max_layers)
-        m.submodules.ctl = ctl = Controller(eval_error_bits=len(self.evaluator.error))
-        m.submodules.ev = ev = self.evaluator
-        m.submodules.shaper = sh = self.shaper
-        m.submodules.votes = vo = self.votes
-        m.submodules.updater = up = self.updater
-        m.submodules.init = ini = self.init
+        dec = CommandDecoder()
+        regs = RegisterFile(self.max_layers)
+        ctl = Controller(eval_error_bits=len(self.evaluator.error))
+        ev, sh, vo, up, ini = self.evaluator, self.shaper, self.votes, self.updater, self.init
         x_bits = ceil_log2(self.depths["member_x"])
         y_bits = ceil_log2(self.depths["logits"])
-        m.submodules.sizes = sz = MemberSizes(
+        sz = MemberSizes(
             in_depth=self.depths["member_x"],
             out_depth=self.depths["logits"],
             width_bits=p.width_bits + 1,
         )
-        m.submodules.reader = rd = MemberReader(
+        rd = MemberReader(
             lanes=p.lanes, addr_bits=x_bits, width_bits=p.width_bits + 1, mem_latency=lat
         )
-        m.submodules.writer = wr = LogitWriter(p, addr_bits=y_bits)
+        wr = LogitWriter(p, addr_bits=y_bits)
+        add_with_reset_leaves(
+            m,
+            self.reset,
+            dec=dec,
+            regs=regs,
+            ctl=ctl,
+            ev=ev,
+            shaper=sh,
+            votes=vo,
+            updater=up,
+            init=ini,
+            sizes=sz,
+            reader=rd,
+            writer=wr,
+        )
 
         wiring.connect(m, wiring.flipped(self.cmd), dec.cmd)
         wiring.connect(m, dec.rsp, wiring.flipped(self.rsp))
@@ -377,8 +398,10 @@ class Accelerator(wiring.Component):
 
         # the layer's first weight word and latent word: where the last layer's writes
         # ended (layers are updated in order), captured at the updater's start
-        w_next, v_next = Signal(self.addr_bits), Signal(self.addr_bits)
-        w_base, v_base = Signal(self.addr_bits), Signal(self.addr_bits)
+        w_next = Signal(self.addr_bits, reset_less=True)
+        v_next = Signal(self.addr_bits, reset_less=True)
+        w_base = Signal(self.addr_bits, reset_less=True)
+        v_base = Signal(self.addr_bits, reset_less=True)
         with m.If(ctl.sh_start):
             m.d.sync += [w_next.eq(0), v_next.eq(0)]
         with m.If(up.w_wen):
@@ -398,7 +421,7 @@ class Accelerator(wiring.Component):
         # ---- memories
         def delayed(value, n, name):
             for j in range(n):
-                reg = Signal.like(value, name=f"{name}_d{j}")
+                reg = Signal.like(value, name=f"{name}_d{j}", reset_less=True)
                 m.d.sync += reg.eq(value)
                 value = reg
             return value
@@ -418,14 +441,14 @@ class Accelerator(wiring.Component):
         # LUTs (the ECP5 accelerator's critical path at 35b3fbc). A write is accepted
         # while idle and lands in the next cycle; a run starts several cycles after the
         # last write's command (the decoder takes RUN as a later command word).
-        hw_addr = Signal.like(host_addr, name="host_w_addr")
-        hw_data = Signal.like(dec.mem_wdata, name="host_w_data")
+        hw_addr = Signal.like(host_addr, name="host_w_addr", reset_less=True)
+        hw_data = Signal.like(dec.mem_wdata, name="host_w_data", reset_less=True)
         m.d.sync += [hw_addr.eq(host_addr), hw_data.eq(dec.mem_wdata)]
 
         def write_port(wp, name, users):
             """``wp`` driven by the block of each ``(phase, addr, data, en)`` in ``users``
             during its phase, otherwise by the host's writes to memory ``name``."""
-            hw_en = Signal(name=f"host_w_en_{name}")
+            hw_en = Signal(name=f"host_w_en_{name}", reset_less=True)
             m.d.sync += hw_en.eq(idle & dec.mem_wen & (host_sel == MEMORIES[name]))
             host = (hw_addr, hw_data, hw_en)
             sel = host
@@ -538,11 +561,11 @@ class Accelerator(wiring.Component):
 
         # host reads: each memory's read data registered, then the selected one (the
         # decoder samples it two cycles after mem_ren; the address is held meanwhile)
-        sel_d = Signal.like(host_sel)
+        sel_d = Signal.like(host_sel, reset_less=True)
         m.d.sync += sel_d.eq(host_sel)
         with m.Switch(sel_d):
             for name, value in rd_data.items():
-                reg = Signal.like(value, name=f"host_{name}")
+                reg = Signal.like(value, name=f"host_{name}", reset_less=True)
                 m.d.sync += reg.eq(value)
                 with m.Case(MEMORIES[name]):
                     m.d.comb += dec.mem_rdata.eq(reg)  # sign-extended if signed

@@ -308,7 +308,8 @@ class SinglePortRAM(Elaboratable):
         n = self.sprams(platform)
         sel = word[14:] if n > 1 else Const(0, 1)
         # which primitive and which half the read data comes from, one cycle later
-        r_sel, r_half = Signal(len(sel)), Signal()
+        r_sel = Signal(len(sel), reset_less=True)
+        r_half = Signal(reset_less=True)
         with m.If(~self.w_en):
             m.d.sync += r_sel.eq(sel)
             if half:

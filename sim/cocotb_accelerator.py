@@ -91,6 +91,7 @@ async def setup(dut):
     start_clock(dut)
     dut.cmd__valid.value = 0
     dut.rsp__ready.value = 1
+    dut.reset.value = 0  # the RESET/power-on input (the domain's rst resets too)
     await reset(dut)
 
 

@@ -231,6 +231,7 @@ async def setup(dut, *, valid_p: float | None = None, ready_p: float | None = No
         valid_p=rng.choice([1.0, 0.8, 0.5]) if valid_p is None else valid_p,
         ready_p=rng.choice([1.0, 0.7, 0.4]) if ready_p is None else ready_p,
     )
+    dut.reset.value = 0  # the power-on input (the domain's rst resets too)
     await reset(dut)
     dut._log.info(f"rx valid probability {port.valid_p}, tx ready probability {port.ready_p}")
     return port, rng

@@ -80,14 +80,17 @@ class LinkHost:
         return parse_response(frame)
 
 
-def run_link(dut, script, *, timeout: int = 200_000, vcd: str | None = None, stall=None) -> None:
-    """Simulate ``dut`` running ``await script(host)`` with a :class:`LinkHost`."""
+def run_link(
+    dut, script, *, timeout: int = 200_000, vcd: str | None = None, stall=None, top=None
+) -> None:
+    """Simulate ``dut`` running ``await script(host)`` with a :class:`LinkHost`; ``top``
+    (which holds ``dut`` and may define the ``sync`` domain) is simulated if given."""
 
     async def bench(ctx):
         await script(LinkHost(ctx, dut, timeout=timeout, stall=stall))
 
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
+    sim = Simulator(dut if top is None else top)
+    sim.add_clock(1e-6, domain="sync")
     sim.add_testbench(bench)
     if vcd:
         with sim.write_vcd(vcd):

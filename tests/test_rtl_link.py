@@ -9,7 +9,7 @@ import random
 import struct
 
 import pytest
-from amaranth import Module, Signal
+from amaranth import ClockDomain, Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.sim import Simulator
 
@@ -514,6 +514,44 @@ def test_error_output_follows_the_status_registers_error_bit():
         assert rsp.status == Status.OK and not ctx.get(dut.error)
 
     run_link(dut, script)
+
+
+def test_the_reset_input_alone_resets_engine_and_accelerator_and_keeps_memories():
+    """On a board the clock domain has no reset: the power-on reset is the Device's
+    ``reset`` input, which reaches the engine and each Accelerator block through
+    flip-flops of their own (rtl/reset.py). Here the domain has no reset either: a
+    refused run's error flag, a written register and the engine's duplicate-RUN memory
+    are cleared by a one-cycle pulse on ``reset``; the weights are kept."""
+    dut = tiny_device()
+    top = Module()
+    top.domains.sync = ClockDomain("sync", reset_less=True)
+    top.submodules.dut = dut
+
+    async def script(host):
+        ctx = host.ctx
+        await load(host)
+        rsp = await host.request(Cmd.WRITE_REGS, 1, pairs(steps=0))
+        assert (await host.request(Cmd.RUN, 2, words([0]))).status == Status.OK
+        status, error, _ = await wait_idle(host)
+        assert status == 2 and error == 1 << 11, "a train run of 0 steps is refused"
+        assert ctx.get(dut.error)
+        ctx.set(dut.reset, 1)
+        await ctx.tick()
+        ctx.set(dut.reset, 0)
+        for _ in range(3):
+            await ctx.tick()
+        assert not ctx.get(dut.error), "reset clears the error output"
+        rsp = await host.request(Cmd.READ_REGS, 3, words(reg(n) for n in ("population", "error")))
+        assert rsp.status == Status.OK and rsp.words() == [2, 0], "registers at reset values"
+        mem = await host.request(Cmd.READ_MEM, 4, words([0 << 24 | 0, 4]))
+        assert mem.status == Status.OK and unpack(mem.payload) == [100, 101, 102, 103]
+        # the engine forgot RUN's seq 2: the same seq runs (one step of the reset
+        # registers' network) instead of being answered as a duplicate
+        assert (await host.request(Cmd.RUN, 2, words([0]))).status == Status.OK
+        status, error, step = await wait_idle(host, seq=110)
+        assert (status, error, step) == (0, 0, 1), "RUN seq 2 ran again after the reset"
+
+    run_link(dut, script, top=top)
 
 
 def test_random_garbage_gets_one_response_per_frame_and_never_hangs():

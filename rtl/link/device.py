@@ -2,24 +2,28 @@
 
 ::
 
-    rx --> LinkEngine --cmd--> ResetInserter(Accelerator) --busy, error--> LEDs
+    rx --> LinkEngine --cmd--> Accelerator --busy, error--> LEDs
     tx <--            <--rsp--
 
 The byte streams are what a UART (or, in simulation, a pipe) carries; the LinkEngine
 (rtl/link/engine.py) checks every frame and turns it into the Accelerator's command
-words. ``RESET`` resets the Accelerator's registers through a ``ResetInserter`` (the
-memories keep their contents). INFO is built here from the Accelerator's parameters.
+words. ``RESET`` resets the Accelerator's registers (the memories keep their contents):
+the engine's pulse, or the ``reset`` input (a board's power-on reset), goes through a
+flip-flop here to the Accelerator's ``reset``, which takes it through a flip-flop per
+block (rtl/reset.py). ``reset`` also resets the engine, through a flip-flop of its own.
+INFO is built here from the Accelerator's parameters.
 """
 
 from __future__ import annotations
 
-from amaranth import Module, ResetInserter, Signal
+from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...golden import SPEC_VERSION
 from ..accelerator import Accelerator
 from ..params import check_int
+from ..reset import add_with_reset_leaves
 from .engine import LinkEngine, check_frame_bytes
 from .protocol import INFO_CHOICES, INFO_FIELDS, VERSION
 
@@ -82,6 +86,9 @@ class Device(wiring.Component):
     --------------------
     rx : In(stream.Signature(8)), tx : Out(stream.Signature(8))
         Request bytes in, response bytes out (COBS frames ended by ``0x00``).
+    reset : In(1)
+        A synchronous reset of the engine and the Accelerator (a board's power-on
+        reset); the domain's reset, where there is one, does the same.
     busy : Out(1), error : Out(1)
         The Accelerator runs; the status register's error bit.
     """
@@ -106,6 +113,7 @@ class Device(wiring.Component):
             {
                 "rx": In(stream.Signature(8)),
                 "tx": Out(stream.Signature(8)),
+                "reset": In(1),
                 "busy": Out(1),
                 "error": Out(1),
             }
@@ -114,15 +122,17 @@ class Device(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         eng, acc = self.engine, self.accel
-        m.submodules.engine = eng
-        # RESET reaches the Accelerator's registers from a flip-flop, a cycle after the
-        # engine's pulse (the engine is then sending the response). Only the control
-        # state has a reset: the datapath's registers are reset-less (docs/rtl.md,
-        # "RESET's reach"); a reset over every flip-flop was the 64-lane ULX3S build's
-        # critical path at 073cdd7 and d24e2a5
-        rst = Signal()
-        m.d.sync += rst.eq(eng.accel_reset)
-        m.submodules.accel = ResetInserter(rst)(acc)
+        add_with_reset_leaves(m, self.reset, engine=eng)
+        # RESET reaches the Accelerator's blocks two cycles after the engine's pulse (the
+        # engine is then sending the response): a flip-flop here, then the block's own.
+        # Only the control state has a reset: the datapath's registers are reset-less
+        # (docs/rtl.md, "RESET's reach"); a reset over every flip-flop was the 64-lane
+        # ULX3S build's critical path at 073cdd7 and d24e2a5, and one net from the
+        # power-on reset to every control register the 128-lane build's at 62a9b1e
+        rst = Signal(reset_less=True)
+        m.d.sync += rst.eq(eng.accel_reset | self.reset)
+        m.submodules.accel = acc
+        m.d.comb += acc.reset.eq(rst)
         wiring.connect(m, wiring.flipped(self.rx), eng.rx)
         wiring.connect(m, eng.tx, wiring.flipped(self.tx))
         wiring.connect(m, eng.cmd, acc.cmd)
