@@ -2,13 +2,16 @@
 
 A board top (:class:`BoardTop`; ``boards/icebreaker.py``, ``boards/ulx3s.py``) is
 
-    pins -> PLL -> core clock (domain ``sync``) + power-on/lock reset
+    pins -> PLL -> core clock (domain ``sync``, no reset of its own) + power-on/lock reset
     uart.rx -> UartRx -> core.rx ... core.tx -> UartTx -> uart.tx
     LEDs: heartbeat, core.busy, core.error (plus UART activity where a board has LEDs)
 
 The *core* is any ``wiring.Component`` with the ports of :data:`CORE_SIGNATURE`:
 ``rx: In(stream.Signature(8))`` (bytes from the host), ``tx: Out(stream.Signature(8))``
-(bytes to the host), ``busy: Out(1)``, ``error: Out(1)``. A board top builds it by
+(bytes to the host), ``reset: In(1)`` (the power-on reset, synchronous: the board's
+``sync`` domain has no reset, so that each core routes its reset as it needs; the Device
+through a flip-flop per block, rtl/reset.py), ``busy: Out(1)``, ``error: Out(1)``. A
+board top builds it by
 calling a *core factory* ``factory(clock_hz=..., baud=..., **params)``; :data:`CORES`
 names the two factories ``pentegg build --core`` offers: ``device`` (the protocol engine
 and accelerator, ``pentegg.rtl.link.device.Device``) and ``loopback`` (:class:`LoopbackCore`,
@@ -22,8 +25,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from amaranth import ClockDomain, Elaboratable, Module, ResetSignal, Signal
-from amaranth.lib import cdc, stream, wiring
+from amaranth import ClockDomain, Elaboratable, Module, ResetInserter, Signal
+from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
@@ -47,6 +50,7 @@ CORE_SIGNATURE = wiring.Signature(
     {
         "rx": In(stream.Signature(8)),
         "tx": Out(stream.Signature(8)),
+        "reset": In(1),
         "busy": Out(1),
         "error": Out(1),
     }
@@ -67,7 +71,8 @@ class LoopbackCore(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.fifo = fifo = SyncFIFO(width=8, depth=16)
+        fifo = SyncFIFO(width=8, depth=16)
+        m.submodules.fifo = ResetInserter(self.reset)(fifo)
         wiring.connect(m, wiring.flipped(self.rx), fifo.w_stream)
         wiring.connect(m, fifo.r_stream, wiring.flipped(self.tx))
         m.d.comb += [self.busy.eq(0), self.error.eq(0)]
@@ -97,7 +102,8 @@ CORES: dict[str, Callable[..., wiring.Component]] = {
 class BoardLink(wiring.Component):
     """UART PHY around a core: ``rx`` (line in) -> :class:`UartRx` -> ``core.rx``;
     ``core.tx`` -> :class:`UartTx` -> ``tx`` (line out). ``busy`` and ``error`` are the
-    core's; ``rx_strobe``/``tx_strobe`` are high for the cycle a byte is received/sent;
+    core's; ``reset`` (synchronous, the board's power-on reset) resets the UART, the link
+    error and the core; ``rx_strobe``/``tx_strobe`` are high for the cycle a byte is received/sent;
     ``overrun`` and ``framing_errors`` are the receiver's counters. ``error`` is also set,
     until reset, by the first framing error or overrun, so a LED shows a link problem."""
 
@@ -108,6 +114,7 @@ class BoardLink(wiring.Component):
             {
                 "rx": In(1, init=1),
                 "tx": Out(1, init=1),
+                "reset": In(1),
                 "busy": Out(1),
                 "error": Out(1),
                 "rx_strobe": Out(1),
@@ -119,17 +126,21 @@ class BoardLink(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        m.submodules.uart_rx = urx = UartRx(self.divisor)
-        m.submodules.uart_tx = utx = UartTx(self.divisor)
+        urx, utx = UartRx(self.divisor), UartTx(self.divisor)
+        m.submodules.uart_rx = ResetInserter(self.reset)(urx)
+        m.submodules.uart_tx = ResetInserter(self.reset)(utx)
         m.submodules.core = core = self.core
         wiring.connect(m, urx.o, core.rx)
         wiring.connect(m, core.tx, utx.i)
         link_error = Signal()
-        with m.If((urx.overrun != 0) | (urx.framing_errors != 0)):
+        with m.If(self.reset):
+            m.d.sync += link_error.eq(0)
+        with m.Elif((urx.overrun != 0) | (urx.framing_errors != 0)):
             m.d.sync += link_error.eq(1)
         m.d.comb += [
             urx.rx.eq(self.rx),
             self.tx.eq(utx.tx),
+            core.reset.eq(self.reset),
             self.busy.eq(core.busy),
             self.error.eq(core.error | link_error),
             self.rx_strobe.eq(urx.o.valid & urx.o.ready),
@@ -255,23 +266,30 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
 
     def elaborate(self, platform):
         m = Module()
-        # sync: the core clock, held in reset (asserted at once, released synchronously)
-        # until the PLL has locked and por_cycles more cycles have passed. The counter
-        # runs in a reset-less domain on the same clock and starts at 0 from the bitstream.
-        m.domains.sync = cd_sync = ClockDomain("sync")
-        m.domains.por = cd_por = ClockDomain("por", reset_less=True)
+        # sync: the core clock, a domain without a reset signal. The power-on reset
+        # ``por_rst`` is high from configuration until the PLL has locked and por_cycles
+        # more cycles have passed (again whenever the lock is lost); it is a flip-flop,
+        # and the link and the core take it as a synchronous input, so that the core can
+        # carry it to its blocks through registers (the Device: a flip-flop per block,
+        # rtl/reset.py) instead of one net to every control register. The counter starts
+        # at 0 from the bitstream.
+        m.domains.sync = cd_sync = ClockDomain("sync", reset_less=True)
         locked = self.clock(m, platform, cd_sync.clk)
         # no clock constraint here: nextpnr derives the PLL output's from the oscillator's
-        m.d.comb += cd_por.clk.eq(cd_sync.clk)
+        # ``locked`` is asynchronous to the core clock: two flip-flops before it is used
+        lock_sync = [Signal(name=f"lock_sync{i}") for i in range(2)]
+        m.d.sync += [lock_sync[0].eq(locked), lock_sync[1].eq(lock_sync[0])]
         por = Signal(range(self.por_cycles + 1))
         por_done = por == self.por_cycles
-        with m.If(~locked):
-            m.d.por += por.eq(0)
+        with m.If(~lock_sync[1]):
+            m.d.sync += por.eq(0)
         with m.Elif(~por_done):
-            m.d.por += por.eq(por + 1)
-        m.submodules.reset_sync = cdc.ResetSynchronizer(~por_done, domain="sync")
+            m.d.sync += por.eq(por + 1)
+        por_rst = Signal(init=1)
+        m.d.sync += por_rst.eq(~por_done)
 
         m.submodules.link = link = self.link
+        m.d.comb += link.reset.eq(por_rst)
         uart = platform.request("uart", 0)
         m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx)]
 
@@ -285,7 +303,7 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
             "error": link.error,
             "rx": _stretch(m, link.rx_strobe),
             "tx": _stretch(m, link.tx_strobe),
-            "reset": ResetSignal("sync"),
+            "reset": por_rst,
         }
         self.leds(m, platform, status)
         return m
