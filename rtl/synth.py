@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from amaranth import Cat, Elaboratable, Module, Signal, Value
+from amaranth import Cat, ClockDomain, ClockSignal, Elaboratable, Module, Signal, Value
 from amaranth.back import rtlil
 from amaranth.lib import wiring
 
@@ -155,15 +155,33 @@ class SynthWrapper(Elaboratable):
     outputs are registered, then XOR-folded into a second shift chain ending at ``so``
     (one LUT per output bit). Nothing of the module can be optimised away, and no path of
     the module reaches a pin.
+
+    A module with a ``reset`` input of its own (the Accelerator, the Device: a reset
+    tree, rtl/reset.py) is placed as on the boards: the clock domain has no reset
+    (:attr:`reset_less`; the wrapper's ports are then ``si``, ``so`` and
+    :attr:`clk`), and the module is reset only through that input, from the chain like
+    every input. Any other module gets the domain's reset from a pin, ``rst``.
     """
 
     def __init__(self, dut: wiring.Component):
         self.dut = dut
         self.si = Signal()
         self.so = Signal()
+        members = dut.signature.members
+        self.reset_less = (
+            "reset" in members and members["reset"].is_port and members["reset"].flow == wiring.In
+        )
+        self.clk = ClockSignal("sync")
+
+    @property
+    def ports(self) -> list:
+        """The top-level ports to convert with."""
+        return [self.si, self.so, *([self.clk] if self.reset_less else [])]
 
     def elaborate(self, platform):
         m = Module()
+        if self.reset_less:
+            m.domains.sync = ClockDomain("sync", reset_less=True)
         m.submodules.dut = self.dut
         ins, outs = [], []
         for _path, member, value in self.dut.signature.flatten(self.dut):
@@ -480,9 +498,7 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
     wrapper = SynthWrapper(build(module, full))
     (work / "wrapped.il").write_text(
         honour_no_rw_check(
-            rtlil.convert(
-                wrapper, name="wrapped", platform=platform, ports=[wrapper.si, wrapper.so]
-            )
+            rtlil.convert(wrapper, name="wrapped", platform=platform, ports=wrapper.ports)
         )
     )
     flow = _yosys_map(

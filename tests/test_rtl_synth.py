@@ -5,13 +5,14 @@ import json
 import subprocess
 
 import pytest
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Module, ResetInserter, Signal
 from amaranth.back import rtlil
-from amaranth.lib import memory
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
 
 from pentegg.rtl.bram import RegisteredRAM
 from pentegg.rtl.evaluator.pass_engine import REPLICA_ATTR
-from pentegg.rtl.synth import SynthPlatform, honour_no_rw_check, synth_flows
+from pentegg.rtl.synth import SynthPlatform, SynthWrapper, honour_no_rw_check, synth_flows
 from pentegg.rtl.toolchain import tool
 
 
@@ -212,3 +213,38 @@ def test_synthesis_keeps_registers_marked_as_replicas(tmp_path, family):
 
     assert flip_flops({}) == 8  # the four copies merged into one
     assert flip_flops({REPLICA_ATTR: 1}) == 4 + 4 * 4
+
+
+class _Counter(wiring.Component):
+    """A counter; with ``own_reset`` a ``reset`` input of its own (as the Accelerator)."""
+
+    def __init__(self, own_reset: bool):
+        self.own_reset = own_reset
+        members = {"count": Out(4)}
+        if own_reset:
+            members["reset"] = In(1)
+        super().__init__(members)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.d.sync += self.count.eq(self.count + 1)
+        if self.own_reset:
+            return ResetInserter(self.reset)(m)
+        return m
+
+
+@pytest.mark.parametrize("own_reset", [False, True])
+def test_synth_wrapper_places_a_module_with_its_own_reset_without_a_domain_reset(own_reset):
+    """A module with a ``reset`` input (the Accelerator, the Device) is measured as on
+    the boards: the wrapper's clock domain has no reset pin, only ``si``, ``so`` and
+    ``clk``; any other module keeps the domain's ``rst`` pin."""
+    w = SynthWrapper(_Counter(own_reset))
+    text = rtlil.convert(w, name="wrapped", ports=w.ports)
+    top = text[text.index("module \\wrapped\n") :]
+    top = top[: top.index("\nend\n")]
+    top_pins = {
+        line.split()[-1].lstrip("\\")
+        for line in top.splitlines()
+        if line.startswith("  wire") and (" input " in line or " output " in line)
+    }
+    assert top_pins == ({"si", "so", "clk"} if own_reset else {"si", "so", "clk", "rst"})
