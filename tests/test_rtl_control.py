@@ -261,16 +261,21 @@ def _init_run(cfg, update="latent"):
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
+        after = 0  # cycles since busy fell
         for _ in range(100_000):
             _, _, busy, we, wa, wd, ve, va, vd = await ctx.tick().sample(
                 dut.busy, dut.w_en, dut.w_addr, dut.w_data, dut.v_en, dut.v_addr, dut.v_data
             )
+            # the accelerator routes the memories' write ports to the writer by phase,
+            # which ends when busy falls: every write must come while busy is high
+            assert busy or not (we or ve), "a write in a cycle where busy is low"
             if we:
                 assert wa not in words, f"weight word {wa} written twice"
                 words[wa] = wd
             if ve:
                 lat[va] = vd
-            if not busy:
+            after = 0 if busy else after + 1
+            if after == 3:
                 break
 
     sim = Simulator(dut)

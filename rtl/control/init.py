@@ -15,7 +15,11 @@ Memory layouts (the accelerator's, docs/rtl.md):
   row-major), no padding.
 
 Throughput: one weight per cycle (zero), one per cycle after each layer's stream start
-(random: the keyer's 29 cycles for the first layer, 15 for the others). Widths: a layer
+(random: the keyer's 29 cycles for the first layer, 15 for the others). Latency: the
+writes leave from registers, a cycle after their digit (the stream core's word through
+the digit decode, the packing and the latent shift and saturation into the memories'
+write data was the ECP5 accelerator's critical path at 6de42bf and d56cfec); ``busy``
+stays high until the last write has left. Widths: a layer
 of ``out x fan`` weights is walked by a row and a column counter (no multiplier).
 """
 
@@ -101,6 +105,18 @@ class InitWriter(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        # the write ports' values before their output registers
+        w_addr, v_addr = Signal.like(self.w_addr), Signal.like(self.v_addr)
+        w_data, w_en = Signal.like(self.w_data), Signal()
+        v_data, v_en = Signal.like(self.v_data), Signal()
+        m.d.sync += [
+            self.w_addr.eq(w_addr),
+            self.w_data.eq(w_data),
+            self.w_en.eq(w_en),
+            self.v_addr.eq(v_addr),
+            self.v_data.eq(v_data),
+            self.v_en.eq(v_en),
+        ]
         m.submodules.keyer = keyer = StreamKeyer()
         m.submodules.core = core = PentaryStreamCore(digits=self.digits, digits_per_beat=1)
         wb = self.width_bits
@@ -132,22 +148,22 @@ class InitWriter(wiring.Component):
         digit = Signal(signed(3))
         take = Signal()
         code = digit.as_unsigned()
-        m.d.comb += self.w_data.eq(word | (code << (3 * pos)))
+        m.d.comb += w_data.eq(word | (code << (3 * pos)))
 
         vmax = (1 << (self.latent_bits - 1)) - 1
         wide = Signal(signed(3 + 15))
         m.d.comb += wide.eq(digit << self.latent_shift)
-        m.d.comb += self.v_data.eq(Mux(wide > vmax, vmax, Mux(wide < -vmax, -vmax, wide)))
+        m.d.comb += v_data.eq(Mux(wide > vmax, vmax, Mux(wide < -vmax, -vmax, wide)))
         m.d.comb += [
-            self.v_en.eq(take if self.update == "latent" else 0),
-            self.w_en.eq(take & ((pos == 4) | (last_k & last_o))),
+            v_en.eq(take if self.update == "latent" else 0),
+            w_en.eq(take & ((pos == 4) | (last_k & last_o))),
         ]
         with m.If(take):
-            m.d.sync += self.v_addr.eq(self.v_addr + 1)
+            m.d.sync += v_addr.eq(v_addr + 1)
             with m.If((pos == 4) | (last_k & last_o)):
-                m.d.sync += [pos.eq(0), word.eq(0), self.w_addr.eq(self.w_addr + 1)]
+                m.d.sync += [pos.eq(0), word.eq(0), w_addr.eq(w_addr + 1)]
             with m.Else():
-                m.d.sync += [pos.eq(pos + 1), word.eq(self.w_data[:15])]
+                m.d.sync += [pos.eq(pos + 1), word.eq(w_data[:15])]
             with m.If(last_k):
                 m.d.sync += [k.eq(0), o.eq(o + 1)]
             with m.Else():
@@ -159,8 +175,8 @@ class InitWriter(wiring.Component):
                     m.d.sync += [
                         layer.eq(0),
                         first_key.eq(1),
-                        self.w_addr.eq(0),
-                        self.v_addr.eq(0),
+                        w_addr.eq(0),
+                        v_addr.eq(0),
                     ]
                     m.next = "LAYER"
             with m.State("LAYER"):
@@ -193,5 +209,6 @@ class InitWriter(wiring.Component):
                 with m.If(last_k & last_o):
                     m.d.sync += layer.eq(layer + 1)
                     m.next = "LAYER"
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        # the last write is in the output registers for a cycle after the FSM's IDLE
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | self.w_en | self.v_en)
         return m
