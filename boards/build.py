@@ -71,6 +71,8 @@ class BuildResult:
     utilisation: dict[str, str] = field(default_factory=dict)
     #: the Yosys mapping flow that got through (rtl/synth.py synth_flows)
     yosys_flow: str = "default"
+    #: nextpnr's placement seed (its ``--seed``)
+    seed: int = 1
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -98,13 +100,17 @@ def build(
     build_dir: str | Path,
     *,
     core_name: str = "",
+    seed: int = 1,
     progress: Callable[[str], None] = lambda line: None,
 ) -> BuildResult:
     """Build ``board``'s top around ``core(clock_hz=..., baud=..., **params)`` in
     ``build_dir``; returns resources and timing. ``params["clock_mhz"]``, if there, is the
-    board's (the core clock, :meth:`Board.clock`), the rest the core's. Raises
+    board's (the core clock, :meth:`Board.clock`), the rest the core's. ``seed`` is
+    nextpnr's placement seed (1..2**31-1; 1, nextpnr's own default, unless given). Raises
     :class:`BuildError`, or ValueError for a clock the board does not have."""
     t0 = time.monotonic()
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed < 1 << 31:
+        raise ValueError(f"seed={seed!r} is not an integer in 1..{(1 << 31) - 1}")
     params = dict(params)
     clock = board.clock(params.pop("clock_mhz", None))
     work = Path(build_dir).resolve()
@@ -127,7 +133,11 @@ def build(
         name="top",
         do_build=False,
         nextpnr_opts=" ".join(
-            ("--report report.json --timing-allow-fail", *board.nextpnr_options(params))
+            (
+                "--report report.json --timing-allow-fail",
+                f"--seed {seed}",
+                *board.nextpnr_options(params),
+            )
         ),
     )
     plan.extract(work)
@@ -169,6 +179,7 @@ def build(
         timing_met=fmax is not None and fmax >= clock_mhz,
         seconds=time.monotonic() - t0,
         yosys_flow=flow,
+        seed=seed,
         **res,
     )
 

@@ -1,7 +1,8 @@
 """``pentegg build``: a board's bitstream, its resources and timing, and programming.
 
 ``pentegg build --board icebreaker|ulx3s-85f [--core device|loopback]
-[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--json] [--force]``
+[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--seed N] [--json]
+[--force]``
 
 Builds the board top (boards/) around the core with the YoWASP tools, printing each stage
 as it starts, then the resources, the clock, fmax and whether timing is met; ``--json``
@@ -72,6 +73,14 @@ def register(sub) -> None:
     p.add_argument(
         "--build-dir", metavar="DIR", help="tool inputs, logs and bitstream (default build/BOARD)"
     )
+    p.add_argument(
+        "--seed",
+        type=int,
+        default=1,
+        metavar="N",
+        help="nextpnr's placement seed, 1..2147483647 (default 1): another placement of "
+        "the same design, for a build whose timing is close",
+    )
     p.add_argument("--json", action="store_true", help="end with one JSON object line")
     p.add_argument(
         "--force",
@@ -114,6 +123,8 @@ def _say(line: str, t0: float) -> None:
 def run_build(args) -> int:
     if args.target and not args.program:
         raise HardwareError(f"--{args.target} needs --program")
+    if not 1 <= args.seed < 1 << 31:
+        raise HardwareError(f"--seed {args.seed} is not in 1..{(1 << 31) - 1}")
     try:
         from .boards import boards
         from .boards.build import BuildError, ProgramError, build, program
@@ -141,6 +152,7 @@ def run_build(args) -> int:
             params,
             build_dir,
             core_name=args.core,
+            seed=args.seed,
             progress=lambda line: _say(line, t0),
         )
     except (CoreUnavailable, ValueError, TypeError) as e:  # the core refused its parameters
@@ -166,6 +178,7 @@ def run_build(args) -> int:
     if r.yosys_flow != "default":
         print(f"yosys     the {r.yosys_flow!r} flow (ABC9 failed; docs/boards.md)")
     print(f"clock     {r.clock_mhz:g} MHz, UART {r.baud} baud ({r.divisor} clocks per bit)")
+    print(f"seed      {r.seed} (nextpnr's placement)")
     fmax = "none" if r.fmax_mhz is None else f"{r.fmax_mhz:.1f} MHz"
     print(f"fmax      {fmax}: timing {'met' if r.timing_met else 'NOT met'}")
     programmed = None

@@ -164,6 +164,8 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "settings for 30, 40, 45, 60, 75"),
         (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 48 MHz"),
         (["--board", "ulx3s-85f", "--param", "lanes=300"], "lanes=300 is not an integer in 1..256"),
+        (["--board", "ulx3s-85f", "--seed", "0"], "--seed 0 is not in 1..2147483647"),
+        (["--board", "ulx3s-85f", "--seed", "x"], "invalid int value"),
     ],
 )
 def test_bad_options(args, message):
@@ -174,8 +176,9 @@ def test_bad_options(args, message):
     assert message in errors[0]
 
 
-def test_ulx3s_other_clock(tmp_path):
-    """--param clock_mhz picks one of the board's PLL settings and its exact UART rate."""
+def test_ulx3s_other_clock_and_seed(tmp_path):
+    """--param clock_mhz picks one of the board's PLL settings and its exact UART rate;
+    --seed is nextpnr's placement seed (in its command line and the JSON)."""
     r = pentegg(
         "build",
         "--board",
@@ -184,6 +187,8 @@ def test_ulx3s_other_clock(tmp_path):
         "loopback",
         "--param",
         "clock_mhz=75",
+        "--seed",
+        "7",
         "--build-dir",
         str(tmp_path),
         "--json",
@@ -192,6 +197,7 @@ def test_ulx3s_other_clock(tmp_path):
     info = json.loads(r.stdout.strip().splitlines()[-1])
     assert (info["clock_mhz"], info["baud"], info["divisor"]) == (75.0, 3_000_000, 25)
     assert info["timing_met"] is True and "clock_mhz" not in info["params"]
+    assert info["seed"] == 7 and "--seed 7" in (tmp_path / "build_top.sh").read_text()
 
 
 #: a small Device for the ULX3S test build: one lane, small memories and maxima
