@@ -3,8 +3,8 @@
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
   core clock, 60 MHz by default (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4,
   from ``ecppll -i 25 -o 60``; VCO 600 MHz). ``--param clock_mhz=N`` picks another of
-  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reached 69.79 MHz at 64 lanes
-  at 784f253 (nextpnr's router1; a reset that reaches only control state; 52.16 and
+  :data:`CLOCKS` (30, 40, 45, 60, 75 MHz); the Device reached 72.81 MHz at 64 lanes
+  at d56cfec (nextpnr's router1; a reset tree that reaches only control state; 52.16 and
   43.87 MHz before, at 073cdd7 and d24e2a5 with router2: docs/boards.md).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
