@@ -472,9 +472,17 @@ def synthesize(
     full = resolved_params(module, params)
     work = Path(build_dir) if build_dir else _build_dir(module, device, full)
     work.mkdir(parents=True, exist_ok=True)
-    result = _synthesize(
-        module, DEVICES[device], full, work, freq or default_freq(module, device), seed
-    )
+    try:
+        result = _synthesize(
+            module, DEVICES[device], full, work, freq or default_freq(module, device), seed
+        )
+    except SynthError:
+        raise  # a tool failed: its logs stay in the directory the message names
+    except BaseException:
+        # a refused parameter or an interruption: nothing in it worth keeping
+        if not build_dir:
+            shutil.rmtree(work, ignore_errors=True)
+        raise
     if not build_dir:  # a temporary directory is kept only when a tool failed
         shutil.rmtree(work, ignore_errors=True)
     return result

@@ -2,6 +2,7 @@
 ``verilator --lint-only`` with the documented waivers, errors are one line with exit 2."""
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -136,12 +137,14 @@ def test_verilog_to_stdout():
         ),
     ],
 )
-def test_errors_are_one_line_exit_2(args, message):
-    r = pentegg(*args)
+def test_errors_are_one_line_exit_2(args, message, tmp_path):
+    # a refused synthesis leaves no work directory behind (TMPDIR is this test's own)
+    r = pentegg(*args, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], r.stderr
     assert "Traceback" not in r.stderr
+    assert not list(tmp_path.glob("pentegg-synth-*")), "a refused run left its directory"
 
 
 def test_synth_json_both_devices():
