@@ -25,7 +25,7 @@ of ``out x fan`` weights is walked by a row and a column counter (no multiplier)
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal, signed
+from amaranth import Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -150,10 +150,25 @@ class InitWriter(wiring.Component):
         code = digit.as_unsigned()
         m.d.comb += w_data.eq(word | (code << (3 * pos)))
 
+        # V = sat(digit << q): the four nonzero values, sat(+-1 << q) and sat(+-2 << q),
+        # are registers computed from latent_shift (stable from start on; the first
+        # digit comes two cycles after start at the earliest), and the digit selects
+        # one (the shift and the saturation after the stream core's decode were the
+        # ECP5 synthesis's critical path at 1f1103a, 13 levels)
         vmax = (1 << (self.latent_bits - 1)) - 1
-        wide = Signal(signed(3 + 15))
-        m.d.comb += wide.eq(digit << self.latent_shift)
-        m.d.comb += v_data.eq(Mux(wide > vmax, vmax, Mux(wide < -vmax, -vmax, wide)))
+
+        def sat_shift(d):
+            wide = Const(d, signed(3)) << self.latent_shift
+            return Mux(wide > vmax, vmax, Mux(wide < -vmax, -vmax, wide))
+
+        v_of = {d: Signal(signed(self.latent_bits), name=f"v_of{d + 2}") for d in (-2, -1, 1, 2)}
+        m.d.sync += [v.eq(sat_shift(d)) for d, v in v_of.items()]
+        with m.Switch(digit):
+            for d, v in v_of.items():
+                with m.Case(d):
+                    m.d.comb += v_data.eq(v)
+            with m.Default():
+                m.d.comb += v_data.eq(0)
         m.d.comb += [
             v_en.eq(take if self.update == "latent" else 0),
             w_en.eq(take & ((pos == 4) | (last_k & last_o))),
