@@ -212,3 +212,75 @@ def test_noise_write_lanes_range_is_checked_and_groups_at_most_the_lanes():
     assert PopulationEvaluator(lanes=8, noise_write_lanes=3).params.noise_group == 3
     q = PopulationEvaluator(lanes=8, mode="quantized", noise_write_lanes=3)
     assert q.params.noise_group == 1
+
+
+# (what is out of range, its inputs over the valid base, the flag it sets)
+OUT_OF_RANGE = [
+    ("no layers", {"n_layers": 0}, 0),
+    ("more layers than max_layers", {"n_layers": 3}, 0),
+    ("a width of 0", {"widths": {1: 0}}, 1),
+    ("a width above max_width", {"widths": {2: 9}}, 1),
+    ("an odd population", {"population": 5}, 2),
+    ("a population of 0", {"population": 0}, 2),
+    ("a population above 4096", {"population": 4098}, 2),
+    ("a batch of 0", {"batch": 0}, 3),
+    ("a batch above max_batch", {"batch": 5}, 3),
+    ("sigma_shift 9", {"sigma_shift": 9}, 4),
+    ("an activation shift of 16", {"act_shifts": {1: 16}}, 4),
+    ("margin 0", {"margin": 0}, 5),
+    ("margin 255", {"margin": 255}, 5),
+    ("step 65535", {"step": 65535}, 6),
+    ("noise beyond noise_depth", {"widths": {0: 8, 1: 8, 2: 8}}, 7),
+]
+
+
+def test_a_run_time_value_out_of_range_sets_its_flag_and_nothing_runs():
+    """Each run-time input outside its range, one at a time, set in the cycle of
+    ``start``: ``error`` holds exactly its flag (the previous run's flags are gone),
+    ``busy`` falls within a few cycles (the noise check: after the configuration phase),
+    and no weight is read and no score written."""
+    from amaranth.sim import Simulator
+
+    dut = PopulationEvaluator(
+        lanes=2, max_layers=2, max_width=8, rank=4, max_batch=4, noise_depth=16
+    )
+    base = {
+        "n_layers": 2,
+        "widths": {0: 3, 1: 4, 2: 2},
+        "population": 4,
+        "batch": 2,
+        "sigma_shift": 0,
+        "act_shifts": {0: 0, 1: 0},
+        "margin": 1,
+        "step": 0,
+        "shared": 1,
+    }
+    seen = []
+
+    async def bench(ctx):
+        for name, change, flag in OUT_OF_RANGE:
+            for key, value in {**base, **change}.items():
+                if isinstance(value, dict):
+                    for i, v in {**base.get(key, {}), **value}.items():
+                        ctx.set(getattr(dut, key)[i], v)
+                else:
+                    ctx.set(getattr(dut, key), value)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            reads = writes = cycles = 0
+            while cycles < 200:
+                _, _, busy, w_en, sc_wen = await ctx.tick().sample(dut.busy, dut.w_en, dut.sc_wen)
+                cycles, reads, writes = cycles + 1, reads + w_en, writes + sc_wen
+                if not busy:
+                    break
+            seen.append((name, ctx.get(dut.error), cycles, reads, writes))
+            assert ctx.get(dut.error) == 1 << flag, f"{name}: error {ctx.get(dut.error):#x}"
+            assert (reads, writes) == (0, 0), f"{name}: {reads} weight reads, {writes} scores"
+            assert cycles <= (100 if flag == 7 else 3), f"{name}: busy for {cycles} cycles"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert len(seen) == len(OUT_OF_RANGE)

@@ -55,7 +55,9 @@ class Sequencer(wiring.Component):
     n_layers, widths, population, batch, shared, sigma_shift, act_shifts, margin, step
         Run-time parameters (spec 9.1).
     busy : Out(1), error : Out(9)
-        ``error`` is set (and nothing runs) when a run-time parameter is out of range.
+        ``busy`` rises the cycle after ``start``. The checks of the run-time parameters
+        are registered: a cycle later ``error`` holds their result, and when a
+        parameter is out of range ``busy`` falls with it (and nothing runs).
     cmd : Out(stream.Signature(command_layout))
         Pass commands for the PassEngine.
     wcmd : Out(stream.Signature(weight pass layout))
@@ -150,6 +152,11 @@ class Sequencer(wiring.Component):
             err[5].eq((self.margin == 0) | (self.margin > MARGIN_MAX)),
             err[6].eq(self.step > MAX_STEP),
         ]
+        # registered: the checks span every width and shift, so they are taken a cycle
+        # after `start` (the inputs are stable from `start` until `busy` falls) and no
+        # comparison of them lies before the configuration registers' enables
+        err_r = Signal.like(err)
+        m.d.sync += err_r.eq(err)
 
         # ---- per-layer constants
         wbase = Array(Signal(self.waddr_bits, name=f"wbase{l}") for l in range(ml))
@@ -172,7 +179,8 @@ class Sequencer(wiring.Component):
             PH_EMIT,
             PH_END,
             PH_NEXT,
-        ) = range(9)
+            PH_CHECK,
+        ) = range(10)
         cl = Signal(4)  # layer in the configuration phase
         c_rem = Signal(wb + 2)
         c_q = Signal(wb)
@@ -286,19 +294,22 @@ class Sequencer(wiring.Component):
         with m.Switch(phase):
             with m.Case(PH_IDLE):
                 with m.If(self.start):
-                    m.d.sync += self.error.eq(err)
-                    with m.If(err == 0):
-                        m.d.sync += [
-                            busy.eq(1),
-                            phase.eq(PH_CFG_DIV),
-                            cl.eq(0),
-                            c_rem.eq(widths[0] + 1),
-                            c_q.eq(0),
-                            c_word.eq(0),
-                            c_fa.eq(0 if QUANT else ub_base + u_cols),
-                            c_left.eq(pairs),
-                            rounds.eq(0),
-                        ]
+                    m.d.sync += [busy.eq(1), phase.eq(PH_CHECK)]
+            with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
+                m.d.sync += self.error.eq(err_r)
+                with m.If(err_r.any()):
+                    m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
+                with m.Else():
+                    m.d.sync += [
+                        phase.eq(PH_CFG_DIV),
+                        cl.eq(0),
+                        c_rem.eq(widths[0] + 1),
+                        c_q.eq(0),
+                        c_word.eq(0),
+                        c_fa.eq(0 if QUANT else ub_base + u_cols),
+                        c_left.eq(pairs),
+                        rounds.eq(0),
+                    ]
             with m.Case(PH_CFG_DIV):  # fan // 5 and fan % 5 by subtraction
                 with m.If(c_rem >= 5):
                     m.d.sync += [c_rem.eq(c_rem - 5), c_q.eq(c_q + 1)]
