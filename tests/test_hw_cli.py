@@ -189,13 +189,15 @@ def test_synth_accelerator_starts_from_the_board_build_params():
 
 def test_synth_target_of_the_trainer_on_the_ecp5_is_the_ulx3s_next_clock():
     """nextpnr aims the whole trainer at 75 MHz on the ECP5-85 (its router did not converge
-    at the device's 250, nor since 140a708 at 100); blocks keep the device default."""
+    at the device's 250, nor since 140a708 at 100), the evaluator at issue 9's 125 MHz;
+    other blocks keep the device default."""
     from pentegg.boards.ulx3s import CLOCKS
     from pentegg.rtl.synth import DEVICES, default_freq
 
     assert default_freq("accelerator", "ecp5-85") == default_freq("device", "ecp5-85") == 75
     assert 75 in CLOCKS
-    assert default_freq("evaluator", "ecp5-85") == DEVICES["ecp5-85"].default_freq == 250
+    assert default_freq("evaluator", "ecp5-85") == 125
+    assert default_freq("lrgen", "ecp5-85") == DEVICES["ecp5-85"].default_freq == 250
     assert default_freq("accelerator", "up5k") == DEVICES["up5k"].default_freq == 100
 
 
