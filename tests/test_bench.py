@@ -177,3 +177,21 @@ def test_bench_reference_without_jax_names_the_extra(pentegg_cmd, tmp_path):
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1
     assert "pip install -e '.[reference]'" in r.stderr
+
+
+def test_make_resources_keeps_the_document_row_of_a_row_it_neither_ran_nor_cached():
+    """``make_resources --match`` renders a whole table: a row it did not measure and has
+    no cached record of keeps its line from the document instead of vanishing."""
+    from pentegg.benchmarks.make_resources import HEADERS, render
+
+    cmd = ["synth", "evaluator", "--device", "up5k", "--param", "lanes=4", "--json"]
+    line = (
+        "| evaluator lanes 4 | UP5K | 1 | 2 | 3 | 0 | 5 | 6 | `abc` | `pentegg "
+        + " ".join(cmd)
+        + "` |"
+    )
+    old = "\n".join([HEADERS["evaluator-synth"], line])
+    out = render("evaluator-synth", [("lanes 4", cmd, None)], old)
+    assert out.splitlines() == [*HEADERS["evaluator-synth"].splitlines(), line]
+    gone = render("evaluator-synth", [("lanes 4", cmd, None)], HEADERS["evaluator-synth"])
+    assert gone == HEADERS["evaluator-synth"]
