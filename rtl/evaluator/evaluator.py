@@ -85,8 +85,9 @@ class PopulationEvaluator(wiring.Component):
         and is scored; 0: per-member inputs on ``inp``, logits on ``logits``.
     busy : Out(1)
     error : Out(9)
-        Flags of ``ERROR_FLAGS`` (sequencer.py); set at ``start`` instead of running, or
-        (``label``) during the run.
+        Flags of ``ERROR_FLAGS`` (sequencer.py); set a cycle after ``start`` instead of
+        running (``busy`` is high for that cycle and falls with them), or (``label``)
+        during the run.
     w_addr, w_en, w_data
         Weight memory (16-bit words, spec 1.4).
     b_addr, b_en, b_data / s_addr, s_en, s_data / l_addr, l_en, l_data
