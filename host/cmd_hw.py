@@ -72,6 +72,14 @@ def register(sub) -> None:
     )
     s.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
     s.add_argument(
+        "--seeds",
+        type=int,
+        default=1,
+        metavar="N",
+        help="place and route the one netlist with N seeds (--seed .. --seed + N - 1, "
+        "N 1..16) and report the median fmax, each seed's in the JSON (placements)",
+    )
+    s.add_argument(
         "--build-dir", metavar="DIR", help="keep the tool inputs, logs and reports in DIR"
     )
     s.add_argument(
@@ -157,7 +165,7 @@ def run_verilog(args) -> int:
 
 
 def run_synth(args) -> int:
-    from .rtl.synth import SynthError, synthesize
+    from .rtl.synth import MAX_SEEDS, SynthError, synthesize
     from .rtl.toolchain import ToolNotFound
 
     if args.no_step and args.module not in BOARD_MODULES:
@@ -171,6 +179,8 @@ def run_synth(args) -> int:
         )
     if args.freq is not None and not args.freq > 0:
         raise HardwareError(f"--freq {args.freq} is not a positive frequency in MHz")
+    if not 1 <= args.seeds <= MAX_SEEDS:
+        raise HardwareError(f"--seeds {args.seeds} is outside 1..{MAX_SEEDS}")
     try:
         r = synthesize(
             args.module,
@@ -178,6 +188,7 @@ def run_synth(args) -> int:
             params,
             freq=args.freq,
             seed=args.seed,
+            seeds=args.seeds,
             build_dir=args.build_dir,
         )
     except (SynthError, ToolNotFound) as e:
@@ -197,8 +208,17 @@ def run_synth(args) -> int:
     print(f"DSP      {r.dsps}")
     wrapped = ", ".join(f"{k} {v}" for k, v in r.wrapped_utilisation.items())
     if r.placed:
-        target = f"nextpnr, target {r.target_mhz:g} MHz, seed {args.seed}"
-        print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
+        if r.placements:
+            last = args.seed + args.seeds - 1
+            target = f"nextpnr, target {r.target_mhz:g} MHz, median of seeds {args.seed}..{last}"
+            print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
+            for pl in r.placements:
+                cp = pl["critical_path"] or {}
+                where = f"{cp['from']} -> {cp['to']}, {cp['delay_ns']} ns" if cp else "-"
+                print(f"  seed {pl['seed']:<3} {pl['fmax_mhz']:.1f} MHz ({where})")
+        else:
+            target = f"nextpnr, target {r.target_mhz:g} MHz, seed {args.seed}"
+            print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
         print(f"placed   with the registered test wrapper: {wrapped}")
         cp = r.critical_path
         if cp:

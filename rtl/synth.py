@@ -17,7 +17,9 @@ import hashlib
 import json
 import re
 import shutil
+import statistics
 import subprocess
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -49,6 +51,9 @@ __all__ = [
 #: minutes (804b083) where router2 routed it in 14; on the 64-lane Device router2 reached
 #: 43.87 MHz (d24e2a5) where router1, on the same RTL (e5e60fc), reached 70.46 MHz.
 ROUTER2_ABOVE_LANES = 64
+
+#: The most placement seeds one ``synthesize`` call runs (``seeds``).
+MAX_SEEDS = 16
 
 
 def ecp5_router(lanes: int) -> tuple[str, ...]:
@@ -145,6 +150,10 @@ class SynthResult:
     placed: bool = True
     #: nextpnr's critical path of the clock, summarised (:func:`critical_path`)
     critical_path: dict[str, Any] | None = None
+    #: one entry per placement seed (``seed``, ``fmax_mhz``, ``critical_path``) when the
+    #: netlist was placed with several (``seeds`` > 1); ``fmax_mhz`` is then their
+    #: median and ``critical_path`` that of the placement at or just below the median
+    placements: list[dict[str, Any]] | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -465,20 +474,30 @@ def synthesize(
     *,
     freq: float | None = None,
     seed: int = 1,
+    seeds: int = 1,
     build_dir: str | Path | None = None,
 ) -> SynthResult:
     """Synthesize ``module`` for ``device`` and place and route it (see module docstring).
 
     ``freq`` (MHz) is the target given to nextpnr (default: :func:`default_freq`, per
     device above what the designs reach, so the figure is the tool's best effort; the
-    trainer's is its issue's target); ``seed`` is nextpnr's seed.
+    trainer's is its issue's target); ``seed`` is nextpnr's seed. With ``seeds`` > 1
+    the one Yosys netlist is placed and routed with seeds ``seed .. seed + seeds - 1``
+    (1..:data:`MAX_SEEDS`): one placement is one sample of a spread of several MHz.
     """
+    if not 1 <= seeds <= MAX_SEEDS:
+        raise ValueError(f"seeds={seeds} is outside 1..{MAX_SEEDS}")
     full = resolved_params(module, params)
     work = Path(build_dir) if build_dir else _build_dir(module, device, full)
     work.mkdir(parents=True, exist_ok=True)
     try:
         result = _synthesize(
-            module, DEVICES[device], full, work, freq or default_freq(module, device), seed
+            module,
+            DEVICES[device],
+            full,
+            work,
+            freq or default_freq(module, device),
+            list(range(seed, seed + seeds)),
         )
     except SynthError:
         raise  # a tool failed: its logs stay in the directory the message names
@@ -492,7 +511,7 @@ def synthesize(
     return result
 
 
-def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
+def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthResult:
     name = top_name(module)
     platform = SynthPlatform(dev.family)
     (work / "module.il").write_text(
@@ -523,42 +542,59 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
     target = freq
     placed = True
     path = None
-    try:
-        _run(
-            [
-                tool(dev.nextpnr),
-                *dev.nextpnr_args,
-                *(ecp5_router(int(full.get("lanes", 1))) if dev.family == "ecp5" else ()),
-                "--json",
-                "wrapped.json",
-                "--freq",
-                str(target),
-                "--timing-allow-fail",
-                "--seed",
-                str(seed),
-                "--report",
-                "report.json",
-            ],
-            work,
-            "nextpnr.log",
-        )
-    except SynthError:
-        # a design larger than the device: its utilisation is in the log, no fmax
-        util = _failed_placement(work / "nextpnr.log")
-        if not util:
-            raise
-        placed = False
-    if placed:
-        report = json.loads((work / "report.json").read_text())
+    runs = []
+    for seed in seeds:
+        # one seed keeps the plain names; several name each run's files by its seed
+        sfx = "" if len(seeds) == 1 else f"-seed{seed}"
+        log, rep = f"nextpnr{sfx}.log", f"report{sfx}.json"
+        if len(seeds) > 1:
+            print(
+                f"[synth] nextpnr, seed {seed} ({len(runs) + 1} of {len(seeds)})", file=sys.stderr
+            )
+        try:
+            _run(
+                [
+                    tool(dev.nextpnr),
+                    *dev.nextpnr_args,
+                    *(ecp5_router(int(full.get("lanes", 1))) if dev.family == "ecp5" else ()),
+                    "--json",
+                    "wrapped.json",
+                    "--freq",
+                    str(target),
+                    "--timing-allow-fail",
+                    "--seed",
+                    str(seed),
+                    "--report",
+                    rep,
+                ],
+                work,
+                log,
+            )
+        except SynthError:
+            # a design larger than the device: its utilisation is in the log, no fmax
+            # (placement fails before the seed matters: no other seed is tried)
+            util = _failed_placement(work / log)
+            if not util:
+                raise
+            placed = False
+            break
+        report = json.loads((work / rep).read_text())
         fmax = [v["achieved"] for v in report.get("fmax", {}).values()]
         if not fmax:
-            raise SynthError(f"nextpnr reported no clock (see {work / 'nextpnr.log'})")
+            raise SynthError(f"nextpnr reported no clock (see {work / log})")
         util = {
             k: f"{v['used']}/{v['available']}"
             for k, v in report.get("utilization", {}).items()
             if v.get("used")
         }
-        path = critical_path(report)
+        runs.append({"seed": seed, "fmax_mhz": min(fmax), "critical_path": critical_path(report)})
+    fmax_mhz = None
+    if placed:
+        fmax_mhz = statistics.median(r["fmax_mhz"] for r in runs)
+        # the critical path of the placement at or just below the median
+        path = max((r for r in runs if r["fmax_mhz"] <= fmax_mhz), key=lambda r: r["fmax_mhz"])[
+            "critical_path"
+        ]
     return SynthResult(
         module=module,
         device=dev.name,
@@ -568,11 +604,14 @@ def _synthesize(module, dev, full, work: Path, freq, seed) -> SynthResult:
         brams=brams,
         sprams=sprams,
         dsps=dsps,
-        fmax_mhz=min(fmax) if placed else None,
+        fmax_mhz=fmax_mhz,
         placed=placed,
         cells=cells,
         wrapped_utilisation=util,
         target_mhz=target,
         flow=flow,
         critical_path=path,
+        placements=[{**r, "fmax_mhz": round(r["fmax_mhz"], 2)} for r in runs]
+        if len(seeds) > 1 and placed
+        else None,
     )

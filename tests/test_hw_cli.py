@@ -127,6 +127,8 @@ def test_verilog_to_stdout():
         (["synth", "lrgen", "--device", "ice40"], "invalid choice: 'ice40'"),
         (["synth", "pquant"], "--device"),
         (["synth", "accelerator", "--device", "up5k", "--param", "lanes=0"], "lanes=0"),
+        (["synth", "pquant", "--device", "up5k", "--seeds", "0"], "--seeds 0 is outside 1..16"),
+        (["synth", "pquant", "--device", "up5k", "--seeds", "17"], "--seeds 17 is outside 1..16"),
         (
             ["synth", "pquant", "--device", "up5k", "--no-step"],
             "--no-step applies to accelerator and device, not pquant",
@@ -159,6 +161,28 @@ def test_synth_json_both_devices():
         assert 10 < last["luts"] < 200 and last["ffs"] == 0 and last["brams"] == 0
         assert last["fmax_mhz"] > 20
         assert "fmax" in r.stdout
+
+
+def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tmp_path):
+    """``--seeds 3`` places and routes the one Yosys netlist with seeds 1, 2 and 3: each
+    placement is the one ``--seed S`` alone gives, ``fmax_mhz`` is their median, and each
+    seed keeps its own nextpnr log."""
+    args = ("synth", "lrgen", "--device", "up5k", "--json")
+    r = pentegg(*args, "--seeds", "3", "--build-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout.strip().splitlines()[-1])
+    assert [p["seed"] for p in j["placements"]] == [1, 2, 3]
+    fmaxes = sorted(p["fmax_mhz"] for p in j["placements"])
+    assert j["fmax_mhz"] == fmaxes[1]
+    assert j["critical_path"] in [p["critical_path"] for p in j["placements"]]
+    assert "median of seeds 1..3" in r.stdout
+    for seed in (1, 2, 3):
+        assert (tmp_path / f"nextpnr-seed{seed}.log").exists()
+    alone = pentegg(*args, "--seed", "2")
+    assert alone.returncode == 0, alone.stderr
+    one = json.loads(alone.stdout.strip().splitlines()[-1])
+    assert one["placements"] is None
+    assert one["fmax_mhz"] == j["placements"][1]["fmax_mhz"]
 
 
 def test_synth_ecp5_block_ram_with_output_register():
