@@ -177,6 +177,10 @@ class Finalizer(wiring.Component):
         registers: a cycle after the U window's cycles that produce them.
     aw_any : Out(1)
         ``aw_en`` is not zero (registered alongside it).
+    aw_wait : Out(1)
+        The same as ``aw_any``, from a flip-flop of its own (for the loader's wait:
+        ``aw_any`` drives the activation memory's write-port multiplexers, spread over a
+        large chip with the memory's blocks).
     shifts : In(ArrayLayout(4, max_layers)), pert_shift : In(4), margin : In(8)
     labels : In(ArrayLayout(width_bits, 4))
         Run-time values: activation shifts, ``k``, the margin ``M``, the labels of the
@@ -223,6 +227,7 @@ class Finalizer(wiring.Component):
                 "aw_data": Out(8 * L),
                 "aw_en": Out(L),
                 "aw_any": Out(1),
+                "aw_wait": Out(1),
                 "shifts": In(data.ArrayLayout(4, p.max_layers)),
                 "pert_shift": In(4),
                 "margin": In(8),
@@ -486,6 +491,7 @@ class Finalizer(wiring.Component):
                 opP2,
                 opS,
                 opU,
+                iss_i,
                 wc,
                 arr,
                 arr_first,
@@ -516,11 +522,18 @@ class Finalizer(wiring.Component):
                 aw_en,
                 aw,
             )
+        # the loader's copy of aw_any: one register drove both the write port's
+        # multiplexers and the loader, and sat between them (the 128-lane ECP5 evaluator's
+        # critical path at 0371aed, aw_any into the loader's state, 20.13 ns, 18.42 of it
+        # routing)
+        aw_wait = Signal(name="aw_wait_copy", attrs={REPLICA_ATTR: 1})
         m.d.sync += [
             self.aw_data.eq(aw_data),
             self.aw_en.eq(aw_en),
             self.aw_any.eq(aw_en.any()),
+            aw_wait.eq(aw_en.any()),
         ]
+        m.d.comb += self.aw_wait.eq(aw_wait)
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
         # logits: rows 2t (wc 1) and 2t+1 (wc 2) of last-layer ops
@@ -553,6 +566,7 @@ class Finalizer(wiring.Component):
         opP2,
         opS,
         opU,
+        iss_i,
         wc,
         arr,
         arr_first,
@@ -674,10 +688,20 @@ class Finalizer(wiring.Component):
         with m.If(arr_store[1]):  # Ub(q): bank q % 2 holds B_0[n0, 2q], B_0[n0, 2q+1]
             for i in range(2):
                 m.d.sync += bbP[i].eq(Mux(q_d[1], nd[1][i], nd[0][i]))
+        # the sums of the op's lane, taken in P's first cycle by the group's own copy of
+        # the lane index: loaded with the issuer's index in the cycle the op enters P
+        # (equal to opP.i whenever the op is valid), and vP loaded whatever the op (for an
+        # invalid or BIAS op the value is never used), so no shared register of the op
+        # reaches the group's capture multiplexer (the shared opP.i into group 10's was
+        # the 128-lane ULX3S build's critical path at 5a62ff9, 19.38 ns, 17.91 of it
+        # routing)
+        ip = copy(len(opP.i), "ip")
+        with m.If(wc == T - 1):
+            m.d.sync += ip.eq(iss_i)
         vP = [sig(signed(p.acc_bits), f"vP{i}") for i in range(2)]
         caps = [self.caps[j] for j in lanes]
-        vsel = lane_mux([c.as_value() for c in caps], opP.i, 2 * p.acc_bits, "vsel")
-        with m.If(opP.valid & (wc == 0) & (opP.kind != KIND_BIAS)):
+        vsel = lane_mux([c.as_value() for c in caps], ip, 2 * p.acc_bits, "vsel")
+        with m.If(wc == 0):
             m.d.sync += [
                 vP[0].eq(vsel[: p.acc_bits].as_signed()),
                 vP[1].eq(vsel[p.acc_bits :].as_signed()),
