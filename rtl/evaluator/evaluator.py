@@ -248,12 +248,13 @@ class PopulationEvaluator(wiring.Component):
         # the output register: data two cycles after the address (data: no reset)
         x_reg = Signal(8 * L, reset_less=True)
         m.d.sync += x_reg.eq(a_rd.data)
-        fin_w = fin.aw_any  # registered: the write port's mux (the loader waits on aw_wait)
+        # the finalizer writes in its window's AW_CYCLES, the loader in the others (both
+        # from registers)
+        fin_w = fin.aw_any
         m.d.comb += [
             a_wr.addr.eq(Mux(fin_w, fin.aw_addr, ld.aw_addr)),
             a_wr.data.eq(Mux(fin_w, fin.aw_data, ld.aw_data)),
             a_wr.en.eq(Mux(fin_w, fin.aw_en, Mux(ld.aw_en, (1 << L) - 1, 0))),
-            ld.busy_w.eq(fin.aw_wait),  # the same value, the loader's own flip-flop
         ]
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
         # low-rank: lanes w .. w + G - 1 share a write enable (``noise_write_lanes``); the

@@ -62,6 +62,7 @@ from .params import BIAS, EvaluatorParams
 from .pass_engine import REPLICA_ATTR
 
 __all__ = [
+    "AW_CYCLES",
     "KIND_ACT",
     "KIND_STORE",
     "Finalizer",
@@ -71,6 +72,11 @@ __all__ = [
 ]
 
 KIND_STORE, KIND_ACT, KIND_BIAS = 0, 1, 2
+#: The cycles of the window (``wc``) in which the finalizer's writes of hidden outputs
+#: (``aw_en``, from registers: a cycle after the U window's cycles 1 and 2 that make them)
+#: reach the activation memory. In every other cycle its write port is free for the
+#: InputLoader, which keeps its own copy of the window counter.
+AW_CYCLES = (2, 3)
 NO_OTHER = -128  # margin state: no other logit seen yet (logits lie in [-127, 127])
 
 
@@ -177,10 +183,6 @@ class Finalizer(wiring.Component):
         registers: a cycle after the U window's cycles that produce them.
     aw_any : Out(1)
         ``aw_en`` is not zero (registered alongside it).
-    aw_wait : Out(1)
-        The same as ``aw_any``, from a flip-flop of its own (for the loader's wait:
-        ``aw_any`` drives the activation memory's write-port multiplexers, spread over a
-        large chip with the memory's blocks).
     shifts : In(ArrayLayout(4, max_layers)), pert_shift : In(4), margin : In(8)
     labels : In(ArrayLayout(width_bits, 4))
         Run-time values: activation shifts, ``k``, the margin ``M``, the labels of the
@@ -227,7 +229,6 @@ class Finalizer(wiring.Component):
                 "aw_data": Out(8 * L),
                 "aw_en": Out(L),
                 "aw_any": Out(1),
-                "aw_wait": Out(1),
                 "shifts": In(data.ArrayLayout(4, p.max_layers)),
                 "pert_shift": In(4),
                 "margin": In(8),
@@ -522,18 +523,11 @@ class Finalizer(wiring.Component):
                 aw_en,
                 aw,
             )
-        # the loader's copy of aw_any: one register drove both the write port's
-        # multiplexers and the loader, and sat between them (the 128-lane ECP5 evaluator's
-        # critical path at 0371aed, aw_any into the loader's state, 20.13 ns, 18.42 of it
-        # routing)
-        aw_wait = Signal(name="aw_wait_copy", attrs={REPLICA_ATTR: 1})
         m.d.sync += [
             self.aw_data.eq(aw_data),
             self.aw_en.eq(aw_en),
             self.aw_any.eq(aw_en.any()),
-            aw_wait.eq(aw_en.any()),
         ]
-        m.d.comb += self.aw_wait.eq(aw_wait)
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
         # logits: rows 2t (wc 1) and 2t+1 (wc 2) of last-layer ops

@@ -13,8 +13,11 @@ released it and marks it loaded:
   label goes to ``labels[g % 4]``, its input to slot ``g % 2``, ``g`` counting the
   samples since ``start`` across rounds.
 
-It writes through the activation memory's write port whenever the finalizer does not
-(``busy_w``).
+It writes through the activation memory's write port in the cycles the finalizer cannot
+(those outside :data:`~.finalizer.AW_CYCLES` of the finalizer's window, known from a copy
+of its window counter): a static rule, so that no signal of the finalizer reaches the
+loader's state. Its writes leave through registers (``aw_*``: a cycle after the loader
+decides them), and a slot counts as loaded a cycle after its last write.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .finalizer import AW_CYCLES
 from .params import EvaluatorParams
 
 __all__ = ["InputLoader"]
@@ -50,8 +54,9 @@ class InputLoader(wiring.Component):
         Labels must be below it (the number of classes); a larger one sets ``bad_label``.
     bad_label : Out(1)
     aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(1)
-    busy_w : In(1)
-        The finalizer writes the activation memory this cycle: wait.
+        Writes of the activation memory, from registers, never in a cycle whose window
+        count (the finalizer's ``wc``, counted here from the same reset) is in
+        ``AW_CYCLES``.
     loaded : Out(2)
     release : In(2)
         Strobes from the pass engine: a slot is free again.
@@ -83,7 +88,6 @@ class InputLoader(wiring.Component):
                 "aw_addr": Out(range(p.act_depth)),
                 "aw_data": Out(8 * L),
                 "aw_en": Out(1),
-                "busy_w": In(1),
                 "loaded": Out(2),
                 "release": In(2),
             }
@@ -94,9 +98,10 @@ class InputLoader(wiring.Component):
         p = self.p
         lat = p.mem_latency
         loaded = Signal(2)
-        done_slot = Signal(2)  # a slot finishes loading this cycle
+        done_slot = Signal(2)  # a slot's last write is decided this cycle
+        done_d = Signal(2)  # ... and lands in the memory this cycle
         m.d.comb += self.loaded.eq(loaded)
-        m.d.sync += loaded.eq((loaded & ~self.release) | done_slot)
+        m.d.sync += [done_d.eq(done_slot), loaded.eq((loaded & ~self.release) | done_d)]
 
         active = Signal()
         b = Signal(16)  # sample within the round
@@ -126,7 +131,18 @@ class InputLoader(wiring.Component):
         def region(s):
             return Cat(Const(0, p.region_bits), s, Const(0, 2)) if p.region_bits else s
 
-        write_ok = ~self.busy_w
+        # the finalizer's window counter, counted here (the same reset, the same period):
+        # a write decided now lands next cycle, in a cycle the finalizer does not write
+        T = p.period
+        wcl = Signal(range(T))
+        m.d.sync += wcl.eq(Mux(wcl == T - 1, 0, wcl + 1))
+        wc_next = Mux(wcl == T - 1, 0, wcl + 1)
+        write_ok = Cat(*(wc_next != c for c in AW_CYCLES)).all()
+        # the write, decided in this cycle's logic, leaves through registers
+        w_en, w_addr = Signal(), Signal.like(self.aw_addr)
+        w_data = Signal.like(self.aw_data)
+        m.d.sync += [self.aw_en.eq(w_en), self.aw_addr.eq(w_addr)]
+        m.d.sync += self.aw_data.eq(w_data)
         # A read request leaves through registers (address and enable: the memories sit
         # beside the accelerator's phase multiplexers, far from the loader on a large
         # chip; the 128-lane ULX3S build at 7abcf85 had its critical path from the
@@ -209,9 +225,9 @@ class InputLoader(wiring.Component):
                         m.d.comb += self.inp.ready.eq(write_ok)
                         with m.If(self.inp.valid & write_ok):
                             m.d.comb += [
-                                self.aw_en.eq(1),
-                                self.aw_addr.eq(region(slot) | k),
-                                self.aw_data.eq(self.inp.payload),
+                                w_en.eq(1),
+                                w_addr.eq(region(slot) | k),
+                                w_data.eq(self.inp.payload),
                             ]
                             m.d.sync += k.eq(k + 1)
                             with m.If(k + 1 == self.n0):
@@ -224,9 +240,9 @@ class InputLoader(wiring.Component):
                         m.d.sync += [got.eq(self.s_data), have.eq(1)]
                     with m.If(have & write_ok):
                         m.d.comb += [
-                            self.aw_en.eq(1),
-                            self.aw_addr.eq(region(slot) | k),
-                            self.aw_data.eq(Cat(*([got] * p.lanes))),
+                            w_en.eq(1),
+                            w_addr.eq(region(slot) | k),
+                            w_data.eq(Cat(*([got] * p.lanes))),
                         ]
                         m.d.sync += [have.eq(0), k.eq(k + 1), phase.eq(3)]
                         with m.If(k + 1 == self.n0):
