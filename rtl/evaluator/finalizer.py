@@ -53,6 +53,8 @@ has room reserved for it: the pipeline never stalls.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -247,7 +249,7 @@ class Finalizer(wiring.Component):
         m = Module()
         self.dbg = {}
         p, T, G, F, r = self.p, self.T, self.G, self.F, self.p.rank
-        op_layout = data.StructLayout(
+        self.op_layout = op_layout = data.StructLayout(
             {"valid": 1, "i": max(1, ceil_log2(G)), "kind": 2, "rec": self.rec_layout}
         )
         wc = Signal(range(T))  # cycle within the window
@@ -383,13 +385,7 @@ class Finalizer(wiring.Component):
             self.n_en.eq(p_reads & (~is_store_P | (wc == 0))),
             self.n_addr.eq(n_ptr),
         ]
-        ua_bits = ceil_log2(self.u_depth)
-
-        def u_addr(i, s, c):
-            return Cat(c[: ceil_log2(r)] if r > 1 else Const(0, 0), s, i)[:ua_bits]
-
-        def state_addr(i, s):
-            return (2 * G * r + Cat(s, i))[:ua_bits]
+        u_addr = self._u_addr
 
         # reads arrive two cycles later
         arr = [Signal(name=f"arr{j}") for j in range(2)]  # an ACT/BIAS read in flight
@@ -408,74 +404,12 @@ class Finalizer(wiring.Component):
         ur_en_P = p_reads & (opP.kind == KIND_ACT)
         bankP = pbank(opP)
 
-        # ---- U: reads and writes
-        u_kind = opU.kind
-        u_act = opU.valid & (u_kind == KIND_ACT)
-        u_last = opU.rec.last_layer
-        u_rmw = opU.valid & (((u_kind == KIND_ACT) & ~u_last) | (u_kind == KIND_BIAS))
-        u_state = u_act & u_last & ~self.emit_logits
-        ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
-        ur_addr_U = Mux(u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc))
-        bankU = ubank(opU)
-        # u updates: writes two cycles after the reads (delay line); the margin state: read
-        # at wc 0, data at wc 2, the new state registered then and written at wc 3; STORE
-        # writes at wc 2, 3
-        wr = [Signal(name=f"wr{j}") for j in range(2)]
-        wr_addr = [Signal(ua_bits, name=f"wra{j}") for j in range(2)]
-        wr_bank = [Signal(name=f"wrb{j}") for j in range(2)]
-        wr_first = [Signal(name=f"wrf{j}") for j in range(2)]
-        m.d.sync += [
-            wr[0].eq(ur_en_U & ~u_state),
-            wr_addr[0].eq(ur_addr_U),
-            wr_bank[0].eq(bankU),
-            wr_first[0].eq((opU.rec.t == 0) & (u_kind == KIND_ACT)),
-            wr[1].eq(wr[0]),
-            wr_addr[1].eq(wr_addr[0]),
-            wr_bank[1].eq(wr_bank[0]),
-            wr_first[1].eq(wr_first[0]),
-        ]
-        state_w = u_state & (wc == 3)
-        state_waddr = state_addr(opU.i, opU.rec.s)
-        store_w = opU.valid & (u_kind == KIND_STORE) & ((wc == 2) | (wc == 3))
-        store_col = Cat(wc == 3, opU.rec.q)  # c = 2q + (wc == 3)
-        store_ok = store_col < r
-        store_addr = u_addr(opU.i, opU.rec.s, store_col)
-
-        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U, registered
-        # (they reach the memory a cycle later)
-        hid = u_act & ~u_last
-        aw = hid & ((wc == 1) | ((wc == 2) & opU.rec.two))
-        row = Cat(wc == 2, opU.rec.t)
+        # the control of the P2, S and U stages: the shared copy serves the outputs
+        # (activation address, logits, terms) and, with one group, the group
+        ctl = self._stage_control(m, opP2, opS, opU, wc, "")
+        u_act, u_last, u_state, row = ctl.u_act, ctl.u_last, ctl.u_state, ctl.row
         region = p.hidden_region(opU.rec.layer, opU.rec.s)[:3]
         m.d.sync += self.aw_addr.eq(Cat(row[: p.region_bits], region) if p.region_bits else region)
-
-        # shift amounts and rounding constants
-        kk = self.pert_shift
-        rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
-        sl_P2 = self.shifts[opP2.rec.layer]
-        rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
-        # the S stage's shift amount in each cycle of the window (the same for every
-        # group), registered: computed a cycle ahead from the next wc and the ops the
-        # stages will hold, so that each group's barrel shifter starts at a flip-flop
-        # instead of the shared decode of wc and the ops (the 128-lane ULX3S build's
-        # critical path at 804b083 ran from wc through it across several groups)
-        wc_n = Mux(last_wc, 0, wc + 1)
-        kindS_n = Mux(last_wc, opP2.kind, opS.kind)
-        kindU_n = Mux(last_wc, opS.kind, opU.kind)
-        sl_n = self.shifts[Mux(last_wc, opP2.rec.layer, opS.rec.layer)]
-        slU_n = self.shifts[Mux(last_wc, opS.rec.layer, opU.rec.layer)]
-        amt = Signal(4, name="shift_amt")  # act_shifts and pert_shift are 4 bits
-        m.d.sync += amt.eq(
-            Mux(
-                (wc_n == 1) | (wc_n == 2),
-                kk,
-                Mux(
-                    wc_n == 3,
-                    Mux(kindS_n == KIND_STORE, 0, sl_n),
-                    Mux(kindU_n == KIND_STORE, 0, slU_n),
-                ),
-            )
-        )
 
         # ---- the datapaths
         w = max(p.p_bits, p.sum_bits) + 2
@@ -500,28 +434,13 @@ class Finalizer(wiring.Component):
                 ur_addr_P,
                 ur_en_P,
                 bankP,
-                ur_addr_U,
-                ur_en_U,
-                bankU,
-                wr,
-                wr_addr,
-                wr_bank,
-                wr_first,
-                state_w,
-                state_waddr,
-                store_w & store_ok,
-                store_addr,
-                kk,
-                rk,
-                rs_P2,
-                amt,
+                ctl,
                 w,
                 uw,
                 logit_beat,
                 term_beat,
                 aw_data,
                 aw_en,
-                aw,
             )
         m.d.sync += [
             self.aw_data.eq(aw_data),
@@ -551,6 +470,135 @@ class Finalizer(wiring.Component):
         ]
         return m
 
+    # ------------------------------------------------------------ stage control
+    def _u_addr(self, i, s, c):
+        """The u bank address of entry ``c`` of lane ``i``'s member ``s``."""
+        r = self.p.rank
+        ua_bits = ceil_log2(self.u_depth)
+        return Cat(c[: ceil_log2(r)] if r > 1 else Const(0, 0), s, i)[:ua_bits]
+
+    def _state_addr(self, i, s):
+        """The u bank address of lane ``i``'s member ``s``'s margin state."""
+        return (2 * self.G * self.p.rank + Cat(s, i))[: ceil_log2(self.u_depth)]
+
+    def _op_copies(self, m, opP, opP2, opS, wc, sfx):
+        """A group's own copies of the ops in P2, S and U, each taken from the shared
+        stage before it when the window ends (``wc``: the group's counter), with the
+        fields the group's datapath and :meth:`_stage_control` read (the others stay 0).
+        The shared stages reached every group's datapath: the 64-lane ECP5 synthesis at
+        1d5a36a (seed 3) had its critical path from the shared op in U into group 4's u
+        bank write data."""
+        fields = {
+            "P2": ((), ("wb", "layer")),
+            "S": (("valid",), ("s", "layer")),
+            "U": (
+                ("valid", "i"),
+                ("last_layer", "bias_row1", "two", "t", "sample", "s", "layer", "q"),
+            ),
+        }
+        out = []
+        for name, src in (("P2", opP), ("S", opP2), ("U", opS)):
+            top, rec = fields[name]
+            # the payload needs no reset (read only while valid); valid has one
+            raw = Signal(
+                self.op_layout, name=f"op_{name}{sfx}", reset_less=True, attrs={REPLICA_ATTR: 1}
+            )
+            op = Signal(self.op_layout, name=f"op_{name}_view{sfx}")
+            m.d.comb += op.eq(raw)
+            with m.If(wc == self.T - 1):
+                m.d.sync += raw.kind.eq(src.kind)
+                m.d.sync += [getattr(raw, f).eq(getattr(src, f)) for f in top if f != "valid"]
+                m.d.sync += [getattr(raw.rec, f).eq(getattr(src.rec, f)) for f in rec]
+            if "valid" in top:
+                v = Signal(name=f"op_{name}_valid{sfx}", attrs={REPLICA_ATTR: 1})
+                with m.If(wc == self.T - 1):
+                    m.d.sync += v.eq(src.valid)
+                m.d.comb += op.valid.eq(v)
+            out.append(op)
+        return out
+
+    def _stage_control(self, m, opP2, opS, opU, wc, sfx):
+        """The control the P2, S and U stages derive from their ops and the window count
+        ``wc``: u bank reads and writes of U, the margin state's write, a STORE's writes,
+        the hidden outputs' write strobe and row, the shift amounts and rounding
+        constants. Built once from the shared stages and, with more than one group, once
+        per group from its own copies (:meth:`_op_copies`)."""
+        T, r = self.T, self.p.rank
+        ua_bits = ceil_log2(self.u_depth)
+        u_addr, state_addr = self._u_addr, self._state_addr
+        c = SimpleNamespace()
+        last_wc = wc == T - 1
+
+        # ---- U: reads and writes
+        u_kind = opU.kind
+        c.u_act = u_act = opU.valid & (u_kind == KIND_ACT)
+        c.u_last = u_last = opU.rec.last_layer
+        u_rmw = opU.valid & (((u_kind == KIND_ACT) & ~u_last) | (u_kind == KIND_BIAS))
+        c.u_state = u_state = u_act & u_last & ~self.emit_logits
+        c.ur_en_U = ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
+        c.ur_addr_U = ur_addr_U = Mux(
+            u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc)
+        )
+        c.bankU = bankU = Mux(opU.kind == KIND_STORE, 0, ~opU.rec.layer[0])
+        # u updates: writes two cycles after the reads (delay line); the margin state: read
+        # at wc 0, data at wc 2, the new state registered then and written at wc 3; STORE
+        # writes at wc 2, 3
+        c.wr = wr = [Signal(name=f"wr{j}{sfx}") for j in range(2)]
+        c.wr_addr = wr_addr = [Signal(ua_bits, name=f"wra{j}{sfx}") for j in range(2)]
+        c.wr_bank = wr_bank = [Signal(name=f"wrb{j}{sfx}") for j in range(2)]
+        c.wr_first = wr_first = [Signal(name=f"wrf{j}{sfx}") for j in range(2)]
+        m.d.sync += [
+            wr[0].eq(ur_en_U & ~u_state),
+            wr_addr[0].eq(ur_addr_U),
+            wr_bank[0].eq(bankU),
+            wr_first[0].eq((opU.rec.t == 0) & (u_kind == KIND_ACT)),
+            wr[1].eq(wr[0]),
+            wr_addr[1].eq(wr_addr[0]),
+            wr_bank[1].eq(wr_bank[0]),
+            wr_first[1].eq(wr_first[0]),
+        ]
+        c.state_w = u_state & (wc == 3)
+        c.state_waddr = state_addr(opU.i, opU.rec.s)
+        store_col = Cat(wc == 3, opU.rec.q)  # c = 2q + (wc == 3)
+        c.store_w = opU.valid & (u_kind == KIND_STORE) & ((wc == 2) | (wc == 3))
+        c.store_w = c.store_w & (store_col < r)
+        c.store_addr = u_addr(opU.i, opU.rec.s, store_col)
+
+        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U, registered
+        # (they reach the memory a cycle later: AW_CYCLES)
+        c.aw = (u_act & ~u_last) & ((wc == 1) | ((wc == 2) & opU.rec.two))
+        c.row = Cat(wc == 2, opU.rec.t)
+
+        # shift amounts and rounding constants
+        kk = self.pert_shift
+        rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
+        sl_P2 = self.shifts[opP2.rec.layer]
+        rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
+        # the S stage's shift amount in each cycle of the window (the same for every
+        # group), registered: computed a cycle ahead from the next wc and the ops the
+        # stages will hold, so that each group's barrel shifter starts at a flip-flop
+        # instead of the shared decode of wc and the ops (the 128-lane ULX3S build's
+        # critical path at 804b083 ran from wc through it across several groups)
+        wc_n = Mux(last_wc, 0, wc + 1)
+        kindS_n = Mux(last_wc, opP2.kind, opS.kind)
+        kindU_n = Mux(last_wc, opS.kind, opU.kind)
+        sl_n = self.shifts[Mux(last_wc, opP2.rec.layer, opS.rec.layer)]
+        slU_n = self.shifts[Mux(last_wc, opS.rec.layer, opU.rec.layer)]
+        amt = Signal(4, name=f"shift_amt{sfx}")  # act_shifts and pert_shift are 4 bits
+        m.d.sync += amt.eq(
+            Mux(
+                (wc_n == 1) | (wc_n == 2),
+                kk,
+                Mux(
+                    wc_n == 3,
+                    Mux(kindS_n == KIND_STORE, 0, sl_n),
+                    Mux(kindU_n == KIND_STORE, 0, slU_n),
+                ),
+            )
+        )
+        c.rk, c.rs_P2, c.amt = rk, rs_P2, amt
+        return c
+
     # --------------------------------------------------------------------- datapath
     def _group(
         self,
@@ -568,28 +616,13 @@ class Finalizer(wiring.Component):
         ur_addr_P,
         ur_en_P,
         bankP,
-        ur_addr_U,
-        ur_en_U,
-        bankU,
-        wr,
-        wr_addr,
-        wr_bank,
-        wr_first,
-        state_w,
-        state_waddr,
-        store_w,
-        store_addr,
-        kk,
-        rk,
-        rs_P2,
-        amt,
+        ctl,
         w,
         uw,
         logit_beat,
         term_beat,
         aw_data,
         aw_en,
-        aw,
     ):
         p, G, r, T = self.p, self.G, self.p.rank, self.T
         lanes = [g * G + i for i in range(G) if g * G + i < p.lanes]
@@ -610,6 +643,14 @@ class Finalizer(wiring.Component):
         # it routing); its copy is a few flip-flops beside the logic it steers
         wc = Signal.like(wc, name="wc" + sfx)
         m.d.sync += wc.eq(Mux(wc == T - 1, 0, wc + 1))
+        if self.F > 1:  # the group's own ops in P2, S, U and their control
+            opP2, opS, opU = self._op_copies(m, opP, opP2, opS, wc, sfx)
+            ctl = self._stage_control(m, opP2, opS, opU, wc, sfx)
+        ur_addr_U, ur_en_U, bankU = ctl.ur_addr_U, ctl.ur_en_U, ctl.bankU
+        wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
+        state_w, state_waddr = ctl.state_w, ctl.state_waddr
+        store_w, store_addr = ctl.store_w, ctl.store_addr
+        rk, rs_P2, amt, aw = ctl.rk, ctl.rs_P2, ctl.amt, ctl.aw
 
         def lane_mux(vals, idx, shape, name):
             out = sig(shape, name)
