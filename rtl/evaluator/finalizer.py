@@ -30,8 +30,10 @@ group at once (lane ``i`` of each group); each group has its own datapath and tw
 and the margin states in bank ``L % 2``). An op goes through four windows of ``T`` cycles:
 
 * **P**: ``r`` noise slots ``F(l, t, c)`` (or the slot ``Ub(q)``) and ``r`` u entries are
-  read, one per cycle, data two cycles later; ``p_0``, ``p_1`` accumulate; the lane's
-  two sums are taken from its captures in the first cycle.
+  read, one per cycle, data two cycles later (a u entry's address leaves through a
+  register of the group a cycle after the noise slot's, its data is used as the bank
+  gives it); ``p_0``, ``p_1`` accumulate; the lane's two sums are taken from its
+  captures in the first cycle.
 * **P2**: ``vc_i = v_i + 127 * (bias digit) + rounding`` is prepared; ``p`` is kept.
 * **S**: one adder and one barrel shifter, four uses: ``rshr(p_0, k)``, ``rshr(p_1, k)``,
   ``vc_i +- t_i`` shifted by ``s_l``; the last shift and the saturation spill two cycles
@@ -371,7 +373,6 @@ class Finalizer(wiring.Component):
         m.d.sync += t_res.eq(t_res + t_take - t_put)
 
         # ---- P: reads
-        c_rd = wc  # column read this cycle (reads at wc < r)
         p_reads = opP.valid & (wc < r)
         is_store_P = opP.kind == KIND_STORE
         # the noise address, naddr + c (ACT, BIAS) or naddr (STORE), from a counter loaded
@@ -385,8 +386,6 @@ class Finalizer(wiring.Component):
             self.n_en.eq(p_reads & (~is_store_P | (wc == 0))),
             self.n_addr.eq(n_ptr),
         ]
-        u_addr = self._u_addr
-
         # reads arrive two cycles later
         arr = [Signal(name=f"arr{j}") for j in range(2)]  # an ACT/BIAS read in flight
         arr_first = [Signal(name=f"arrf{j}") for j in range(2)]
@@ -399,11 +398,6 @@ class Finalizer(wiring.Component):
             arr_first[1].eq(arr_first[0]),
             arr_store[1].eq(arr_store[0]),
         ]
-        # which member's u, read in P
-        ur_addr_P = u_addr(opP.i, opP.rec.us, c_rd)
-        ur_en_P = p_reads & (opP.kind == KIND_ACT)
-        bankP = pbank(opP)
-
         # the control of the P2, S and U stages: the shared copy serves the outputs
         # (activation address, logits, terms) and, with one group, the group
         ctl = self._stage_control(m, opP2, opS, opU, wc, "")
@@ -431,9 +425,6 @@ class Finalizer(wiring.Component):
                 arr,
                 arr_first,
                 arr_store,
-                ur_addr_P,
-                ur_en_P,
-                bankP,
                 ctl,
                 w,
                 uw,
@@ -613,9 +604,6 @@ class Finalizer(wiring.Component):
         arr,
         arr_first,
         arr_store,
-        ur_addr_P,
-        ur_en_P,
-        bankP,
         ctl,
         w,
         uw,
@@ -660,8 +648,32 @@ class Finalizer(wiring.Component):
                         m.d.comb += out.eq(v)
             return out
 
-        # u banks: one read port each, addressed by P (bank pb) or U (bank ub); the second
-        # read register of each user takes its bank's data (the bank mux before it)
+        # copies of shared signals, one per group: without the replica attribute Yosys's
+        # opt_merge makes them one register driving every group (the lane index below
+        # was the 64-lane ECP5 synthesis's and ULX3S build's critical path at ed7576d
+        # and d56cfec: group 0's copy into group 2's lane multiplexer and p accumulator)
+        def copy(shape, name):
+            return sig(shape, name, attrs={REPLICA_ATTR: 1})
+
+        # P's u reads leave through the group's own registers, a cycle after the shared
+        # op and window count that make them (column c at wc c + 1; the last spills into
+        # the next window, where the bank is still P's: the op ahead in U reads and writes
+        # the other one, the issuer's hazard check): the shared op in P and window count
+        # reached every group's u bank address (the 128-lane ECP5 evaluator's critical
+        # path at 804e759, 16.64 ns, 14.54 of it routing). The data is used as the bank
+        # gives it, a cycle after the address, two after the shared op: in step with the
+        # noise digits, as before.
+        ra_P = copy(ceil_log2(self.u_depth), "raP")
+        re_P = copy(1, "reP")
+        rb_P = copy(1, "rbP")
+        m.d.sync += [
+            ra_P.eq(self._u_addr(opP.i, opP.rec.us, wc)),
+            re_P.eq(opP.valid & (wc < r) & (opP.kind == KIND_ACT)),
+            rb_P.eq(opP.rec.layer[0]),
+        ]
+
+        # u banks: one read port each, addressed by P (bank pb) or U (bank ub); U's read
+        # register takes its bank's data (the bank mux before it)
         rports = []
         wports = []
         for b in range(2):
@@ -671,30 +683,22 @@ class Finalizer(wiring.Component):
             wp = mem.write_port()
             use_u = ur_en_U & (bankU == b)
             m.d.comb += [
-                rp.addr.eq(Mux(use_u, ur_addr_U, ur_addr_P)),
-                rp.en.eq(use_u | (ur_en_P & (bankP == b))),
+                rp.addr.eq(Mux(use_u, ur_addr_U, ra_P)),
+                rp.en.eq(use_u | (re_P & (rb_P == b))),
             ]
             rports.append(rp)
             wports.append(wp)
         self.dbg.setdefault("uw", []).append((g, b, wp))
 
-        # the data of a read issued 2 cycles ago: from the bank P or U read then
-        # copies of shared signals, one per group: without the replica attribute Yosys's
-        # opt_merge makes them one register driving every group (the lane index below
-        # was the 64-lane ECP5 synthesis's and ULX3S build's critical path at ed7576d
-        # and d56cfec: group 0's copy into group 2's lane multiplexer and p accumulator)
-        def copy(shape, name):
-            return sig(shape, name, attrs={REPLICA_ATTR: 1})
-
+        # P's data: from the bank it read a cycle ago; U's: registered from the bank it
+        # read two cycles ago
         pb_d = copy(1, "pbd")
         ub_d = copy(1, "ubd")
-        m.d.sync += [pb_d.eq(bankP), ub_d.eq(bankU)]
+        m.d.sync += [pb_d.eq(rb_P), ub_d.eq(bankU)]
         u_P = sig(signed(uw), "urdP")
         u_U = sig(signed(uw), "urdU")
-        m.d.sync += [
-            u_P.eq(Mux(pb_d, rports[1].data, rports[0].data)),
-            u_U.eq(Mux(ub_d, rports[1].data, rports[0].data)),
-        ]
+        m.d.comb += u_P.eq(Mux(pb_d, rports[1].data, rports[0].data))
+        m.d.sync += u_U.eq(Mux(ub_d, rports[1].data, rports[0].data))
 
         # the noise digits of this group's lane of the op in P (two cycles ago)
         i_d = [copy(len(opP.i), f"id{j}") for j in range(2)]
