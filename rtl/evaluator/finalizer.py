@@ -400,7 +400,7 @@ class Finalizer(wiring.Component):
         ]
         # the control of the P2, S and U stages: the shared copy serves the outputs
         # (activation address, logits, terms) and, with one group, the group
-        ctl = self._stage_control(m, opP2, opS, opU, wc, "")
+        ctl = self._stage_control(m, opP2, opS, opU, wc, "", self)
         u_act, u_last, u_state, row = ctl.u_act, ctl.u_last, ctl.u_state, ctl.row
         region = p.hidden_region(opU.rec.layer, opU.rec.s)[:3]
         m.d.sync += self.aw_addr.eq(Cat(row[: p.region_bits], region) if p.region_bits else region)
@@ -508,7 +508,23 @@ class Finalizer(wiring.Component):
             out.append(op)
         return out
 
-    def _stage_control(self, m, opP2, opS, opU, wc, sfx):
+    def _run_time_copies(self, m, sfx):
+        """A group's own registers of the run-time values its datapath reads (shifts,
+        ``k``, the margin, the labels, the output mode): they hold still during an
+        evaluation (the labels change samples ahead of their use), so a copy a cycle
+        behind gives the same results, and it sits beside the group: the shared inputs
+        reached every group (the 128-lane ECP5 evaluator's critical path at bafcab0,
+        an activation shift into group 3's rounding constant, 16.87 ns, 14.16 of it
+        routing)."""
+        rt = SimpleNamespace()
+        for name in ("shifts", "pert_shift", "margin", "labels", "emit_logits"):
+            src = getattr(self, name)
+            cp = Signal.like(src, name=f"{name}{sfx}", reset_less=True, attrs={REPLICA_ATTR: 1})
+            m.d.sync += cp.eq(src)
+            setattr(rt, name, cp)
+        return rt
+
+    def _stage_control(self, m, opP2, opS, opU, wc, sfx, rt):
         """The control the P2, S and U stages derive from their ops and the window count
         ``wc``: u bank reads and writes of U, the margin state's write, a STORE's writes,
         the hidden outputs' write strobe and row, the shift amounts and rounding
@@ -525,7 +541,7 @@ class Finalizer(wiring.Component):
         c.u_act = u_act = opU.valid & (u_kind == KIND_ACT)
         c.u_last = u_last = opU.rec.last_layer
         u_rmw = opU.valid & (((u_kind == KIND_ACT) & ~u_last) | (u_kind == KIND_BIAS))
-        c.u_state = u_state = u_act & u_last & ~self.emit_logits
+        c.u_state = u_state = u_act & u_last & ~rt.emit_logits
         c.ur_en_U = ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
         c.ur_addr_U = ur_addr_U = Mux(
             u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc)
@@ -561,9 +577,9 @@ class Finalizer(wiring.Component):
         c.row = Cat(wc == 2, opU.rec.t)
 
         # shift amounts and rounding constants
-        kk = self.pert_shift
+        kk = rt.pert_shift
         rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
-        sl_P2 = self.shifts[opP2.rec.layer]
+        sl_P2 = rt.shifts[opP2.rec.layer]
         rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
         # the S stage's shift amount in each cycle of the window (the same for every
         # group), registered: computed a cycle ahead from the next wc and the ops the
@@ -573,8 +589,8 @@ class Finalizer(wiring.Component):
         wc_n = Mux(last_wc, 0, wc + 1)
         kindS_n = Mux(last_wc, opP2.kind, opS.kind)
         kindU_n = Mux(last_wc, opS.kind, opU.kind)
-        sl_n = self.shifts[Mux(last_wc, opP2.rec.layer, opS.rec.layer)]
-        slU_n = self.shifts[Mux(last_wc, opS.rec.layer, opU.rec.layer)]
+        sl_n = rt.shifts[Mux(last_wc, opP2.rec.layer, opS.rec.layer)]
+        slU_n = rt.shifts[Mux(last_wc, opS.rec.layer, opU.rec.layer)]
         amt = Signal(4, name=f"shift_amt{sfx}")  # act_shifts and pert_shift are 4 bits
         m.d.sync += amt.eq(
             Mux(
@@ -631,9 +647,11 @@ class Finalizer(wiring.Component):
         # it routing); its copy is a few flip-flops beside the logic it steers
         wc = Signal.like(wc, name="wc" + sfx)
         m.d.sync += wc.eq(Mux(wc == T - 1, 0, wc + 1))
-        if self.F > 1:  # the group's own ops in P2, S, U and their control
+        rt = self
+        if self.F > 1:  # the group's own ops in P2, S, U, run-time values and control
             opP2, opS, opU = self._op_copies(m, opP, opP2, opS, wc, sfx)
-            ctl = self._stage_control(m, opP2, opS, opU, wc, sfx)
+            rt = self._run_time_copies(m, sfx)
+            ctl = self._stage_control(m, opP2, opS, opU, wc, sfx, rt)
         ur_addr_U, ur_en_U, bankU = ctl.ur_addr_U, ctl.ur_en_U, ctl.bankU
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
         state_w, state_waddr = ctl.state_w, ctl.state_waddr
@@ -850,7 +868,7 @@ class Finalizer(wiring.Component):
         # wc 1: which rows are the label's (the op and the labels are stable in U);
         # wc 2: the state read arrives, the new state is registered; wc 3: it is written
         # and the score term (from the registered state) is pushed
-        label = self.labels[opU.rec.sample]
+        label = rt.labels[opU.rec.sample]
         row0 = Cat(Const(0, 1), opU.rec.t)
         is_lab = [sig(1, f"islab{i}") for i in range(2)]
         is_oth = [sig(1, f"isoth{i}") for i in range(2)]
@@ -878,7 +896,7 @@ class Finalizer(wiring.Component):
         new_state = Cat(s_lab, s_max)
         diff = sig(signed(10), "diff")
         m.d.comb += diff.eq(s_lab - s_max)
-        term = Mux(s_max == NO_OTHER, self.margin, Mux(diff > self.margin, self.margin, diff))
+        term = Mux(s_max == NO_OTHER, rt.margin, Mux(diff > rt.margin, rt.margin, diff))
         m.d.comb += term_beat.term[g].eq(term)
 
         for b in range(2):
