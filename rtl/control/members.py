@@ -357,7 +357,11 @@ class LogitWriter(wiring.Component):
         q = Signal(range(n_keys))
         two_s = (self.stride << 1)[:ab]
 
-        held = Signal(data.ArrayLayout(8, F))  # the beat's logits, groups 1..
+        # the beat's logits and mask of groups 1.., shifted down a group per write: the
+        # write data always comes from held[0] (a 16-way select of the held logits, spread
+        # with the groups' beats, was the 128-lane ULX3S build's critical path at ef247ef,
+        # the group index into w_data, 19.04 ns, 17.57 of it routing)
+        held = Signal(data.ArrayLayout(8, F))
         mask = Signal(F)
         g = Signal(range(F + 1))
         addr = Signal(ab)
@@ -393,8 +397,8 @@ class LogitWriter(wiring.Component):
                         m.d.sync += [ptr[key].eq(a0 + 1), full.eq(0)]
                         if F > 1:
                             m.d.sync += [
-                                held.eq(beat.y),
-                                mask.eq(beat.mask),
+                                held.eq(beat.y.as_value() >> 8),
+                                mask.eq(beat.mask >> 1),
                                 addr.eq(a0 + group_step),
                                 g.eq(1),
                             ]
@@ -403,10 +407,15 @@ class LogitWriter(wiring.Component):
                 m.d.comb += [
                     fsm_busy.eq(1),
                     w_addr.eq(addr),
-                    w_data.eq(held[g]),
-                    w_en.eq(mask.bit_select(g, 1)),
+                    w_data.eq(held[0]),
+                    w_en.eq(mask[0]),
                 ]
-                m.d.sync += [addr.eq(addr + group_step), g.eq(g + 1)]
+                m.d.sync += [
+                    addr.eq(addr + group_step),
+                    g.eq(g + 1),
+                    held.eq(held.as_value() >> 8),
+                    mask.eq(mask >> 1),
+                ]
                 with m.If(g == F - 1):
                     m.next = "TAKE"
         return m
