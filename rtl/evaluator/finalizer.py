@@ -146,6 +146,12 @@ def _digit_times(code, value):
     return Mux(nz, Mux(code[2], ~mag, mag), 0).as_signed(), nz & code[2]
 
 
+def _ubank(op):
+    """The u bank an op writes in U (and reads there): bank 0 for a STORE (``u_0``), else
+    the bank of its layer's outputs, ``(l + 1) % 2``."""
+    return Mux(op.kind == KIND_STORE, 0, ~op.rec.layer[0])
+
+
 def _times_bias(code):
     """``127 * d`` of a digit code: a table of five constants."""
 
@@ -220,6 +226,10 @@ class Finalizer(wiring.Component):
         self.u_entries = 2 * self.G * p.rank + 2 * self.G
         self.u_depth = 1 << ceil_log2(self.u_entries)
         self.rec_layout = record_layout(p, addr_bits)
+        # an op in a stage of the window pipeline: the record and its lane and kind
+        self.op_layout = data.StructLayout(
+            {"valid": 1, "i": max(1, ceil_log2(self.G)), "kind": 2, "rec": self.rec_layout}
+        )
         L = p.lanes
         super().__init__(
             {
@@ -251,9 +261,7 @@ class Finalizer(wiring.Component):
         m = Module()
         self.dbg = {}
         p, T, G, F, r = self.p, self.T, self.G, self.F, self.p.rank
-        self.op_layout = op_layout = data.StructLayout(
-            {"valid": 1, "i": max(1, ceil_log2(G)), "kind": 2, "rec": self.rec_layout}
-        )
+        op_layout = self.op_layout
         wc = Signal(range(T))  # cycle within the window
         last_wc = wc == T - 1
         m.d.sync += wc.eq(Mux(last_wc, 0, wc + 1))
@@ -291,12 +299,9 @@ class Finalizer(wiring.Component):
         def writes_u(op):
             return op.valid
 
-        def ubank(op):
-            return Mux(op.kind == KIND_STORE, 0, ~op.rec.layer[0])
-
         hazard = Const(0)
         for op in (opP, opP2, opS, opU):
-            hazard = hazard | (writes_u(op) & (ubank(op) == pbank(new)))
+            hazard = hazard | (writes_u(op) & (_ubank(op) == pbank(new)))
         hazard = reads_u(new) & hazard
 
         # outputs reserved ahead: logits (2 beats per last-layer op) and terms (1)
@@ -546,7 +551,7 @@ class Finalizer(wiring.Component):
         c.ur_addr_U = ur_addr_U = Mux(
             u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc)
         )
-        c.bankU = bankU = Mux(opU.kind == KIND_STORE, 0, ~opU.rec.layer[0])
+        c.bankU = bankU = _ubank(opU)
         # u updates: writes two cycles after the reads (delay line); the margin state: read
         # at wc 0, data at wc 2, the new state registered then and written at wc 3; STORE
         # writes at wc 2, 3
@@ -581,8 +586,8 @@ class Finalizer(wiring.Component):
         rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
         sl_P2 = rt.shifts[opP2.rec.layer]
         rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
-        # the S stage's shift amount in each cycle of the window (the same for every
-        # group), registered: computed a cycle ahead from the next wc and the ops the
+        # the S stage's shift amount in each cycle of the window (a group's own, with
+        # more than one), registered: computed a cycle ahead from the next wc and the ops the
         # stages will hold, so that each group's barrel shifter starts at a flip-flop
         # instead of the shared decode of wc and the ops (the 128-lane ULX3S build's
         # critical path at 804b083 ran from wc through it across several groups)

@@ -135,8 +135,8 @@ class InputLoader(wiring.Component):
         # a write decided now lands next cycle, in a cycle the finalizer does not write
         T = p.period
         wcl = Signal(range(T))
-        m.d.sync += wcl.eq(Mux(wcl == T - 1, 0, wcl + 1))
         wc_next = Mux(wcl == T - 1, 0, wcl + 1)
+        m.d.sync += wcl.eq(wc_next)
         write_ok = Cat(*(wc_next != c for c in AW_CYCLES)).all()
         # the write, decided in this cycle's logic, leaves through registers; the data
         # register takes its source every cycle, whatever the decision (the byte of a
