@@ -32,6 +32,8 @@ primitive (``share/ice40/cells_sim.v`` of the YoWASP Yosys package).
 
 from __future__ import annotations
 
+from typing import Any, NamedTuple
+
 from amaranth import (
     Array,
     Cat,
@@ -50,14 +52,38 @@ from amaranth.utils import ceil_log2
 __all__ = [
     "DP16KD_DEPTH",
     "DP16KD_WIDTH",
+    "NO_RW_CHECK",
     "SPRAM_DEPTH",
     "SPRAM_MIN_BITS",
     "SPRAM_WIDTH",
     "UP5K_SPRAMS",
+    "RWWatch",
     "RegisteredRAM",
     "SinglePortRAM",
     "dp16kd_initvals",
 ]
+
+#: ``attrs`` of an ``amaranth.lib.memory.Memory`` none of whose reads uses a word written
+#: in the same cycle (the read data of such a cycle is never consumed): without it, Yosys
+#: emulates read-first behaviour around the block RAM (an address comparator, a register
+#: of the written word and a multiplexer on every read data bit: 8 LUT4 and 8 flip-flops
+#: per lane of the evaluator's activation memory on the UP5K). rtl/synth.py applies the
+#: attribute (:func:`pentegg.rtl.synth.honour_no_rw_check`). A memory that carries it
+#: lists its ports and the condition under which a read is used, and the tests watch
+#: them (``pentegg.sim.evaluator_bench.CollisionMonitor``).
+NO_RW_CHECK = {"no_rw_check": 1}
+
+
+class RWWatch(NamedTuple):
+    """The ports of a :data:`NO_RW_CHECK` memory, for the tests' collision monitor: a read
+    in a cycle where ``write`` writes its address must not have ``used`` high (a 1-bit
+    value of that cycle: the read's word will be consumed)."""
+
+    name: str
+    read: Any
+    write: Any
+    used: Any
+
 
 #: A DP16KD used as 1024 words of 18 bits (the only configuration used here).
 DP16KD_DEPTH, DP16KD_WIDTH = 1024, 18
@@ -145,7 +171,7 @@ class RegisteredRAM(Elaboratable):
             shape=unsigned(self.width),
             depth=self.depth,
             init=self.init or [],
-            attrs=None if self.init is not None else {"no_rw_check": 1},
+            attrs=None if self.init is not None else NO_RW_CHECK,
         )
         if self.init is None:
             wr = mem.write_port()
@@ -285,7 +311,7 @@ class SinglePortRAM(Elaboratable):
             self._spram(m, platform)
             return m
         m.submodules.mem = mem = memory.Memory(
-            shape=unsigned(self.width), depth=self.depth, init=[], attrs={"no_rw_check": 1}
+            shape=unsigned(self.width), depth=self.depth, init=[], attrs=NO_RW_CHECK
         )
         wr = mem.write_port()
         rd = mem.read_port(domain="sync")

@@ -15,7 +15,7 @@ import pytest
 from pentegg.golden import Config, init_state
 from pentegg.rtl.evaluator.evaluator import PopulationEvaluator
 from pentegg.sim import harness
-from pentegg.sim.evaluator_bench import EvalJob, run_amaranth
+from pentegg.sim.evaluator_bench import CollisionMonitor, EvalJob, evaluator_watches, run_amaranth
 from pentegg.sim.scoreboard import Scoreboard
 
 
@@ -73,12 +73,23 @@ def random_job(rng):
     return job, dut
 
 
+def assert_no_collisions(watch):
+    """No read of a no_rw_check memory used a word written in its cycle (the block RAM
+    would have given an unspecified word: rtl/bram.py ``NO_RW_CHECK``)."""
+    c = watch.collisions
+    assert not c, (
+        f"{len(c)} used reads of a word being written; first: cycle, memory, address {c[0]}"
+    )
+
+
 @pytest.mark.parametrize("case", range(8))
 def test_evaluator_equals_golden_on_random_configurations(case):
     rng = np.random.default_rng(harness.pick_seed(f"evaluator amaranth {case}"))
     job, dut = random_job(rng)
-    res = run_amaranth(job, dut, max_cycles=200_000)
+    watch = CollisionMonitor(evaluator_watches(dut))
+    res = run_amaranth(job, dut, max_cycles=200_000, collisions=watch)
     assert res["error"] == 0
+    assert_no_collisions(watch)
     logits, scores = job.expected()
     board = Scoreboard(f"evaluator {job.cfg.layers} rank {job.cfg.rank} lanes {dut.params.lanes}")
     if job.shared:
@@ -153,8 +164,10 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
         noise_buffers=1 + case % 2,
         e_generators=min(lanes, 1 + case % 4),  # 1, 2 and 4 E generators
     )
-    res = run_amaranth(job, dut, max_cycles=300_000)
+    watch = CollisionMonitor(evaluator_watches(dut))
+    res = run_amaranth(job, dut, max_cycles=300_000, collisions=watch)
     assert res["error"] == 0
+    assert_no_collisions(watch)
     logits, scores = job.expected()
     board = Scoreboard(f"quantized evaluator {layers} rank {rank} lanes {lanes}")
     if job.shared:

@@ -30,6 +30,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..bram import NO_RW_CHECK, RWWatch
 from .e_fill import EFill
 from .finalizer import Finalizer, logits_layout, record_layout
 from .lane import PairLane
@@ -240,10 +241,15 @@ class PopulationEvaluator(wiring.Component):
         m.d.comb += [self.busy.eq(seq.busy), self.error.eq(seq.error)]
 
         # ---- memories: activations (a byte per lane), noise (two digits per lane, x2)
-        act = memory.Memory(shape=8 * L, depth=p.act_depth, init=[])
+        # (no_rw_check: a MAC beat never reads a word written in its cycle, nor does a
+        # u-row beat or the finalizer read a noise word being written: the passes wait for
+        # the blocks and inputs they read, the fill for the round's reads. The tests'
+        # collision monitor checks the ``used`` conditions of ``rw_watch``.)
+        act = memory.Memory(shape=8 * L, depth=p.act_depth, init=[], attrs=NO_RW_CHECK)
         m.submodules.act = act
         a_rd = act.read_port()
         a_wr = act.write_port(granularity=8)
+        self.rw_watch = [RWWatch("act", a_rd, a_wr, eng.act_en)]
         m.d.comb += [a_rd.addr.eq(eng.act_addr), a_rd.en.eq(1)]
         # the output register: data two cycles after the address (data: no reset)
         x_reg = Signal(8 * L, reset_less=True)
@@ -271,7 +277,9 @@ class PopulationEvaluator(wiring.Component):
             ]
         n_data = []
         for b in range(2):
-            mem = memory.Memory(shape=6 * G * groups, depth=p.noise_buffers << nbits, init=[])
+            mem = memory.Memory(
+                shape=6 * G * groups, depth=p.noise_buffers << nbits, init=[], attrs=NO_RW_CHECK
+            )
             m.submodules[f"noise{b}"] = mem
             rp = mem.read_port()
             wp = mem.write_port(granularity=3 if quant else 6 * G)
@@ -279,9 +287,12 @@ class PopulationEvaluator(wiring.Component):
             # the finalizer does not use the noise there)
             if quant:
                 rd_addr = eng.nz_addr[:nbits]
+                used = eng.activity.mac | eng.activity.flush
             else:
                 lanes_use = eng.nz_en & (eng.nz_bank == b)
                 rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
+                used = lanes_use | fin.n_en
+            self.rw_watch.append(RWWatch(f"noise{b}", rp, wp, used))
             wr_addr = fill.w_addr[:nbits]
             if p.noise_buffers == 2:
                 rd_addr, wr_addr = Cat(rd_addr, seq.nbuf), Cat(wr_addr, seq.fill_buf)

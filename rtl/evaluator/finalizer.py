@@ -62,6 +62,7 @@ from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..bram import NO_RW_CHECK, RWWatch
 from .params import BIAS, EvaluatorParams
 from .pass_engine import REPLICA_ATTR
 
@@ -260,6 +261,7 @@ class Finalizer(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         self.dbg = {}
+        self.rw_watch = []  # the u banks (NO_RW_CHECK)
         p, T, G, F, r = self.p, self.T, self.G, self.F, self.p.rank
         op_layout = self.op_layout
         wc = Signal(range(T))  # cycle within the window
@@ -700,7 +702,7 @@ class Finalizer(wiring.Component):
         rports = []
         wports = []
         for b in range(2):
-            mem = memory.Memory(shape=uw, depth=self.u_depth, init=[])
+            mem = memory.Memory(shape=uw, depth=self.u_depth, init=[], attrs=NO_RW_CHECK)
             m.submodules[f"ubank{b}{sfx}"] = mem
             rp = mem.read_port()
             wp = mem.write_port()
@@ -710,6 +712,7 @@ class Finalizer(wiring.Component):
                 rp.en.eq(use_u | (re_P & (rb_P == b))),
             ]
             rports.append(rp)
+            self.rw_watch.append(RWWatch(f"ubank{b}{sfx}", rp, wp, rp.en))
             wports.append(wp)
         self.dbg.setdefault("uw", []).append((g, b, wp))
 
