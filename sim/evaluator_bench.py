@@ -164,38 +164,9 @@ def random_job(
     return EvalJob(cfg, st.weights, step, member_x=x)
 
 
-class CollisionMonitor:
-    """Watches memories built with :data:`~pentegg.rtl.bram.NO_RW_CHECK` in the Amaranth
-    simulator: a read whose word is used (its :class:`~pentegg.rtl.bram.RWWatch` ``used``
-    high) of an address written in the same cycle is a *collision*, where the block RAM
-    would give an unspecified word (the simulator gives the old one, so the golden
-    comparison alone would not see it).
-
-    ``watches()`` returns the ports once the design is elaborated; ``collisions`` lists
-    ``(cycle, memory, address)``.
-    """
-
-    def __init__(self, watches):
-        self.watches = watches
-        self.collisions: list[tuple[int, str, int]] = []
-
-    def process(self):
-        async def proc(ctx):
-            ws = self.watches()
-            sigs = [s for w in ws for s in (w.read.addr, w.write.addr, w.write.en, w.used)]
-            cycle = 0
-            async for _, _, *vals in ctx.tick().sample(*sigs):
-                for j, w in enumerate(ws):
-                    ra, wa, we, used = vals[4 * j : 4 * j + 4]
-                    if used and we and ra == wa:
-                        self.collisions.append((cycle, w.name, int(ra)))
-                cycle += 1
-
-        return proc
-
-
 def evaluator_watches(dut):
-    """The :class:`CollisionMonitor` watches of a PopulationEvaluator (after elaboration)."""
+    """The :class:`~pentegg.sim.collisions.CollisionMonitor` watches of a
+    PopulationEvaluator (after elaboration)."""
     return lambda: [*dut.rw_watch, *dut.dbg["fin"].rw_watch]
 
 
@@ -204,13 +175,13 @@ def run_amaranth(
     dut,
     *,
     max_cycles: int = 2_000_000,
-    collisions: CollisionMonitor | None = None,
+    collisions=None,
 ):
     """Run ``job`` on ``dut`` (a PopulationEvaluator) in the Amaranth simulator.
 
     Returns ``{"cycles", "scores" (population,), "logits" (population, batch, classes),
     "error"}``; memories are Python models with ``mem_latency`` cycles of read latency.
-    ``collisions``: a monitor to run alongside (:class:`CollisionMonitor`).
+    ``collisions``: a :class:`~pentegg.sim.collisions.CollisionMonitor` to run alongside.
     """
     from amaranth.sim import Simulator
 

@@ -16,7 +16,8 @@ from pentegg.golden.digit import pack
 from pentegg.rtl.accelerator import Accelerator
 from pentegg.sim import harness
 from pentegg.sim.accelerator_host import golden_steps, load_words, random_job
-from pentegg.sim.evaluator_bench import CollisionMonitor, evaluator_watches
+from pentegg.sim.collisions import CollisionMonitor
+from pentegg.sim.evaluator_bench import evaluator_watches
 from pentegg.sim.scoreboard import Scoreboard
 
 
@@ -53,18 +54,20 @@ def sender(ctx, dut: Accelerator):
 
 def run_on(dut: Accelerator, script):
     """Run ``script(send)`` (``send`` from :func:`sender`), then check that no read of the
-    evaluator's no_rw_check memories used a word written in its cycle."""
+    evaluator's and the vote accumulator's no_rw_check memories used a word written in
+    its cycle."""
 
     async def bench(ctx):
         await script(sender(ctx, dut))
 
-    watch = CollisionMonitor(evaluator_watches(dut.evaluator))
+    ev = evaluator_watches(dut.evaluator)
+    watch = CollisionMonitor(lambda: [*ev(), *dut.votes.rw_watch])
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_process(watch.process())
     sim.add_testbench(bench)
     sim.run()
-    assert not watch.collisions, f"used reads of a word being written: {watch.collisions[:3]}"
+    watch.check()
 
 
 async def wait_idle(send, max_layers, limit=2_000_000):

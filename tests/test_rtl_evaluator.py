@@ -15,7 +15,8 @@ import pytest
 from pentegg.golden import Config, init_state
 from pentegg.rtl.evaluator.evaluator import PopulationEvaluator
 from pentegg.sim import harness
-from pentegg.sim.evaluator_bench import CollisionMonitor, EvalJob, evaluator_watches, run_amaranth
+from pentegg.sim.collisions import CollisionMonitor
+from pentegg.sim.evaluator_bench import EvalJob, evaluator_watches, run_amaranth
 from pentegg.sim.scoreboard import Scoreboard
 
 
@@ -73,15 +74,6 @@ def random_job(rng):
     return job, dut
 
 
-def assert_no_collisions(watch):
-    """No read of a no_rw_check memory used a word written in its cycle (the block RAM
-    would have given an unspecified word: rtl/bram.py ``NO_RW_CHECK``)."""
-    c = watch.collisions
-    assert not c, (
-        f"{len(c)} used reads of a word being written; first: cycle, memory, address {c[0]}"
-    )
-
-
 @pytest.mark.parametrize("case", range(8))
 def test_evaluator_equals_golden_on_random_configurations(case):
     rng = np.random.default_rng(harness.pick_seed(f"evaluator amaranth {case}"))
@@ -89,7 +81,7 @@ def test_evaluator_equals_golden_on_random_configurations(case):
     watch = CollisionMonitor(evaluator_watches(dut))
     res = run_amaranth(job, dut, max_cycles=200_000, collisions=watch)
     assert res["error"] == 0
-    assert_no_collisions(watch)
+    watch.check()
     logits, scores = job.expected()
     board = Scoreboard(f"evaluator {job.cfg.layers} rank {job.cfg.rank} lanes {dut.params.lanes}")
     if job.shared:
@@ -167,7 +159,7 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
     watch = CollisionMonitor(evaluator_watches(dut))
     res = run_amaranth(job, dut, max_cycles=300_000, collisions=watch)
     assert res["error"] == 0
-    assert_no_collisions(watch)
+    watch.check()
     logits, scores = job.expected()
     board = Scoreboard(f"quantized evaluator {layers} rank {rank} lanes {lanes}")
     if job.shared:

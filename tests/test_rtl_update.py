@@ -26,6 +26,7 @@ from pentegg.rtl.update.apply import WeightUpdater, latent_shift_max
 from pentegg.rtl.update.votes import VoteAccumulator, vote_cycles
 from pentegg.sim import harness
 from pentegg.sim.cocotb_update import JOB_INPUTS, golden_z, job_config, random_job
+from pentegg.sim.collisions import CollisionMonitor
 from pentegg.sim.scoreboard import Scoreboard
 
 MAX_WIDTH, MAX_POP = 12, 16
@@ -151,8 +152,10 @@ def test_votes_equal_golden(lanes, rank, mode, digits, jobs):
             board.check(f"job {n} cycles {what}", [want], [cycles], "cycles")
             assert not ctx.get(dut.error)
 
-    _sim(dut, bench, processes=[g_memory(dut, holder)])
+    watch = CollisionMonitor(lambda: dut.rw_watch)
+    _sim(dut, bench, processes=[g_memory(dut, holder), watch.process()])
     assert board.checked["cycles"] == jobs
+    watch.check()
 
 
 @pytest.mark.parametrize("rank, digits", [(16, "binomial"), (16, "uniform"), (64, "binomial")])

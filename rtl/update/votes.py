@@ -36,6 +36,7 @@ from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..bram import NO_RW_CHECK, RWWatch
 from ..evaluator.params import (
     MAX_POPULATION,
     MAX_STEP,
@@ -247,23 +248,31 @@ class VoteAccumulator(wiring.Component):
         m.submodules.core_a = core_a = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
         m.submodules.core_b = core_b = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
 
-        # ---- memories: B rows (one small memory per lane) and Z
+        # ---- memories: B rows (one small memory per lane) and Z. Both never read a word
+        # in the cycle it is written (NO_RW_CHECK, watched by the tests with every read
+        # counted as used): a B memory is read in one buffer while the other is filled,
+        # and a Z word is read again only after its write (stage 3, below).
+        self.rw_watch = []
         b_depth = max(self.nkb_max, 2)
         b_mem, b_rd, b_wr = [], [], []
         for i in range(lanes):
             # two buffers (the address's top bit): the pair being computed and the next
             # one, being filled
-            mem = memory.Memory(shape=3 * r, depth=2 << ceil_log2(b_depth), init=[])
+            mem = memory.Memory(
+                shape=3 * r, depth=2 << ceil_log2(b_depth), init=[], attrs=NO_RW_CHECK
+            )
             m.submodules[f"b_mem{i}"] = mem
             b_mem.append(mem)
             b_rd.append(mem.read_port())
             b_wr.append(mem.write_port())
+            self.rw_watch.append(RWWatch(f"b_mem{i}", b_rd[i], b_wr[i], 1))
         zshape = data.ArrayLayout(signed(self.z_bits), lanes)
         m.submodules.z_mem = z_mem = memory.Memory(
-            shape=zshape, depth=max(self.z_depth, 2), init=[]
+            shape=zshape, depth=max(self.z_depth, 2), init=[], attrs=NO_RW_CHECK
         )
         z_rd = z_mem.read_port()
         z_wr = z_mem.write_port()
+        self.rw_watch.append(RWWatch("z_mem", z_rd, z_wr, 1))
 
         busy = Signal()
         m.d.comb += self.busy.eq(busy)
