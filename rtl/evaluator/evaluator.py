@@ -345,7 +345,9 @@ class PopulationEvaluator(wiring.Component):
             reg = Signal(slot, name=f"noise_rd{b}", reset_less=True)  # data: no reset
             m.d.sync += reg.eq(rp.data)
             n_data.append(reg)
-        m.d.comb += [fin.n_data[b].eq(n_data[b]) for b in range(2)]
+            # the finalizer picks its lanes' digits from the block RAM's data and
+            # registers them itself
+            m.d.comb += fin.n_data[b].eq(rp.data[: 6 * L])
 
         # ---- lanes
         # each finalizer group's lanes take their own copy of the engine's controls (the
