@@ -42,7 +42,7 @@ from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from .bram import UP5K_SPRAMS, SinglePortRAM
+from .bram import NO_RW_CHECK, UP5K_SPRAMS, RWWatch, SinglePortRAM
 from .control.command import CommandDecoder
 from .control.controller import Controller
 from .control.init import InitWriter
@@ -242,6 +242,7 @@ class Accelerator(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        self.rw_watch = []  # the memories' ports (NO_RW_CHECK), for the tests
         p = self.params
         lat = p.mem_latency
         dec = CommandDecoder()
@@ -430,10 +431,17 @@ class Accelerator(wiring.Component):
         host_addr = dec.mem_addr
         rd_data = {}
 
-        def mem(name, shape, depth):
-            mm = memory.Memory(shape=shape, depth=depth, init=[])
+        # The read/write memories carry no_rw_check (no read-first emulation: rtl/bram.py
+        # NO_RW_CHECK): a block's read is used in its phase, the host's in the cycle of
+        # its mem_ren, and neither meets a write of its address in that cycle (the tests
+        # watch every used read: ``rw_watch``).
+        def mem(name, shape, depth, used):
+            mm = memory.Memory(shape=shape, depth=depth, init=[], attrs=NO_RW_CHECK)
             m.submodules[f"mem_{name}"] = mm
-            return mm.read_port(), mm.write_port()
+            rp, wp = mm.read_port(), mm.write_port()
+            host_reads = dec.mem_ren & (host_sel == MEMORIES[name])
+            self.rw_watch.append(RWWatch(name, rp, wp, used | host_reads))
+            return rp, wp
 
         # The host's writes reach the memories one cycle late, from flip-flops: the large
         # memories (the samples: 45-64 DP16KD across the ECP5) are far from the decoder
@@ -457,7 +465,12 @@ class Accelerator(wiring.Component):
             m.d.comb += [wp.addr.eq(sel[0]), wp.data.eq(sel[1]), wp.en.eq(sel[2])]
 
         # weights: read by the evaluator (eval), the updater (pentary, apply), the host
-        rp, wp = mem("weights", 16, self.weight_words)
+        rp, wp = mem(
+            "weights",
+            16,
+            self.weight_words,
+            ((phase == 1) & ev.w_en) | ((phase == 4) & (self.update == "pentary") & up.r_en),
+        )
         up_w_raddr = up.w_raddr if self.update == "pentary" else 0
         m.d.comb += [
             rp.en.eq(1),
@@ -475,7 +488,9 @@ class Accelerator(wiring.Component):
 
         # latent V
         if self.update == "latent":
-            rp, wp = mem("latent", self.updater.v_rdata.shape(), self.latent_words)
+            rp, wp = mem(
+                "latent", self.updater.v_rdata.shape(), self.latent_words, (phase == 4) & up.r_en
+            )
             m.d.comb += [
                 rp.en.eq(1),
                 rp.addr.eq(Mux(phase == 4, up.v_raddr, host_addr)),
@@ -517,7 +532,12 @@ class Accelerator(wiring.Component):
         # scores: the evaluator accumulates (eval), the shaper reads (shape), the host
         # reads and writes (host-scored runs)
         sb = p.score_bits
-        rp, wp = mem("scores", sb, self.max_population)
+        rp, wp = mem(
+            "scores",
+            sb,
+            self.max_population,
+            ((phase == 1) & ev.sc_ren) | ((phase == 2) & sh.s_en),
+        )
         m.d.comb += [
             rp.en.eq(1),
             rp.addr.eq(Mux(phase == 1, ev.sc_raddr, Mux(phase == 2, sh.s_addr, host_addr))),
@@ -528,7 +548,7 @@ class Accelerator(wiring.Component):
         write_port(wp, "scores", [(1, ev.sc_waddr, ev.sc_wdata, ev.sc_wen)])
 
         # g: the shaper writes, the accumulator reads (the host reads when idle)
-        rp, wp = mem("g", sh.g_data.shape(), max(2, self.max_population // 2))
+        rp, wp = mem("g", sh.g_data.shape(), max(2, self.max_population // 2), phase == 3)
         m.d.comb += [
             rp.en.eq(1),
             rp.addr.eq(Mux(phase == 3, vo.g_addr, host_addr)),
@@ -541,7 +561,7 @@ class Accelerator(wiring.Component):
 
         # per-member inputs: the reader (eval) and the host; logits: the writer, read by
         # the host (sign-extended)
-        rp, wp = mem("member_x", 8, self.depths["member_x"])
+        rp, wp = mem("member_x", 8, self.depths["member_x"], (phase == 1) & rd.r_en)
         m.d.comb += [
             rp.en.eq(1),
             rp.addr.eq(Mux(phase == 1, rd.r_addr, host_addr)),
@@ -549,7 +569,7 @@ class Accelerator(wiring.Component):
         ]
         write_port(wp, "member_x", [])
         rd_data["member_x"] = rp.data
-        rp, wp = mem("logits", 8, self.depths["logits"])
+        rp, wp = mem("logits", 8, self.depths["logits"], 0)
         m.d.comb += [
             rp.en.eq(1),
             rp.addr.eq(host_addr),

@@ -54,14 +54,14 @@ def sender(ctx, dut: Accelerator):
 
 def run_on(dut: Accelerator, script):
     """Run ``script(send)`` (``send`` from :func:`sender`), then check that no read of the
-    evaluator's and the vote accumulator's no_rw_check memories used a word written in
-    its cycle."""
+    accelerator's, the evaluator's and the vote accumulator's no_rw_check memories used a
+    word written in its cycle."""
 
     async def bench(ctx):
         await script(sender(ctx, dut))
 
     ev = evaluator_watches(dut.evaluator)
-    watch = CollisionMonitor(lambda: [*ev(), *dut.votes.rw_watch])
+    watch = CollisionMonitor(lambda: [*ev(), *dut.votes.rw_watch, *dut.rw_watch])
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     sim.add_process(watch.process())

@@ -80,6 +80,9 @@ class WeightUpdater(wiring.Component):
         Latent update only: read port of the latent memory, latency 1.
     v_waddr : Out(addr_bits), v_wdata : Out(signed(latent_bits)), v_wen : Out(1)
         Latent update only: write port of the latent memory.
+    r_en : Out(1)
+        The read at ``v_raddr`` or ``w_raddr`` in this cycle is used (a weight walks
+        stage 1); the address is held otherwise.
 
     Timing: ``done`` is high ``out * fan + 5`` cycles after the ``start`` cycle: one weight
     per cycle (a ``V`` write per cycle, a ``W`` word write every five) through five
@@ -124,6 +127,7 @@ class WeightUpdater(wiring.Component):
             "w_waddr": Out(addr_bits),
             "w_wdata": Out(16),
             "w_wen": Out(1),
+            "r_en": Out(1),
         }
         if update == "pentary":
             members |= {"w_raddr": Out(addr_bits), "w_rdata": In(16)}
@@ -219,6 +223,7 @@ class WeightUpdater(wiring.Component):
         ]
         # the V (or W) read is issued at stage 1 and its data registered here, so that
         # the latent or weight memory's unregistered output meets no adder
+        m.d.comb += self.r_en.eq(s1_valid)
         if latent:
             m.d.comb += self.v_raddr.eq(s1_n)
             s2_old = Signal(signed(self.latent_bits))
