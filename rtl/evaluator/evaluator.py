@@ -25,6 +25,8 @@ owns them: block RAM or SPRAM); the evaluator reads them through ports with
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
@@ -276,6 +278,7 @@ class PopulationEvaluator(wiring.Component):
                 w_pos.eq(Array(C(j % G, w_pos.shape()) for j in range(L))[fill.w_lane]),
             ]
         n_data = []
+        w_late = []  # a bank write in flight (the writes' registers)
         for b in range(2):
             mem = memory.Memory(
                 shape=6 * G * groups, depth=p.noise_buffers << nbits, init=[], attrs=NO_RW_CHECK
@@ -293,16 +296,28 @@ class PopulationEvaluator(wiring.Component):
                 rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
                 used = lanes_use | fin.n_en
             self.rw_watch.append(RWWatch(f"noise{b}", rp, wp, used))
+            # the fill's writes reach the bank a cycle late, from registers (the fill's
+            # state through the lane decode into the write enables of the bank's block
+            # RAMs, spread over the lanes, was the 128-lane ECP5 evaluator's critical path
+            # at 77dbac2: 17.58 ns, 15.62 of it routing); the sequencer counts the fill
+            # busy until its last write has landed
+            wq = SimpleNamespace(
+                addr=Signal.like(wp.addr, name=f"noise_wa{b}", reset_less=True),
+                data=Signal.like(wp.data, name=f"noise_wd{b}", reset_less=True),
+                en=Signal.like(wp.en, name=f"noise_we{b}"),
+            )
+            m.d.sync += [wp.addr.eq(wq.addr), wp.data.eq(wq.data), wp.en.eq(wq.en)]
+            w_late.append(wp.en.any())
             wr_addr = fill.w_addr[:nbits]
             if p.noise_buffers == 2:
                 rd_addr, wr_addr = Cat(rd_addr, seq.nbuf), Cat(wr_addr, seq.fill_buf)
-            m.d.comb += [rp.addr.eq(rd_addr), rp.en.eq(1), wp.addr.eq(wr_addr)]
+            m.d.comb += [rp.addr.eq(rd_addr), rp.en.eq(1), wq.addr.eq(wr_addr)]
             if quant:  # one digit of each of lanes w_lane .. w_lane + G - 1: E[i, k]
                 G = fill.generators
                 wr = fill.w_en & (fill.w_bank == b)
                 m.d.comb += [
-                    wp.data.eq(Cat(*(fill.w_e[j % G] for j in range(L) for _ in range(2)))),
-                    wp.en.eq(
+                    wq.data.eq(Cat(*(fill.w_e[j % G] for j in range(L) for _ in range(2)))),
+                    wq.en.eq(
                         Cat(
                             wr
                             & (fill.w_lane == j - j % G)
@@ -315,8 +330,8 @@ class PopulationEvaluator(wiring.Component):
                 ]
             elif G == 1:
                 m.d.comb += [
-                    wp.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
-                    wp.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
+                    wq.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
+                    wq.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
                 ]
             else:
                 # Every lane fills the same slots in the same order, lane after lane. The
@@ -339,8 +354,8 @@ class PopulationEvaluator(wiring.Component):
                 fields = [Mux(w_pos == q, new, s_rp.data[6 * q : 6 * q + 6]) for q in range(G - 1)]
                 word = Cat(*fields, new)
                 m.d.comb += [
-                    wp.data.eq(Cat(*([word] * groups))),
-                    wp.en.eq(Mux(fill.w_en, 1 << w_grp, 0)),
+                    wq.data.eq(Cat(*([word] * groups))),
+                    wq.en.eq(Mux(fill.w_en, 1 << w_grp, 0)),
                 ]
             reg = Signal(slot, name=f"noise_rd{b}", reset_less=True)  # data: no reset
             m.d.sync += reg.eq(rp.data)
@@ -403,7 +418,7 @@ class PopulationEvaluator(wiring.Component):
                 & ~fin.terms.valid
                 & ~fin.logits.valid
             ),
-            seq.fill_busy.eq(fill.busy),
+            seq.fill_busy.eq(fill.busy | w_late[0] | w_late[1]),
             seq.bad_label.eq(ld.bad_label),
         ]
         for l in range(p.max_layers):
