@@ -88,11 +88,11 @@ def _platform():
 
 
 #: why ``--core device`` is refused (without ``--force``): measured with ``pentegg build
-#: --board icebreaker --core device --force`` at commit 0cf3955 (docs/boards.md)
+#: --board icebreaker --core device --force`` at commit 86d58ea (docs/boards.md)
 DEVICE_UNFIT = (
     "the device core does not fit the iCE40UP5K: with this board's smallest parameters "
-    "(1 lane) it needs 14,489 logic cells of the UP5K's 5,280 and 81 block RAMs of 30 "
-    "(measured at commit 0cf3955, docs/boards.md); build --core loopback, use --board "
+    "(1 lane) it needs 15,084 logic cells of the UP5K's 5,280 and 66 block RAMs of 30 "
+    "(measured at commit 86d58ea, docs/boards.md); build --core loopback, use --board "
     "ulx3s-85f, or add --force to run the build anyway"
 )
 
