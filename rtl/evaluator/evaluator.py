@@ -261,7 +261,7 @@ class PopulationEvaluator(wiring.Component):
         fin_w = fin.aw_any
         m.d.comb += [
             a_wr.addr.eq(Mux(fin_w, fin.aw_addr, ld.aw_addr)),
-            a_wr.data.eq(Mux(fin_w, fin.aw_data, ld.aw_data)),
+            a_wr.data.eq(ld.aw_data),  # the finalizer's data too (InputLoader)
             a_wr.en.eq(Mux(fin_w, fin.aw_en, Mux(ld.aw_en, (1 << L) - 1, 0))),
         ]
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
@@ -463,6 +463,7 @@ class PopulationEvaluator(wiring.Component):
             ld.l_data.eq(self.l_data),
         ]
         wiring.connect(m, wiring.flipped(self.inp), ld.inp)
+        m.d.comb += ld.fin_bytes.eq(fin.aw_bytes)
 
         # ---- scores and logits
         wiring.connect(m, fin.terms, sc.terms)

@@ -190,9 +190,12 @@ class Finalizer(wiring.Component):
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
         The noise banks' read data (both banks, same address), a cycle after the address
         (the block RAMs' own register; the finalizer registers the lane it picks).
-    aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(lanes)
+    aw_addr : Out(range(act_depth)), aw_en : Out(lanes)
         Writes of hidden activations (one row of lane ``i`` of every group), from
         registers: a cycle after the U window's cycles that produce them.
+    aw_bytes : Out(ArrayLayout(8, finalizers))
+        Each group's hidden-output byte in the cycle before its write: the loader's data
+        registers take it then (the write's data, :class:`~.loader.InputLoader`).
     aw_any : Out(1)
         ``aw_en`` is not zero (registered alongside it).
     shifts : In(ArrayLayout(4, max_layers)), pert_shift : In(4), margin : In(8)
@@ -242,7 +245,7 @@ class Finalizer(wiring.Component):
                 "n_en": Out(1),
                 "n_data": In(data.ArrayLayout(data.ArrayLayout(data.ArrayLayout(3, 2), L), 2)),
                 "aw_addr": Out(range(p.act_depth)),
-                "aw_data": Out(8 * L),
+                "aw_bytes": Out(data.ArrayLayout(8, self.F)),
                 "aw_en": Out(L),
                 "aw_any": Out(1),
                 "shifts": In(data.ArrayLayout(4, p.max_layers)),
@@ -430,7 +433,6 @@ class Finalizer(wiring.Component):
         uw = self.u_width
         logit_beat = Signal(logits_layout(p))
         term_beat = Signal(terms_layout(p))
-        aw_data = Signal(8 * p.lanes)
         aw_en = Signal(p.lanes)
         for g in range(F):
             self._group(
@@ -450,11 +452,9 @@ class Finalizer(wiring.Component):
                 uw,
                 logit_beat,
                 term_beat,
-                aw_data,
                 aw_en,
             )
         m.d.sync += [
-            self.aw_data.eq(aw_data),
             self.aw_en.eq(aw_en),
             self.aw_any.eq(aw_en.any()),
         ]
@@ -645,7 +645,6 @@ class Finalizer(wiring.Component):
         uw,
         logit_beat,
         term_beat,
-        aw_data,
         aw_en,
     ):
         p, G, r, T = self.p, self.G, self.p.rank, self.T
@@ -951,7 +950,7 @@ class Finalizer(wiring.Component):
 
         # hidden activations: this group's lane i of the op in U
         hv8 = Mux(wc == 1, h[0][:8], h[1][:8])
+        m.d.comb += self.aw_bytes[g].eq(hv8)
         for j, lane in enumerate(lanes):
-            m.d.comb += aw_data[8 * lane : 8 * lane + 8].eq(hv8)
             m.d.comb += aw_en[lane].eq(aw & (opU.i == j))
         m.d.comb += logit_beat.y[g].eq(hv8.as_signed())

@@ -56,7 +56,11 @@ class InputLoader(wiring.Component):
     aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(1)
         Writes of the activation memory, from registers, never in a cycle whose window
         count (the finalizer's ``wc``, counted here from the same reset) is in
-        ``AW_CYCLES``.
+        ``AW_CYCLES``. ``aw_data`` is the data of the finalizer's writes too: in the
+        cycle before one of ``AW_CYCLES`` each lane's byte takes its group's
+        ``fin_bytes``, so the memory's write data needs no multiplexer.
+    fin_bytes : In(ArrayLayout(8, finalizers))
+        The finalizer groups' hidden-output bytes (``Finalizer.aw_bytes``).
     loaded : Out(2)
     release : In(2)
         Strobes from the pass engine: a slot is free again.
@@ -87,6 +91,7 @@ class InputLoader(wiring.Component):
                 "bad_label": Out(1),
                 "aw_addr": Out(range(p.act_depth)),
                 "aw_data": Out(8 * L),
+                "fin_bytes": In(data.ArrayLayout(8, p.finalizers)),
                 "aw_en": Out(1),
                 "loaded": Out(2),
                 "release": In(2),
@@ -148,7 +153,20 @@ class InputLoader(wiring.Component):
         have = Signal()
         w_en, w_addr = Signal(), Signal.like(self.aw_addr)
         m.d.sync += [self.aw_en.eq(w_en), self.aw_addr.eq(w_addr)]
-        m.d.sync += self.aw_data.eq(Mux(self.shared, Cat(*([got] * p.lanes)), self.inp.payload))
+        # The register is the write data of the finalizer's writes too: before one of
+        # AW_CYCLES it takes the group's hidden-output byte. A group's byte or the shared
+        # sample's is chosen once per group, so a lane's bit is a choice of two (that
+        # byte or its own input), one LUT4 on the iCE40 (the finalizer's and the
+        # loader's data were chosen per lane at the memory: 8 LUT4 per lane more).
+        fin_next = ~write_ok  # the next cycle is one of AW_CYCLES
+        common = [Signal(8, name=f"aw_common{g}") for g in range(p.finalizers)]
+        for g in range(p.finalizers):
+            m.d.comb += common[g].eq(Mux(fin_next, self.fin_bytes[g], got))
+        use_common = fin_next | self.shared
+        for j in range(p.lanes):
+            m.d.sync += self.aw_data[8 * j : 8 * j + 8].eq(
+                Mux(use_common, common[j // p.group_lanes], self.inp.payload[8 * j : 8 * j + 8])
+            )
         # A read request leaves through registers (address and enable: the memories sit
         # beside the accelerator's phase multiplexers, far from the loader on a large
         # chip; the 128-lane ULX3S build at 7abcf85 had its critical path from the
