@@ -66,11 +66,11 @@ __all__ = [
 #: ``attrs`` of an ``amaranth.lib.memory.Memory`` none of whose reads uses a word written
 #: in the same cycle (the read data of such a cycle is never consumed): without it, Yosys
 #: emulates read-first behaviour around the block RAM (an address comparator, a register
-#: of the written word and a multiplexer on every read data bit: 8 LUT4 and 8 flip-flops
-#: per lane of the evaluator's activation memory on the UP5K). rtl/synth.py applies the
-#: attribute (:func:`pentegg.rtl.synth.honour_no_rw_check`). A memory that carries it
-#: lists its ports and the condition under which a read is used, and the tests watch
-#: them (``pentegg.sim.evaluator_bench.CollisionMonitor``).
+#: of the written word and a multiplexer on every read data bit; for the evaluator's
+#: memories 10.5 LUT4 and 21 flip-flops per lane on the UP5K, docs/resources.md).
+#: rtl/synth.py applies the attribute (:func:`pentegg.rtl.synth.honour_no_rw_check`). A
+#: memory that carries it lists its ports and the condition under which a read is used
+#: (:class:`RWWatch`), and the tests watch them (``pentegg.sim.collisions``).
 NO_RW_CHECK = {"no_rw_check": 1}
 
 
