@@ -584,12 +584,24 @@ class Finalizer(wiring.Component):
             wr_bank[1].eq(wr_bank[0]),
             wr_first[1].eq(wr_first[0]),
         ]
-        c.state_w = u_state & (wc == 3)
-        c.state_waddr = state_addr(opU.i, opU.rec.s)
-        store_col = Cat(wc == 3, opU.rec.q)  # c = 2q + (wc == 3)
-        c.store_w = opU.valid & (u_kind == KIND_STORE) & ((wc == 2) | (wc == 3))
-        c.store_w = c.store_w & (store_col < r)
-        c.store_addr = u_addr(opU.i, opU.rec.s, store_col)
+        # the margin state's and a STORE's writes come from registers, set a cycle
+        # ahead (the op in U is the same from wc 0 to T - 1), so that no decode of the
+        # window count lies between the u bank's write data and the adder before it
+        c.state_w = Signal(name=f"state_w{sfx}")
+        c.state_waddr = Signal(ua_bits, name=f"state_wa{sfx}", reset_less=True)
+        c.store_w = Signal(name=f"store_w{sfx}")
+        c.store_hi = Signal(name=f"store_hi{sfx}", reset_less=True)  # h1 (wc 3), else h0
+        c.store_addr = Signal(ua_bits, name=f"store_wa{sfx}", reset_less=True)
+        store_col = Cat(wc == 2, opU.rec.q)  # next cycle's column: c = 2q + (wc == 3)
+        m.d.sync += [
+            c.state_w.eq(u_state & (wc == 2)),
+            c.state_waddr.eq(state_addr(opU.i, opU.rec.s)),
+            c.store_w.eq(
+                opU.valid & (u_kind == KIND_STORE) & ((wc == 1) | (wc == 2)) & (store_col < r)
+            ),
+            c.store_hi.eq(wc == 2),
+            c.store_addr.eq(u_addr(opU.i, opU.rec.s, store_col)),
+        ]
 
         # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U, registered
         # (they reach the memory a cycle later: AW_CYCLES)
@@ -674,7 +686,7 @@ class Finalizer(wiring.Component):
         ur_addr_U, ur_en_U, bankU = ctl.ur_addr_U, ctl.ur_en_U, ctl.bankU
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
         state_w, state_waddr = ctl.state_w, ctl.state_waddr
-        store_w, store_addr = ctl.store_w, ctl.store_addr
+        store_w, store_addr, store_hi = ctl.store_w, ctl.store_addr, ctl.store_hi
         rk, rs_P2, amt, aw = ctl.rk, ctl.rs_P2, ctl.amt, ctl.aw
 
         def lane_mux(vals, idx, shape, name):
@@ -868,23 +880,29 @@ class Finalizer(wiring.Component):
 
         # ---- U: outputs, u_{l+1} update, margin state
         # h as the U stage uses it (copied at wc 2; BIAS and the bias row forced)
+        # loaded at wc 1, for the op's writes from wc 2 on (the last write of the op
+        # before it, at wc 1 when r = T, still reads the old value): h0 is registered
+        # at wc 0, h1's saturated value is taken as h[1] takes it. The writes read
+        # these registers alone, with no choice by the window count before the digit
+        # products (the wc-2 bypass was the 128-lane ECP5 evaluator's critical path at
+        # 1d03ed0: the group's wc through it, the products and the update's adder into
+        # a u bank's write data)
         hU = [sig(signed(9), f"hU{i}") for i in range(2)]
         bias_op = opU.kind == KIND_BIAS
-        with m.If(wc == 2):
+        with m.If(wc == 1):
             m.d.sync += [
                 hU[0].eq(Mux(bias_op, BIAS, h[0])),
-                hU[1].eq(Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, h[1]))),
+                hU[1].eq(Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, sat))),
             ]
-        # the B digits' column for the write happening now: bsr shifts one column/write
+        # the B digits' column of the write happening now: loaded at wc 1 with the U
+        # op's digits (bsrU holds them until wc 2), shifted one column per write
         bsrW = [sig(3 * r, f"bsrW{i}") for i in range(2)]
-        with m.If((wc == 2) & opU.valid):  # column 0 is written now, from bsrU
-            m.d.sync += [bsrW[i].eq(bsrU[i] >> 3) for i in range(2)]
+        with m.If(wc == 1):
+            m.d.sync += [bsrW[i].eq(bsrU[i]) for i in range(2)]
         with m.Elif(wr[1]):
             m.d.sync += [bsrW[i].eq(bsrW[i] >> 3) for i in range(2)]
-        # hU and bsrW are taken at wc 2: the first write (wc 2) must see them already
-        hW = [Mux(wc == 2, Mux(bias_op, BIAS, h[0]), hU[0]), None]
-        hW[1] = Mux(wc == 2, Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, h[1])), hU[1])
-        bcol = [Mux(wc == 2, bsrU[i][:3], bsrW[i][:3]) for i in range(2)]
+        hW = hU
+        bcol = [bsrW[i][:3] for i in range(2)]
 
         old = Mux(wr_first[1], 0, u_U)
         upd = sig(signed(uw + 2), "upd")
@@ -932,7 +950,7 @@ class Finalizer(wiring.Component):
             with m.If(store_w):
                 m.d.comb += [
                     wp.addr.eq(store_addr),
-                    wp.data.eq(Mux(wc == 3, h[1], h[0])),
+                    wp.data.eq(Mux(store_hi, h[1], h[0])),
                     wp.en.eq(b == 0),
                 ]
             with m.Elif(state_w):
