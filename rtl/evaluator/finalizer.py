@@ -879,8 +879,8 @@ class Finalizer(wiring.Component):
             m.d.sync += h[1].eq(sat)
 
         # ---- U: outputs, u_{l+1} update, margin state
-        # h as the U stage uses it (copied at wc 2; BIAS and the bias row forced)
-        # loaded at wc 1, for the op's writes from wc 2 on (the last write of the op
+        # h as the U stage's u update uses it (BIAS and the bias row forced), loaded at
+        # wc 1, for the op's writes from wc 2 on (the last write of the op
         # before it, at wc 1 when r = T, still reads the old value): h0 is registered
         # at wc 0, h1's saturated value is taken as h[1] takes it. The writes read
         # these registers alone, with no choice by the window count before the digit
@@ -931,9 +931,14 @@ class Finalizer(wiring.Component):
         hv = [h[i][:8].as_signed() for i in range(2)]
         nl = Mux(is_lab[1], hv[1], Mux(is_lab[0], hv[0], ylab))
         # nm = max(ymax, the others among h0, h1), the first wins ties: three compares
-        # side by side, not two in a row
-        take0 = is_oth[0] & (hv[0] > ymax)
-        take1 = is_oth[1] & Mux(take0, hv[1] > hv[0], hv[1] > ymax)
+        # side by side, not two in a row, against the stored maximum itself: the first
+        # row pair (first_t, ymax NO_OTHER, below every logit) only forces them true, so
+        # first_t's choice of ymax is not before them (first_t through it, a compare and
+        # the choices into s_max was the 128-lane ECP5 evaluator's critical path at
+        # 56d9c53, 14.43 ns)
+        smax = st[8:16].as_signed()
+        take0 = is_oth[0] & (first_t | (hv[0] > smax))
+        take1 = is_oth[1] & Mux(take0, hv[1] > hv[0], first_t | (hv[1] > smax))
         nm = Mux(take1, hv[1], Mux(take0, hv[0], ymax))
         s_lab = sig(signed(8), "s_lab")
         s_max = sig(signed(8), "s_max")
