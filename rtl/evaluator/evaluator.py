@@ -402,6 +402,26 @@ class PopulationEvaluator(wiring.Component):
             cmdq.r_en.eq(eng.cmd.ready),
         ]
         wiring.connect(m, eng.rec, fin.rec)
+        # everything after the sequencer has drained: registered, so that the finalizer's
+        # stages and the units' state reach the sequencer's phase (and the noise fill's
+        # start behind it) from a flip-flop (the 128-lane ECP5 evaluator's critical path
+        # at baf0473 ran from the op in S through the finalizer's idle and the sequencer
+        # into the noise fill's counters, 15.23 ns, 12.96 of it routing). The sequencer
+        # waits on it only in a phase entered after its last push; a cycle that pushes
+        # is not drained, nor one with a command anywhere in the queue (its level, not
+        # its output's valid, which comes two cycles after the push): the registered
+        # value, the condition a cycle ago, never calls a command done before the engine
+        # has taken it
+        drained = Signal()
+        m.d.sync += drained.eq(
+            ~seq.cmd.valid
+            & ~eng.busy
+            & (cmdq.r_level == 0)
+            & fin.idle
+            & ~sc.busy
+            & ~fin.terms.valid
+            & ~fin.logits.valid
+        )
         m.d.comb += [
             fin.clear.eq(seq.load_start),
             self.activity.eq(eng.activity),
@@ -410,14 +430,7 @@ class PopulationEvaluator(wiring.Component):
             eng.fin_idle.eq(fin.idle),
             eng.loaded.eq(ld.loaded),
             ld.release.eq(eng.release),
-            seq.drained.eq(
-                ~eng.busy
-                & ~eng.cmd.valid
-                & fin.idle
-                & ~sc.busy
-                & ~fin.terms.valid
-                & ~fin.logits.valid
-            ),
+            seq.drained.eq(drained),
             seq.fill_busy.eq(fill.busy | w_late[0] | w_late[1]),
             seq.bad_label.eq(ld.bad_label),
         ]
