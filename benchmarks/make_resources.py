@@ -128,7 +128,7 @@ ROWS += [
     )
     for dev, label in (
         ("up5k", "the iCEBreaker build's parameters (1 lane)"),
-        ("ecp5-85", "the ULX3S-85F build's parameters (64 lanes)"),
+        ("ecp5-85", "the ULX3S-85F build's parameters (128 lanes)"),
     )
 ]
 ROWS += [

@@ -112,7 +112,7 @@ def build(
     if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed < 1 << 31:
         raise ValueError(f"seed={seed!r} is not an integer in 1..{(1 << 31) - 1}")
     params = dict(params)
-    clock = board.clock(params.pop("clock_mhz", None))
+    clock = board.clock(params.pop("clock_mhz", None), core_name, params)
     work = Path(build_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     for stale in ("top.json", "top.asc", "top.config", board.bitstream, "report.json"):

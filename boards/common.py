@@ -195,6 +195,10 @@ class Board:
     nextpnr_opts: tuple[str, ...] = ()
     #: an ECP5 board: the router follows the lane count (``rtl.synth.ecp5_router``)
     router_by_lanes: bool = False
+    #: the Device core's default clock by its lane count: ``(lanes up to, MHz)`` pairs,
+    #: in increasing order; more lanes than any pair, or another core, get
+    #: ``default_clock_mhz``
+    clock_by_lanes: tuple[tuple[int, int], ...] = ()
 
     def nextpnr_options(self, params: dict[str, Any]) -> tuple[str, ...]:
         """nextpnr's options for a build of the core parameters ``params`` (the board's
@@ -205,10 +209,23 @@ class Board:
             opts += ecp5_router(int(lanes))
         return opts
 
-    def clock(self, mhz: int | None = None) -> ClockChoice:
-        """The clock of ``--param clock_mhz=mhz`` (default: the board's); ValueError
-        (one line) for a clock the board has no PLL settings for."""
-        mhz = self.default_clock_mhz if mhz is None else mhz
+    def default_clock(self, core: str = "", params: dict[str, Any] | None = None) -> int:
+        """The core clock (MHz) of a build of ``core`` with ``params`` (the board's
+        defaults for those not given) when ``--param clock_mhz`` does not choose one."""
+        if core == "device":
+            lanes = int((params or {}).get("lanes", self.defaults.get("lanes", 1)))
+            for most, mhz in self.clock_by_lanes:
+                if lanes <= most:
+                    return mhz
+        return self.default_clock_mhz
+
+    def clock(
+        self, mhz: int | None = None, core: str = "", params: dict[str, Any] | None = None
+    ) -> ClockChoice:
+        """The clock of ``--param clock_mhz=mhz`` (default: :meth:`default_clock` of
+        ``core`` and ``params``); ValueError (one line) for a clock the board has no PLL
+        settings for."""
+        mhz = self.default_clock(core, params) if mhz is None else mhz
         if isinstance(mhz, bool) or not isinstance(mhz, int) or mhz not in self.clocks:
             known = ", ".join(str(c) for c in sorted(self.clocks))
             raise ValueError(
@@ -219,7 +236,7 @@ class Board:
 
     @property
     def clock_hz(self) -> int:
-        """The default core clock."""
+        """The default core clock (of a core without lanes)."""
         return self.clock().hz
 
     @property

@@ -137,7 +137,7 @@ def run_build(args) -> int:
     board = boards()[args.board]
     params = _parse_params(board, args.param)
     try:
-        board.clock(params.get("clock_mhz"))
+        board.clock(params.get("clock_mhz"), args.core, params)
     except ValueError as e:
         raise HardwareError(str(e)) from None
     if args.core in board.unfit and not args.force:

@@ -338,12 +338,13 @@ def test_every_pll_setting_makes_its_clock_and_an_exact_baud_rate():
 
 
 def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):
-    """The ULX3S build's Device with its default parameters (64 lanes) needs no more
-    DP16KD than the ECP5-85 has, by ``benchmarks.memories``' estimate (it counts the 9-bit
-    byte enables: the noise banks, written three lanes at a time, take 11 blocks each,
-    not 16), and so do 128 lanes with 33 update lanes and the digits set's sample
-    memory. A change of the defaults or of a memory's layout that overfills the device
-    fails here in seconds, not after a 30-minute build."""
+    """The ULX3S build's Device with its default parameters (128 lanes, 33 update lanes,
+    the digits set's sample memory) needs no more DP16KD than the ECP5-85 has, by
+    ``benchmarks.memories``' estimate (it counts the 9-bit byte enables: the noise banks,
+    written three lanes at a time, take 22 blocks each, not 32), and so do 64 lanes with
+    a whole weight row per update cycle and 128 KiB of samples. A change of the defaults
+    or of a memory's layout that overfills the device fails here in seconds, not after a
+    20-minute build."""
     from pentegg.benchmarks import memories
     from pentegg.boards.ulx3s import DEFAULT_PARAMS
 
@@ -353,13 +354,31 @@ def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):
         out = capsys.readouterr().out
         return int(re.search(r"block RAMs of the memories above: (\d+)", out).group(1)), out
 
-    assert DEFAULT_PARAMS["lanes"] == 64
+    assert DEFAULT_PARAMS["lanes"] == 128
     n, out = total()
     assert n <= 208, out
-    assert re.search(r"ev\.noise0\s+396\s+\d+\s+18\s+[\d.]+\s+11\b", out), out
-    n, out = total("lanes=128", "update_lanes=33", "sample_bytes=92160")
-    assert n <= 208, out
     assert re.search(r"ev\.noise0\s+774\s+\d+\s+18\s+[\d.]+\s+22\b", out), out
+    n, out = total("lanes=64", "update_lanes=65", "sample_bytes=131072")
+    assert n <= 208, out
+    assert re.search(r"ev\.noise0\s+396\s+\d+\s+18\s+[\d.]+\s+11\b", out), out
+
+
+def test_ulx3s_device_clock_follows_its_lanes():
+    """The ULX3S Device's default clock is the fastest its builds of that size met: 45
+    MHz above 64 lanes (the 128-lane default), 60 MHz up to 64 lanes and for the
+    loopback core; ``--param clock_mhz`` overrides it (docs/boards.md)."""
+    from pentegg.boards.ulx3s import BOARD, DEFAULT_PARAMS
+
+    def mhz(core, params, chosen=None):
+        return BOARD.clock(chosen, core, params).hz // 1_000_000
+
+    assert mhz("device", DEFAULT_PARAMS) == 45 == mhz("device", {})
+    assert mhz("device", {**DEFAULT_PARAMS, "lanes": 65}) == 45
+    assert mhz("device", {**DEFAULT_PARAMS, "lanes": 64}) == 60
+    assert mhz("device", {"lanes": 1}) == 60
+    assert mhz("loopback", DEFAULT_PARAMS) == 60 == BOARD.clock_hz // 1_000_000
+    assert mhz("device", DEFAULT_PARAMS, 60) == 60
+    assert BOARD.clock(None, "device", DEFAULT_PARAMS).baud == 3_000_000
 
 
 def test_ulx3s_builds_use_router2_only_above_64_lanes():
@@ -369,7 +388,8 @@ def test_ulx3s_builds_use_router2_only_above_64_lanes():
     from pentegg.boards.ulx3s import BOARD
     from pentegg.rtl.synth import ecp5_router
 
-    assert BOARD.nextpnr_options({}) == () == ecp5_router(64), "the 64-lane default"
+    assert BOARD.nextpnr_options({}) == ("--router", "router2"), "the 128-lane default"
+    assert BOARD.nextpnr_options({"lanes": 64}) == () == ecp5_router(64)
     assert BOARD.nextpnr_options({"lanes": 65}) == ("--router", "router2")
     assert BOARD.nextpnr_options({"lanes": 128}) == ("--router", "router2")
     assert BOARD.nextpnr_options({"lanes": 1}) == ()

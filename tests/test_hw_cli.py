@@ -206,7 +206,7 @@ def test_synth_ecp5_block_ram_with_output_register():
 
 
 def test_synth_accelerator_starts_from_the_board_build_params():
-    """Without --param each device gets its board build's parameters (the ULX3S's 64
+    """Without --param each device gets its board build's parameters (the ULX3S's 128
     lanes, the iCEBreaker's 1), only those the module takes (frame_bytes is the
     Device's); other modules keep their own defaults."""
     from pentegg.boards import boards
@@ -214,7 +214,7 @@ def test_synth_accelerator_starts_from_the_board_build_params():
 
     ulx, ice = boards()["ulx3s-85f"].defaults, boards()["icebreaker"].defaults
     acc = board_params("accelerator", "ecp5-85")
-    assert acc["lanes"] == ulx["lanes"] == 64 and "frame_bytes" not in acc
+    assert acc["lanes"] == ulx["lanes"] == 128 and "frame_bytes" not in acc
     assert acc == {k: v for k, v in ulx.items() if k != "frame_bytes"}
     assert board_params("accelerator", "up5k")["lanes"] == ice["lanes"]
     assert board_params("device", "up5k")["frame_bytes"] == ice["frame_bytes"]
