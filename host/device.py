@@ -430,8 +430,10 @@ def open_device(
     **params,
 ) -> Device:
     """A :class:`Device` on ``spec``: ``sim`` (the accelerator built for ``cfg``'s job by
-    :func:`sim_params`, ``params`` overriding; Verilated once and cached), ``sim:PATH``
-    (a harness executable) or ``serial:PORT[@BAUD]``. INFO is read and checked."""
+    :func:`sim_params`, ``params`` overriding; Verilated once and cached), ``firmware``
+    (the compact device's firmware compiled for this host, built for the same
+    parameters; pentegg.rtl.compact.firmware), ``sim:PATH`` (a harness executable) or
+    ``serial:PORT[@BAUD]``. INFO is read and checked."""
     from .transport import open_transport
 
     if spec == "sim":
@@ -452,6 +454,18 @@ def open_device(
         except (ValueError, TypeError) as e:
             raise DeviceError(f"cannot build a simulated device for this job: {e}") from None
         transport = open_transport("sim", device_factory=DeviceTop, params=p)
+    elif spec == "firmware":
+        if cfg is None:
+            raise DeviceError("--device firmware needs a job configuration to build for")
+        from .rtl.compact.firmware import FirmwareBuildError, check_params, native_device
+
+        p = sim_params(cfg, batch=batch, samples=samples, lanes=lanes, **params)
+        p = {k: v for k, v in p.items() if k in _FIRMWARE_PARAMS}
+        try:
+            exe = native_device(check_params(**p))
+        except (ValueError, TypeError, FirmwareBuildError) as e:
+            raise DeviceError(f"cannot build the firmware device for this job: {e}") from None
+        transport = open_transport(f"sim:{exe}")
     elif spec.startswith("serial:") and "@" not in spec:
         return _open_serial_any_rate(spec, timeout)
     else:
@@ -463,6 +477,27 @@ def open_device(
         dev.close()
         raise
     return dev
+
+
+#: The build parameters of the compact device's firmware (the Accelerator's names).
+_FIRMWARE_PARAMS = (
+    "lanes",
+    "max_layers",
+    "max_width",
+    "rank",
+    "mode",
+    "digits",
+    "update",
+    "latent_bits",
+    "max_population",
+    "max_batch",
+    "sample_bytes",
+    "label_words",
+    "batch_words",
+    "member_bytes",
+    "logit_bytes",
+    "frame_bytes",
+)
 
 
 def _silence(obj, seen=None) -> None:

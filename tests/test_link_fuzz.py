@@ -1,6 +1,7 @@
-"""Protocol fuzzing on the simulated device (docs/protocol.md): random and malformed frames
-interleaved with valid requests. Every frame gets the right status, nothing hangs, and the
-weights and latent state read back unchanged at the end."""
+"""Protocol fuzzing on the simulated device and on the compact device's firmware
+(docs/protocol.md): random and malformed frames interleaved with valid requests. Every
+frame gets the right status, nothing hangs, and the weights and latent state read back
+unchanged at the end."""
 
 from __future__ import annotations
 
@@ -28,11 +29,15 @@ FRAMES = int(os.environ.get("PENTEGG_FUZZ_FRAMES", "10000"))
 CFG = Config(layers=(4, 8, 3), population=8, rank=4, init="random", seed=5)
 
 
-@pytest.fixture(scope="module")
-def device():
+@pytest.fixture(scope="module", params=["sim", "firmware"])
+def device(request):
+    """The accelerator's Verilog (sim) and the compact device's firmware built for this
+    host (firmware): the same protocol, the same answers."""
     from pentegg.device import open_device
 
-    dev = open_device("sim", cfg=CFG, batch=4, samples=16, lanes=2, frame_bytes=256, quiet=True)
+    dev = open_device(
+        request.param, cfg=CFG, batch=4, samples=16, lanes=2, frame_bytes=256, quiet=True
+    )
     yield dev
     dev.close()
 

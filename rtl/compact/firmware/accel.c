@@ -1,0 +1,603 @@
+/* The accelerator's registers, memories and runs (docs/rtl.md, "Registers", "Commands",
+ * "A step"), and the ES step of docs/spec.md sections 5-10 in integers only.
+ *
+ * The same behaviour as the RTL Accelerator as the host sees it: the register map of
+ * rtl/control/registers.py (writes keep each register's low bits), the memories of
+ * Accelerator.host_memories (each keeps its width; signed ones read back sign-extended),
+ * the controller's run kinds and error flags (rtl/control/controller.py and the
+ * evaluator's, rtl/evaluator/sequencer.py). */
+#include "fw.h"
+
+/* ------------------------------------------------------------------ widths */
+static unsigned bits_for_sym(uint32_t b) { /* two's complement bits holding -b..b */
+    unsigned n = 1;
+    while (((uint32_t)1 << (n - 1)) - 1 < b) n++;
+    return n;
+}
+#define SCORE_BOUND (254u * MAX_BATCH)
+#define G_MAX (2u * (MAX_POPULATION - 1))
+#define VMAX ((1 << (LATENT_BITS - 1)) - 1)
+
+static int32_t sign_extend(uint32_t v, unsigned bits) {
+    uint32_t m = (uint32_t)1 << (bits - 1);
+    v &= (m << 1) - 1;
+    return (int32_t)((v ^ m) - m);
+}
+
+#if !PENTARY
+static unsigned q_max(void) { /* the largest q with 3 * 2^q <= 2 * Vmax (spec 9.1) */
+    unsigned q = 0;
+    while ((3u << (q + 1)) <= 2u * VMAX) q++;
+    return q;
+}
+#endif
+
+/* ------------------------------------------------------------------ registers */
+#define N_REGS (R_THETA + 1)
+static uint32_t regs[N_REGS];
+static uint8_t reg_bits[N_REGS];  /* 0: unmapped */
+static uint8_t reg_rw[N_REGS];
+static int busy_flag;
+volatile int g_abort;
+
+static void reg_def(unsigned addr, unsigned bits, int rw, uint32_t reset) {
+    reg_bits[addr] = (uint8_t)bits;
+    reg_rw[addr] = (uint8_t)rw;
+    regs[addr] = reset;
+}
+
+void regs_reset(void) {
+    reg_def(R_ID, 32, 0, 0x50454747u);
+    reg_def(R_STATUS, 4, 0, 0);
+    reg_def(R_ERROR, 16, 0, 0);
+    reg_def(R_STEP, 16, 1, 0);
+    reg_def(R_STEPS, 16, 1, 1);
+    reg_def(R_POPULATION, 13, 1, 2);
+    reg_def(R_BATCH, 16, 1, 1);
+    reg_def(R_N_LAYERS, 4, 1, 1);
+    reg_def(R_SIGMA_SHIFT, 4, 1, 1);
+    reg_def(R_SHAPING, 1, 1, 0);
+    reg_def(R_TAU, 12, 1, 16);
+    reg_def(R_LATENT_SHIFT, 4, 1, 3);
+    reg_def(R_MARGIN, 8, 1, 32);
+    reg_def(R_SEED, 32, 1, 0);
+    reg_def(R_INIT, 1, 1, 0);
+    reg_def(R_BATCH_STRIDE, 16, 1, 0);
+    for (unsigned i = 0; i <= MAX_LAYERS; i++) reg_def(R_WIDTH0 + i, 13, 1, 1);
+    for (unsigned l = 0; l < MAX_LAYERS; l++) reg_def(R_ACT_SHIFT0 + l, 4, 1, 0);
+    reg_def(R_SHARED, 1, 1, 1);
+    for (unsigned a = R_CYCLES; a <= R_THETA; a++) reg_def(a, 32, 0, 0);
+}
+
+int reg_valid(uint32_t addr, int write) {
+    return addr < N_REGS && reg_bits[addr] && (!write || reg_rw[addr]);
+}
+
+uint32_t reg_read(uint32_t addr) {
+    if (addr == R_STATUS) return (uint32_t)busy_flag | (regs[R_ERROR] != 0) << 1;
+    return regs[addr];
+}
+
+void reg_write(uint32_t addr, uint32_t value) {
+    unsigned b = reg_bits[addr];
+    regs[addr] = b == 32 ? value : value & (((uint32_t)1 << b) - 1);
+}
+
+int running(void) { return busy_flag; }
+
+/* ------------------------------------------------------------------ memories */
+static uint16_t mem_weights[WEIGHT_WORDS];
+#if !PENTARY
+static int8_t mem_latent[LATENT_WORDS];
+#endif
+static uint8_t mem_samples[SAMPLE_BYTES];
+static uint16_t mem_labels[LABEL_WORDS];
+static uint16_t mem_batch[BATCH_WORDS];
+static int32_t mem_scores[MAX_POPULATION];
+static int16_t mem_g[G_WORDS];
+static uint8_t mem_member_x[MEMBER_BYTES];
+static int8_t mem_logits[LOGIT_BYTES];
+
+enum { M_WEIGHTS, M_LATENT, M_SAMPLES, M_LABELS, M_BATCH, M_SCORES, M_G, M_MEMBER_X, M_LOGITS };
+
+int mem_valid(uint32_t sel, uint32_t addr, uint32_t count, int write) {
+    uint32_t depth;
+    switch (sel) {
+    case M_WEIGHTS: depth = WEIGHT_WORDS; break;
+#if !PENTARY
+    case M_LATENT: depth = LATENT_WORDS; break;
+#endif
+    case M_SAMPLES: depth = SAMPLE_BYTES; break;
+    case M_LABELS: depth = LABEL_WORDS; break;
+    case M_BATCH: depth = BATCH_WORDS; break;
+    case M_SCORES: depth = MAX_POPULATION; break;
+    case M_G: depth = write ? 0 : G_WORDS; break;
+    case M_MEMBER_X: depth = MEMBER_BYTES; break;
+    case M_LOGITS: depth = write ? 0 : LOGIT_BYTES; break;
+    default: depth = 0;
+    }
+    return count != 0 && (uint64_t)addr + count <= depth;
+}
+
+uint32_t mem_read(uint32_t sel, uint32_t addr) {
+    switch (sel) {
+    case M_WEIGHTS: return mem_weights[addr];
+#if !PENTARY
+    case M_LATENT: return (uint32_t)(int32_t)mem_latent[addr];
+#endif
+    case M_SAMPLES: return mem_samples[addr];
+    case M_LABELS: return mem_labels[addr];
+    case M_BATCH: return mem_batch[addr];
+    case M_SCORES: return (uint32_t)mem_scores[addr];
+    case M_G: return (uint32_t)(int32_t)mem_g[addr];
+    case M_MEMBER_X: return mem_member_x[addr];
+    case M_LOGITS: return (uint32_t)(int32_t)mem_logits[addr];
+    }
+    return 0;
+}
+
+void mem_write(uint32_t sel, uint32_t addr, uint32_t v) {
+    switch (sel) {
+    case M_WEIGHTS: mem_weights[addr] = (uint16_t)v; break;
+#if !PENTARY
+    case M_LATENT: mem_latent[addr] = (int8_t)sign_extend(v, LATENT_BITS); break;
+#endif
+    case M_SAMPLES: mem_samples[addr] = (uint8_t)v; break;
+    case M_LABELS: mem_labels[addr] = (uint16_t)v; break;
+    case M_BATCH: mem_batch[addr] = (uint16_t)v; break;
+    case M_SCORES: mem_scores[addr] = sign_extend(v, bits_for_sym(SCORE_BOUND)); break;
+    case M_MEMBER_X: mem_member_x[addr] = (uint8_t)v; break;
+    }
+}
+
+/* ------------------------------------------------------------------ INFO */
+const uint32_t info_words[] = {
+    0x50454747u,            /* magic */
+    1,                      /* protocol */
+    SPEC_VERSION_WORD,      /* spec, major << 16 | minor */
+    LANES, MAX_LAYERS, MAX_WIDTH, RANK,
+    QUANTIZED, UNIFORM, PENTARY, LATENT_BITS,
+    MAX_POPULATION, MAX_BATCH, SAMPLE_BYTES, LABEL_WORDS, BATCH_WORDS,
+    FRAME_BYTES, CLOCK_HZ, BAUD, MEMBER_BYTES, LOGIT_BYTES,
+};
+const unsigned info_count = sizeof info_words / sizeof info_words[0];
+
+/* ------------------------------------------------------------------ weights */
+/* Weight digit i of the layer whose packed words start at word `base` (spec 1.3). A
+ * cursor walks a row: word index and digit position, no division per digit. */
+typedef struct { uint32_t word; unsigned pos; } wcursor;
+
+static wcursor wc_at(uint32_t base, uint32_t index) {
+    wcursor c = {base + index / 5, index % 5};
+    return c;
+}
+
+static int wc_next(wcursor *c) {
+    int d = digit_of_code(mem_weights[c->word] >> (3 * c->pos));
+    if (++c->pos == 5) {
+        c->pos = 0;
+        c->word++;
+    }
+    return d;
+}
+
+static void wc_put(wcursor *c, int d) {
+    unsigned sh = 3 * c->pos;
+    mem_weights[c->word] = (uint16_t)((mem_weights[c->word] & ~(7u << sh)) | ((unsigned)d & 7) << sh);
+    if (++c->pos == 5) {
+        c->pos = 0;
+        c->word++;
+    }
+}
+
+/* ------------------------------------------------------------------ run state */
+enum { K_TRAIN, K_EVAL, K_UPDATE, K_INIT };
+static int pending = -1;
+
+static unsigned n_layers(void) { return regs[R_N_LAYERS]; }
+static unsigned width(unsigned i) { return regs[R_WIDTH0 + i]; }
+static uint32_t layer_base[MAX_LAYERS + 1];  /* first weight word of each layer */
+static uint32_t latent_base[MAX_LAYERS + 1]; /* first latent word of each layer */
+
+static void layout(void) {
+    layer_base[0] = latent_base[0] = 0;
+    for (unsigned l = 0; l < n_layers(); l++) {
+        uint32_t n = width(l + 1) * (width(l) + 1);
+        layer_base[l + 1] = layer_base[l] + (n + 4) / 5;
+        latent_base[l + 1] = latent_base[l] + n;
+    }
+}
+
+/* the link is served between pieces of work; a RESET sets g_abort */
+static int service(void) {
+    link_poll();
+    return g_abort;
+}
+
+static void set_error(unsigned bit) { regs[R_ERROR] |= (uint32_t)1 << bit; }
+
+/* the registers hold a configuration this build can run (the Accelerator's params_ok) */
+static int params_ok(void) {
+    unsigned nl = n_layers();
+    if (nl < 1 || nl > MAX_LAYERS) return 0;
+    for (unsigned i = 0; i <= MAX_LAYERS; i++)
+        if ((i == 0 || i <= nl) && (width(i) < 1 || width(i) > MAX_WIDTH)) return 0;
+    if (regs[R_POPULATION] > MAX_POPULATION) return 0;
+#if !PENTARY
+    if (regs[R_LATENT_SHIFT] > q_max()) return 0;
+#endif
+    return 1;
+}
+
+static int members_ok(void) {
+    if (regs[R_SHARED]) return 1;
+    uint64_t mb = (uint64_t)regs[R_POPULATION] * regs[R_BATCH];
+    return mb * width(0) <= MEMBER_BYTES && mb * width(n_layers()) <= LOGIT_BYTES;
+}
+
+/* ------------------------------------------------------------------ EVAL (spec 5, 6, 7.1) */
+static int8_t noise_a[MAX_LAYERS][MAX_WIDTH * RANK]; /* A_j (out x r) of each layer */
+static int8_t noise_b[MAX_LAYERS][MAX_FAN * RANK];   /* B_j (fan x r) */
+static int32_t base0[MAX_WIDTH];                     /* x . W_0^T of the shared sample */
+static int32_t pert0[MAX_WIDTH];                     /* the pair's layer-0 term (shared) */
+static int8_t act[2][MAX_FAN];                       /* a member's layer input, output */
+
+static unsigned rank_shift(void) { return RANK == 1 ? 0 : RANK == 4 ? 1 : RANK == 16 ? 2 : 3; }
+
+static void make_noise(uint32_t key, uint32_t step, uint32_t pair) {
+    for (unsigned l = 0; l < n_layers(); l++) {
+        stream_digits(stream_state(key, step, pair, l, 0), 0, width(l + 1) * RANK, noise_a[l]);
+        stream_digits(stream_state(key, step, pair, l, 1), 0, (width(l) + 1) * RANK, noise_b[l]);
+    }
+}
+
+/* x . W_l[o]^T with the bias input (x holds width(l) inputs) */
+static int32_t row_dot(unsigned l, unsigned o, const int8_t *x) {
+    unsigned fan = width(l) + 1;
+    wcursor c = wc_at(layer_base[l], o * fan);
+    int32_t acc = 0;
+    for (unsigned k = 0; k + 1 < fan; k++) acc += x[k] * wc_next(&c);
+    return acc + 127 * wc_next(&c);
+}
+
+/* the perturbation term of layer l for input x, before its sign, for every output:
+ * low-rank rshr((x.B).A^T, k) (spec 6.2), quantized x.E^T (6.1) */
+static void perturbation(unsigned l, const int8_t *x, int32_t *out) {
+    unsigned n_out = width(l + 1), fan = width(l) + 1;
+    const int8_t *a = noise_a[l], *b = noise_b[l];
+#if QUANTIZED
+    unsigned f = rank_shift() + regs[R_SIGMA_SHIFT];
+    for (unsigned o = 0; o < n_out; o++) {
+        int32_t acc = 0;
+        for (unsigned k = 0; k < fan; k++) {
+            int32_t d = 0;
+            for (unsigned c = 0; c < RANK; c++) d += a[o * RANK + c] * b[k * RANK + c];
+            acc += (k + 1 < fan ? x[k] : 127) * pquant(d, f);
+        }
+        out[o] = acc;
+    }
+#else
+    int32_t xb[RANK];
+    for (unsigned c = 0; c < RANK; c++) xb[c] = 0;
+    for (unsigned k = 0; k < fan; k++) {
+        int32_t xk = k + 1 < fan ? x[k] : 127;
+        for (unsigned c = 0; c < RANK; c++) xb[c] += xk * b[k * RANK + c];
+    }
+    unsigned s = rank_shift() + regs[R_SIGMA_SHIFT];
+    for (unsigned o = 0; o < n_out; o++) {
+        int32_t p = 0;
+        for (unsigned c = 0; c < RANK; c++) p += xb[c] * a[o * RANK + c];
+        out[o] = rshr(p, s);
+    }
+#endif
+}
+
+static int8_t activate(int32_t acc, unsigned l) {
+    int32_t y = rshr(acc, regs[R_ACT_SHIFT0 + l]);
+    return (int8_t)(l + 1 == n_layers() ? sat(y, -127, 127) : sat(y, 0, 127));
+}
+
+/* member m's logits for input x0 (layer 0 from base0 and pert0 when shared) into act[] */
+static const int8_t *member_forward(int sign, const int8_t *x0, int shared) {
+    static int32_t pert[MAX_WIDTH];
+    const int8_t *x = x0;
+    int8_t *h = act[0];
+    for (unsigned l = 0; l < n_layers(); l++) {
+        unsigned n_out = width(l + 1);
+        if (l == 0 && shared) {
+            for (unsigned o = 0; o < n_out; o++)
+                h[o] = activate(base0[o] + sign * pert0[o], l);
+        } else {
+            perturbation(l, x, pert);
+            for (unsigned o = 0; o < n_out; o++)
+                h[o] = activate(row_dot(l, o, x) + sign * pert[o], l);
+        }
+        x = h;
+        h = h == act[0] ? act[1] : act[0];
+    }
+    return x;
+}
+
+static int32_t score_term(const int8_t *y, unsigned label, unsigned n_out) {
+    int32_t margin = (int32_t)regs[R_MARGIN];
+    if (n_out == 1) return margin;
+    int32_t other = -32768;
+    for (unsigned c = 0; c < n_out; c++)
+        if (c != label && y[c] > other) other = y[c];
+    int32_t t = y[label] - other;
+    return t < margin ? t : margin;
+}
+
+/* the evaluator's checks (its error flags 0-6) */
+static int eval_checks(void) {
+    unsigned nl = n_layers(), err = 0;
+    if (nl < 1 || nl > MAX_LAYERS) err |= 1 << 0;
+    for (unsigned i = 0; i <= MAX_LAYERS; i++)
+        if ((i == 0 || i <= nl) && (width(i) < 1 || width(i) > MAX_WIDTH)) err |= 1 << 1;
+    uint32_t pop = regs[R_POPULATION];
+    if ((pop & 1) || pop < 2 || pop > 4096) err |= 1 << 2;
+    if (regs[R_BATCH] < 1 || regs[R_BATCH] > MAX_BATCH) err |= 1 << 3;
+    int bad_shift = regs[R_SIGMA_SHIFT] > 8;
+    for (unsigned l = 0; l < MAX_LAYERS; l++)
+        if (l < nl && regs[R_ACT_SHIFT0 + l] > 15) bad_shift = 1;
+    if (bad_shift) err |= 1 << 4;
+    if (regs[R_MARGIN] < 1 || regs[R_MARGIN] > 254) err |= 1 << 5;
+    if (regs[R_STEP] > MAX_STEP) err |= 1 << 6;
+    regs[R_ERROR] |= err;
+    return err != 0;
+}
+
+static int eval(uint32_t batch_base) {
+    if (eval_checks()) return 1;
+    layout();
+    unsigned pop = regs[R_POPULATION], batch = regs[R_BATCH], shared = regs[R_SHARED];
+    unsigned n_in = width(0), n_out = width(n_layers()), n_hidden0 = width(1);
+    uint32_t key = run_key(regs[R_SEED]), step = regs[R_STEP];
+    static int8_t x0[MAX_WIDTH];
+    if (shared)
+        for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
+    for (unsigned b = 0; b < batch; b++) {
+        unsigned label = 0;
+        if (shared) {
+            uint32_t idx = mem_batch[(batch_base + b) % BATCH_WORDS];
+            for (unsigned k = 0; k < n_in; k++)
+                x0[k] = (int8_t)mem_samples[(idx * n_in + k) % SAMPLE_BYTES];
+            label = mem_labels[idx % LABEL_WORDS];
+            if (label >= n_out) {
+                set_error(8);
+                return 1;
+            }
+            for (unsigned o = 0; o < n_hidden0; o++) base0[o] = row_dot(0, o, x0);
+        }
+        for (unsigned j = 0; j < pop / 2; j++) {
+            if (service()) return 1;
+            make_noise(key, step, j);
+            if (shared) perturbation(0, x0, pert0);
+            for (unsigned s = 0; s < 2; s++) {
+                unsigned m = 2 * j + s;
+                const int8_t *x = x0;
+                if (!shared) {
+                    const uint8_t *src = &mem_member_x[(m * batch + b) * n_in];
+                    for (unsigned k = 0; k < n_in; k++) x0[k] = (int8_t)src[k];
+                }
+                const int8_t *y = member_forward(s ? -1 : 1, x, shared);
+                if (shared) {
+                    mem_scores[m] += score_term(y, label, n_out);
+                } else {
+                    int8_t *dst = &mem_logits[(m * batch + b) * n_out];
+                    for (unsigned o = 0; o < n_out; o++) dst[o] = y[o];
+                }
+            }
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ SHAPE (spec 7.2, 8.2) */
+static uint32_t theta;
+
+static int shape(void) {
+    unsigned pop = regs[R_POPULATION];
+    if ((pop & 1) || pop < 2 || pop > MAX_POPULATION) {
+        set_error(9);
+        return 1;
+    }
+    uint64_t sum = 0;
+    for (unsigned j = 0; j < pop / 2; j++) {
+        int32_t s0 = mem_scores[2 * j], s1 = mem_scores[2 * j + 1], g;
+        if (regs[R_SHAPING]) {
+            g = (s0 > s1) - (s0 < s1);
+        } else { /* c_m = 2 less_m + equal_m - N; g_j = c_2j - c_2j+1 */
+            int32_t c0 = -(int32_t)pop, c1 = -(int32_t)pop;
+            for (unsigned i = 0; i < pop; i++) {
+                int32_t si = mem_scores[i];
+                c0 += (si < s0) * 2 + (si == s0);
+                c1 += (si < s1) * 2 + (si == s1);
+            }
+            g = c0 - c1;
+        }
+        mem_g[j] = (int16_t)g;
+        sum += (uint64_t)((int64_t)g * g);
+        if ((j & 63) == 63 && service()) return 1;
+    }
+    theta = (uint32_t)(((uint64_t)regs[R_TAU] * isqrt64(sum)) >> 4);
+    regs[R_THETA] = theta;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ VOTE + APPLY (spec 8) */
+#define Z_ROWS (1024 / MAX_FAN > 0 ? (1024 / MAX_FAN < MAX_WIDTH ? 1024 / MAX_FAN : MAX_WIDTH) : 1)
+static int32_t zbuf[Z_ROWS][MAX_FAN];
+
+static int vote_apply(unsigned l) {
+    unsigned pop = regs[R_POPULATION], n_out = width(l + 1), fan = width(l) + 1;
+    if ((pop & 1) || pop < 2 || pop > MAX_POPULATION || n_out < 1 || n_out > MAX_WIDTH ||
+        fan < 1 || fan > MAX_FAN) {
+        set_error(10);
+        return 1;
+    }
+    uint32_t key = run_key(regs[R_SEED]), step = regs[R_STEP];
+#if QUANTIZED
+    unsigned f = rank_shift() + regs[R_SIGMA_SHIFT];
+#endif
+    int8_t *a = noise_a[0], *b = noise_b[0];
+    for (unsigned o0 = 0; o0 < n_out; o0 += Z_ROWS) {
+        unsigned rows = n_out - o0 < Z_ROWS ? n_out - o0 : Z_ROWS;
+        for (unsigned r = 0; r < rows; r++)
+            for (unsigned k = 0; k < fan; k++) zbuf[r][k] = 0;
+        for (unsigned j = 0; j < pop / 2; j++) {
+            int32_t g = mem_g[j];
+            if (!g) continue;
+            if ((j & 15) == 0 && service()) return 1;
+            stream_digits(stream_state(key, step, j, l, 0), o0 * RANK, rows * RANK, a);
+            stream_digits(stream_state(key, step, j, l, 1), 0, fan * RANK, b);
+            for (unsigned r = 0; r < rows; r++) {
+#if !QUANTIZED
+                int32_t ga[RANK];
+                for (unsigned c = 0; c < RANK; c++) ga[c] = g * a[r * RANK + c];
+#endif
+                for (unsigned k = 0; k < fan; k++) {
+#if QUANTIZED
+                    int32_t d = 0;
+                    for (unsigned c = 0; c < RANK; c++) d += a[r * RANK + c] * b[k * RANK + c];
+                    zbuf[r][k] += g * pquant(d, f);
+#else
+                    int32_t z = 0;
+                    for (unsigned c = 0; c < RANK; c++) z += ga[c] * b[k * RANK + c];
+                    zbuf[r][k] += z;
+#endif
+                }
+            }
+        }
+        for (unsigned r = 0; r < rows; r++) {
+            uint32_t i0 = (o0 + r) * fan;
+            wcursor rd = wc_at(layer_base[l], i0), wr = rd;
+            for (unsigned k = 0; k < fan; k++) {
+                int32_t z = zbuf[r][k];
+                int move = (z > (int32_t)theta) - (z < -(int32_t)theta);
+                int w = wc_next(&rd);
+#if PENTARY
+                w = sat(w + move, -2, 2);
+#else
+                int8_t *v = &mem_latent[latent_base[l] + i0 + k];
+                *v = (int8_t)sat(*v + move, -VMAX, VMAX);
+                w = pquant(*v, regs[R_LATENT_SHIFT]);
+#endif
+                wc_put(&wr, w);
+            }
+        }
+    }
+    return 0;
+}
+
+static int update(void) {
+    uint32_t t = hal_cycles();
+    if (shape()) return 1;
+    uint32_t t1 = hal_cycles();
+    regs[R_SHAPE_CYCLES] += t1 - t;
+    layout();
+    for (unsigned l = 0; l < n_layers(); l++)
+        if (vote_apply(l)) return 1;
+    regs[R_UPDATE_CYCLES] += hal_cycles() - t1;
+    return 0;
+}
+
+/* ------------------------------------------------------------------ INIT (spec 10.1) */
+static int init(void) {
+    if (!params_ok()) { /* the widths and latent_shift define what is written */
+        set_error(13);
+        return 1;
+    }
+    layout();
+    uint32_t key = run_key(regs[R_SEED]);
+    static int8_t digits[MAX_FAN];
+    for (unsigned l = 0; l < n_layers(); l++) {
+        unsigned n_out = width(l + 1), fan = width(l) + 1;
+        uint32_t s0 = stream_state(key, INIT_STEP, 0, l, 0);
+        wcursor wr = wc_at(layer_base[l], 0);
+        for (unsigned o = 0; o < n_out; o++) {
+            if (regs[R_INIT]) stream_digits(s0, o * fan, fan, digits);
+            for (unsigned k = 0; k < fan; k++) {
+                int w = regs[R_INIT] ? digits[k] : 0;
+#if !PENTARY
+                int32_t v = sat(w * (1 << regs[R_LATENT_SHIFT]), -VMAX, VMAX);
+                mem_latent[latent_base[l] + o * fan + k] = (int8_t)v;
+                w = pquant(v, regs[R_LATENT_SHIFT]);
+#endif
+                wc_put(&wr, w);
+            }
+            if (service()) return 1;
+        }
+        while (wr.pos) wc_put(&wr, 0); /* the last word's padding is the code of 0 */
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------ runs */
+void run_request(uint32_t kind) {
+    pending = (int)kind;
+    busy_flag = 1;
+    hal_busy(1);
+}
+
+static void run(int kind) {
+    regs[R_ERROR] = 0;
+    for (unsigned a = R_CYCLES; a <= R_UPDATE_CYCLES; a++) regs[a] = 0;
+    uint32_t t0 = hal_cycles();
+    if (kind != K_INIT && !params_ok()) {
+        set_error(13);
+    } else if ((kind == K_TRAIN || kind == K_EVAL) && !members_ok()) {
+        set_error(15);
+    } else if (kind == K_TRAIN) {
+        uint32_t steps = regs[R_STEPS], step = regs[R_STEP];
+        uint32_t stride = regs[R_BATCH_STRIDE] ? regs[R_BATCH_STRIDE] : regs[R_BATCH];
+        if (steps == 0 || step + steps - 1 > MAX_STEP) {
+            set_error(11);
+        } else {
+            for (uint32_t i = 0; i < steps; i++) {
+                uint32_t t = hal_cycles();
+                int bad = eval(i * stride);
+                regs[R_EVAL_CYCLES] += hal_cycles() - t;
+                if (bad || update()) break;
+                regs[R_STEP] = (regs[R_STEP] + 1) & 0xFFFF;
+            }
+        }
+    } else if (kind == K_EVAL) {
+        uint32_t t = hal_cycles();
+        eval(0);
+        regs[R_EVAL_CYCLES] += hal_cycles() - t;
+    } else if (kind == K_UPDATE) {
+        if (regs[R_STEP] > MAX_STEP) {
+            set_error(11);
+        } else if (!update()) {
+            regs[R_STEP] = (regs[R_STEP] + 1) & 0xFFFF;
+        }
+    } else if (kind == K_INIT) {
+        init();
+    } else {
+        set_error(12);
+    }
+    if (!g_abort) regs[R_CYCLES] = hal_cycles() - t0;
+}
+
+void run_cancel(void) {
+    if (pending >= 0) { /* requested, not started */
+        pending = -1;
+        busy_flag = 0;
+        hal_busy(0);
+    } else if (busy_flag) {
+        g_abort = 1;
+    }
+}
+
+void run_pending(void) {
+    if (pending < 0) return;
+    int kind = pending;
+    pending = -1;
+    g_abort = 0;
+    run(kind);
+    if (g_abort) regs_reset(); /* a RESET ended the run: every register at its reset value */
+    g_abort = 0;
+    busy_flag = 0;
+    hal_busy(0);
+}
