@@ -247,9 +247,9 @@ def check_build(
         problems.append(f"population {cfg.population} (the build holds {info['max_population']})")
     if batch > info["max_batch"] or batch > info["batch_words"]:
         problems.append(f"batch {batch} (the build holds {info['max_batch']})")
-    if samples * cfg.layers[0] > info["sample_bytes"] or samples > info["label_words"]:
+    if not dataset_fits(info, cfg, samples) and not dataset_fits(info, cfg, batch):
         problems.append(
-            f"a dataset of {samples} x {cfg.layers[0]} (the sample memory holds "
+            f"a batch of {batch} x {cfg.layers[0]} (the sample memory holds "
             f"{info['sample_bytes']} bytes, {info['label_words']} labels)"
         )
     if members:
@@ -262,6 +262,12 @@ def check_build(
             )
     if problems:
         raise DeviceError("the job does not fit the device: " + "; ".join(problems))
+
+
+def dataset_fits(info: dict, cfg: Config, samples: int) -> bool:
+    """Do ``samples`` labelled samples fit the device's sample and label memories? A
+    dataset that does not is sent a batch at a time (:class:`Trainer`)."""
+    return samples * cfg.layers[0] <= info["sample_bytes"] and samples <= info["label_words"]
 
 
 def _pow2(n: int, lo: int = 16) -> int:
@@ -304,10 +310,13 @@ class Trainer:
 
     Classification tasks (``task.batch_indices``) train on chip: the dataset is loaded
     once, each step's batch indices are computed by the task exactly as the golden run
-    draws them, and ``RUN train`` runs the steps. Other tasks (CartPole) are host-scored:
-    the device evaluates the members on the host's per-member inputs (``member_x`` ->
-    ``RUN eval`` -> ``logits``), the host scores them and the device shapes and updates
-    (``RUN update``).
+    draws them, and ``RUN train`` runs the steps. A dataset larger than the device's
+    sample memory (the iCEBreaker's compact device) is sent a batch at a time instead:
+    each step's samples and labels at addresses ``0 .. batch - 1``, batch indices
+    ``0 .. batch - 1``, one step per run (the same bits; more link traffic). Other tasks
+    (CartPole) are host-scored: the device evaluates the members on the host's
+    per-member inputs (``member_x`` -> ``RUN eval`` -> ``logits``), the host scores them
+    and the device shapes and updates (``RUN update``).
 
     ``start(state)`` loads the configuration and ``state``; ``steps(step, k)`` runs
     ``k`` steps and returns the state read back and the scores of the last step.
@@ -330,12 +339,13 @@ class Trainer:
         else:
             check_build(info, cfg, batch=self.step_batch, members=self.step_batch)
         self.max_chunk = max(1, min(info["batch_words"] // self.step_batch, 65535))
+        self.stream = self.classify and not dataset_fits(info, cfg, len(self.x))
         dev = self.dev
         dev.reset()
         regs = ap.config_regs(cfg, step=state.step, batch=self.step_batch, shared=self.classify)
         dev.write_regs(regs)
         self._batch_reg = self.step_batch
-        if self.classify:
+        if self.classify and not self.stream:
             dev.write_mem("samples", 0, (np.asarray(self.x, dtype=np.int64) & 0xFF).ravel())
             dev.write_mem("labels", 0, self.y)
         self.load_state(state)
@@ -375,11 +385,16 @@ class Trainer:
             return self.read_state(step + k), scores
         done = 0
         while done < k:
-            n = min(k - done, self.max_chunk)
+            n = 1 if self.stream else min(k - done, self.max_chunk)
             t0 = step + done
             idx = np.concatenate(
                 [self.task.batch_indices(self.cfg, t0 + i, self.batch) for i in range(n)]
             )
+            if self.stream:  # this step's samples in place of the dataset
+                x = np.asarray(self.x, dtype=np.int64)[idx]
+                self.dev.write_mem("samples", 0, (x & 0xFF).ravel())
+                self.dev.write_mem("labels", 0, np.asarray(self.y)[idx])
+                idx = np.arange(len(idx))
             self.dev.write_mem("batch", 0, idx)
             self.dev.write_regs({"step": t0, "steps": n})
             self.dev.run("train")

@@ -261,3 +261,31 @@ def test_random_register_and_memory_round_trips_keep_each_width():
         assert list(dev.read_mem("latent", 0, 3)) == [-1, -128, 127]
         dev.write_mem("samples", 0, [0x1FF])
         assert list(dev.read_mem("samples", 0, 1)) == [0xFF]
+
+
+def test_a_dataset_larger_than_the_sample_memory_is_sent_a_batch_at_a_time():
+    """The iCEBreaker's compact device holds a batch, not the digits training set: the
+    host sends each step's samples and labels, and the steps stay golden's."""
+    from pentegg.golden import es_step
+    from pentegg.tasks import get_task
+
+    task = get_task("digits")
+    cfg = Config(layers=(64, 16, 10), population=16, seed=2)
+    batch = 8
+    with open_device(
+        "firmware", cfg=cfg, batch=batch, samples=len(task.x_train), quiet=True,
+        sample_bytes=batch * 64, label_words=16, batch_words=16,
+    ) as dev:  # fmt: skip
+        tr = Trainer(dev, task, cfg, batch)
+        state = init_state(cfg)
+        tr.start(state)
+        assert tr.stream
+        for t in range(3):
+            state, info = es_step(state, task.scorer(cfg, t, batch))
+            got, scores = tr.steps(t, 1)
+            np.testing.assert_array_equal(scores, info.scores, err_msg=f"scores, step {t}")
+            for l in range(cfg.n_layers):
+                np.testing.assert_array_equal(got.weights[l], state.weights[l])
+                np.testing.assert_array_equal(got.latent[l], state.latent[l])
+        with pytest.raises(DeviceError, match=r"a batch of 32 x 64 \(the sample memory holds"):
+            Trainer(dev, task, cfg, 32).start(state)
