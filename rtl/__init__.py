@@ -38,6 +38,7 @@ MODULE_NAMES = (
     "device",
     "votes",
     "weight-update",
+    "rv32",
 )
 
 _EXPORTS = {

@@ -17,6 +17,7 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 
 from .accelerator import Accelerator
+from .cpu.rv32 import RV32Core
 from .evaluator.evaluator import PopulationEvaluator
 from .link.device import Device
 from .noise.keyer import StreamKeyer
@@ -201,6 +202,13 @@ MODULES: dict[str, ModuleSpec] = {
                 "z_bits": "int",
                 "addr_bits": "int",
             },
+        ),
+        ModuleSpec(
+            "rv32",
+            RV32Core,
+            "RV32Core: RV32I control processor, one word-addressed bus for instructions "
+            "and data, register file in block RAM (rtl/cpu/rv32.py)",
+            {"reset_addr": "int", "counters": "int"},
         ),
     )
 }
