@@ -32,6 +32,7 @@ __all__ = [
     "BuildResult",
     "ProgramError",
     "build",
+    "firmware_command",
     "program",
     "program_command",
     "programmer",
@@ -73,6 +74,10 @@ class BuildResult:
     yosys_flow: str = "default"
     #: nextpnr's placement seed (its ``--seed``)
     seed: int = 1
+    #: a core that boots from the SPI flash (the compact core): its flash image, written
+    #: into the build directory, and where it goes in the flash
+    firmware: str | None = None
+    firmware_offset: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -163,6 +168,10 @@ def build(
     bitstream = work / board.bitstream
     if not bitstream.is_file():
         raise BuildError(f"the build wrote no {board.bitstream} (log: {work / 'build.log'})")
+    image = getattr(top.core, "flash_image", lambda: None)()
+    firmware = work / "firmware.bin" if image else None
+    if firmware:
+        firmware.write_bytes(image)
     res = read_report(work / "report.json", board.family)
     fmax = res.pop("fmax_mhz")
     clock_mhz = clock.hz / 1e6
@@ -180,6 +189,8 @@ def build(
         seconds=time.monotonic() - t0,
         yosys_flow=flow,
         seed=seed,
+        firmware=str(firmware) if firmware else None,
+        firmware_offset=top.core.flash_offset if firmware else None,
         **res,
     )
 
@@ -288,17 +299,34 @@ def program_command(board: Board, bitstream: str | Path, target: str | None = No
     return [programmer(), *args, str(bitstream)]
 
 
-def program(board: Board, bitstream: str | Path, target: str | None = None) -> list[str]:
-    """Run :func:`program_command`; raise :class:`ProgramError` with one line if it fails.
-    Returns the command run."""
-    cmd = program_command(board, bitstream, target)
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        lines = [ln.strip() for ln in (r.stderr + "\n" + r.stdout).splitlines() if ln.strip()]
-        why = next((ln for ln in lines if "error" in ln.lower() or "fail" in ln.lower()), "")
-        why = why or (lines[-1] if lines else "no output")
-        raise ProgramError(
-            f"{Path(cmd[0]).name} exited {r.returncode} ({why}): is the {board.name} "
-            f"connected by USB and no other program holding it?"
-        )
-    return cmd
+def firmware_command(board: Board, image: str | Path, offset: int) -> list[str]:
+    """The openFPGALoader command line writing a raw flash image (the compact core's
+    firmware) at byte ``offset`` of the board's SPI flash (``-o``)."""
+    return [programmer(), *board.program_flash, "-o", str(offset), str(image)]
+
+
+def program(
+    board: Board,
+    bitstream: str | Path,
+    target: str | None = None,
+    *,
+    firmware: str | Path | None = None,
+    offset: int | None = None,
+) -> list[list[str]]:
+    """Run :func:`firmware_command` (when there is a ``firmware`` image) and then
+    :func:`program_command`; raise :class:`ProgramError` with one line if one fails.
+    Returns the commands run. The firmware goes first: writing the bitstream last
+    restarts the FPGA, which then boots the new firmware."""
+    cmds = [] if firmware is None else [firmware_command(board, firmware, offset)]
+    cmds.append(program_command(board, bitstream, target))
+    for cmd in cmds:
+        r = subprocess.run(cmd, capture_output=True, text=True)
+        if r.returncode != 0:
+            lines = [ln.strip() for ln in (r.stderr + "\n" + r.stdout).splitlines() if ln.strip()]
+            why = next((ln for ln in lines if "error" in ln.lower() or "fail" in ln.lower()), "")
+            why = why or (lines[-1] if lines else "no output")
+            raise ProgramError(
+                f"{Path(cmd[0]).name} exited {r.returncode} ({why}): is the {board.name} "
+                f"connected by USB and no other program holding it?"
+            )
+    return cmds

@@ -13,9 +13,13 @@ The *core* is any ``wiring.Component`` with the ports of :data:`CORE_SIGNATURE`:
 through a flip-flop per block, rtl/reset.py), ``busy: Out(1)``, ``error: Out(1)``. A
 board top builds it by
 calling a *core factory* ``factory(clock_hz=..., baud=..., **params)``; :data:`CORES`
-names the two factories ``pentegg build --core`` offers: ``device`` (the protocol engine
-and accelerator, ``pentegg.rtl.link.device.Device``) and ``loopback`` (:class:`LoopbackCore`,
-a byte echo for bring-up and for the tests).
+names the factories ``pentegg build --core`` offers: ``device`` (the protocol engine and
+accelerator, ``pentegg.rtl.link.device.Device``), ``compact`` (the same protocol device
+as an RV32I core and its firmware, ``pentegg.rtl.compact.soc.CompactDevice``: the
+iCEBreaker's) and ``loopback`` (:class:`LoopbackCore`, a byte echo for bring-up and for
+the tests). A core with a ``flash`` member (the compact core's boot from the SPI flash)
+gets the board's flash pins (:meth:`BoardTop.flash`) and a flash image to program
+(``core.flash_image()``, written at ``core.flash_offset``).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ __all__ = [
     "ClockChoice",
     "CoreUnavailable",
     "LoopbackCore",
+    "compact_core",
     "device_core",
 ]
 
@@ -92,9 +97,18 @@ def device_core(**kwargs: Any) -> wiring.Component:
     return Device(**kwargs)
 
 
+def compact_core(**kwargs: Any) -> wiring.Component:
+    """``CompactDevice(clock_hz=..., baud=..., ram_bytes=..., boot=..., **firmware
+    parameters)`` (rtl/compact/soc.py)."""
+    from ..rtl.compact.soc import CompactDevice
+
+    return CompactDevice(**kwargs)
+
+
 #: ``pentegg build --core NAME`` -> core factory
 CORES: dict[str, Callable[..., wiring.Component]] = {
     "device": device_core,
+    "compact": compact_core,
     "loopback": LoopbackCore,
 }
 
@@ -178,8 +192,12 @@ class Board:
     #: the core clocks ``--param clock_mhz=N`` chooses from (MHz -> clock), and the default
     clocks: dict[int, ClockChoice]
     default_clock_mhz: int
-    #: default core parameters (``--param NAME=VALUE`` overrides)
+    #: default parameters of the device core (``--param NAME=VALUE`` overrides)
     defaults: dict[str, Any] = field(default_factory=dict)
+    #: the core ``pentegg build`` builds when ``--core`` names none
+    default_core: str = "device"
+    #: default parameters of the other cores, by core (the loopback core takes none)
+    core_defaults: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: file name of the bitstream among the build products
     bitstream: str = "top.bin"
     family: str = "ice40"
@@ -199,6 +217,12 @@ class Board:
     #: in increasing order; more lanes than any pair, or another core, get
     #: ``default_clock_mhz``
     clock_by_lanes: tuple[tuple[int, int], ...] = ()
+
+    def params_for(self, core: str) -> dict[str, Any]:
+        """The default parameters of a build of ``core``."""
+        if core == "device":
+            return dict(self.defaults)
+        return dict(self.core_defaults.get(core, {}))
 
     def nextpnr_options(self, params: dict[str, Any]) -> tuple[str, ...]:
         """nextpnr's options for a build of the core parameters ``params`` (the board's
@@ -281,6 +305,11 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
     def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
         """Drive the board's LEDs from ``status`` (heartbeat, busy, error, rx, tx)."""
 
+    def flash(self, m: Module, platform, spi) -> None:
+        """Connect a core's SPI flash pins (``sck``, ``copi``, ``cs`` low-active as a
+        level, ``cipo``; rtl/compact/soc.py SPI_SIGNATURE) to the board's flash."""
+        raise ValueError(f"the {type(self).__name__} has no SPI flash for the core to boot from")
+
     def elaborate(self, platform):
         m = Module()
         # sync: the core clock, a domain without a reset signal. The power-on reset
@@ -307,6 +336,8 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
 
         m.submodules.link = link = self.link
         m.d.comb += link.reset.eq(por_rst)
+        if "flash" in self.core.signature.members:
+            self.flash(m, platform, self.core.flash)
         uart = platform.request("uart", 0)
         m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx)]
 

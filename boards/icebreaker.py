@@ -19,7 +19,7 @@ from amaranth_boards.icebreaker import ICEBreakerPlatform
 
 from .common import Board, BoardTop, ClockChoice
 
-__all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ICEBreakerTop"]
+__all__ = ["BOARD", "CLOCKS", "COMPACT_PARAMS", "DEFAULT_PARAMS", "ICEBreakerTop"]
 
 #: Core parameters of an iCEBreaker build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, the smallest that still run a
@@ -38,6 +38,29 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "sample_bytes": 98304,
     "label_words": 2048,
     "batch_words": 256,
+}
+
+
+#: Core parameters of the compact core (``--core compact``, the default here): the RV32I
+#: core and its firmware in the UP5K's SPRAM, booted from the SPI flash at 1 MiB; the
+#: digits-sized maxima (64-wide layers, population 256); a sample memory for one batch of
+#: 256 digits samples (the host sends each step's batch: pentegg.device.Trainer).
+COMPACT_PARAMS: dict[str, Any] = {
+    "boot": "flash",
+    "ram_bytes": 128 * 1024,
+    "flash_offset": 0x10_0000,
+    "rx_depth": 512,
+    "frame_bytes": 2048,
+    "max_layers": 2,
+    "max_width": 64,
+    "rank": 4,
+    "max_population": 256,
+    "max_batch": 256,
+    "sample_bytes": 16384,
+    "label_words": 256,
+    "batch_words": 256,
+    "member_bytes": 4096,
+    "logit_bytes": 1024,
 }
 
 
@@ -67,6 +90,17 @@ class ICEBreakerTop(BoardTop):
             o_LOCK=locked,
         )
         return locked
+
+    def flash(self, m: Module, platform, spi) -> None:
+        f = platform.request("spi_flash_1x", 0)
+        m.d.comb += [
+            f.clk.o.eq(spi.sck),
+            f.copi.o.eq(spi.copi),
+            f.cs.o.eq(~spi.cs),  # the resource inverts: cs.o = 1 selects the flash
+            spi.cipo.eq(f.cipo.i),
+            f.wp.o.eq(0),  # write-protect and hold released
+            f.hold.o.eq(0),
+        ]
 
     def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
         fast = Signal(23)  # about 6 Hz at 48 MHz
@@ -103,6 +137,8 @@ BOARD = Board(
     clocks=CLOCKS,
     default_clock_mhz=48,
     defaults=DEFAULT_PARAMS,
+    default_core="compact",
+    core_defaults={"compact": COMPACT_PARAMS},
     bitstream="top.bin",
     family="ice40",
     program_flash=("-b", "ice40_generic"),

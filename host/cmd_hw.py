@@ -31,6 +31,8 @@ __all__ = [
 BOARD_OF_DEVICE = {"up5k": "icebreaker", "ecp5-85": "ulx3s-85f"}
 #: the modules that are synthesized with their board's parameters, and get ``step_ms``
 BOARD_MODULES = ("accelerator", "device")
+#: the modules synthesized with a board build's parameters: module -> the build's core
+BOARD_CORES = {"accelerator": "device", "device": "device", "compact": "compact"}
 
 
 class HardwareError(Exception):
@@ -113,13 +115,13 @@ def _catalog():
 def board_params(module: str, device: str) -> dict:
     """The parameters of ``device``'s board build that ``module`` takes (empty for a
     module that is not synthesized with its board's parameters)."""
-    if module not in BOARD_MODULES:
+    if module not in BOARD_CORES:
         return {}
     from .boards import boards
 
     known = _catalog().MODULES[module].params
     board = boards()[BOARD_OF_DEVICE[device]]
-    return {k: v for k, v in board.defaults.items() if k in known}
+    return {k: v for k, v in board.params_for(BOARD_CORES[module]).items() if k in known}
 
 
 def checked_params(module: str, assignments: list[str], base: dict | None = None) -> dict:
@@ -172,7 +174,7 @@ def run_synth(args) -> int:
         only = " and ".join(BOARD_MODULES)
         raise HardwareError(f"--no-step applies to {only}, not {args.module}")
     params = synth_params(args.module, args.device, args.param)
-    if args.module in BOARD_MODULES:
+    if board_params(args.module, args.device):
         board = BOARD_OF_DEVICE[args.device]
         print(
             f"params   the {board} build's (pentegg build --board {board}), --param overrides them"

@@ -125,7 +125,9 @@ def add_device_flags(p, default: str | None) -> None:
         required=default is None,
         metavar="DEV",
         help="golden (the NumPy model), sim (the accelerator's Verilog, simulated; built "
-        "for the job and cached) or serial:PORT[@BAUD] (a board)"
+        "for the job and cached), sim-compact (the compact device, the iCEBreaker's core: "
+        "its RV32I core and firmware, simulated), firmware (that firmware compiled for "
+        "this computer: fast) or serial:PORT[@BAUD] (a board)"
         + (f"; default {default}" if default else ""),
     )
     p.add_argument(

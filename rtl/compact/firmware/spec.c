@@ -75,10 +75,12 @@ void stream_digits(uint32_t state, uint32_t skip, uint32_t n, int8_t *out) {
     uint32_t word = w >> (bits * pos);
     while (n) {
 #if UNIFORM
-        *out++ = (int8_t)((((word & 0xFF) * 5) >> 8) - 2);
+        uint32_t byte = word & 0xFF;
+        *out++ = (int8_t)((((byte << 2) + byte) >> 8) - 2);
 #else
-        unsigned nib = word & 0xF;
-        *out++ = (int8_t)((nib & 1) + (nib >> 1 & 1) + (nib >> 2 & 1) + (nib >> 3) - 2);
+        static const int8_t popcount_less_2[16] = {-2, -1, -1, 0, -1, 0, 0, 1,
+                                                   -1, 0, 0, 1, 0, 1, 1, 2};
+        *out++ = popcount_less_2[word & 0xF];
 #endif
         word >>= bits;
         n--;

@@ -1,0 +1,159 @@
+# amaranth: UnusedElaboratable=no
+"""The compact device's hardware (rtl/compact/soc.py, boot.py): the flash boot in the
+Amaranth simulator against a model of the SPI flash (the image copied, then run; an
+erased flash), the MMIO registers (a program echoing a byte), and the whole device (the
+RV32I core running the firmware, Verilated) through the host protocol: its steps equal
+the golden model's."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+from amaranth.sim import Simulator
+
+from pentegg.rtl.compact.firmware import Image, flash_image
+from pentegg.rtl.compact.soc import MMIO_BASE, RAM_BASE, CompactSoC
+from pentegg.sim.rv32_iss import Asm
+
+RAM_BYTES = 4096
+OFFSET = 0x100
+
+
+def _program() -> list[int]:
+    """Write CTRL = busy, echo one received byte + 1 back, then stop."""
+    a = Asm(base=RAM_BASE)
+    a.li("s0", MMIO_BASE)
+    a.addi("t0", "zero", 1)
+    a.sw("t0", 8, "s0")  # CTRL: busy
+    a.label("wait")
+    a.lw("t1", 0, "s0")  # RX
+    a.andi("t2", "t1", 0x100)
+    a.beq("t2", "zero", "wait")
+    a.addi("t1", "t1", 1)
+    a.sw("t1", 4, "s0")  # TX
+    a.ebreak()
+    return a.words()
+
+
+class FlashModel:
+    """An SPI flash (mode 0) answering READ (0x03 and a 24-bit address) from ``data`` at
+    ``base`` (0xFF elsewhere: erased); other commands (0xAB, release from deep
+    power-down) are clocked in and ignored."""
+
+    def __init__(self, data: bytes, base: int):
+        self.mem = {base + i: b for i, b in enumerate(data)}
+
+    async def run(self, ctx, spi):
+        bits = nbits = 0  # bits clocked in since CS fell (COPI, on rising edges)
+        prev_sck = 0
+        async for _ in ctx.tick():
+            cs, sck = ctx.get(spi.cs), ctx.get(spi.sck)
+            if cs:
+                bits = nbits = 0
+            elif sck and not prev_sck:
+                bits, nbits = bits << 1 | ctx.get(spi.copi), nbits + 1
+            elif not sck and prev_sck and nbits >= 32:  # falling edge: the next data bit
+                head = bits >> (nbits - 32)  # command and address
+                if head >> 24 == 0x03:
+                    k = nbits - 32
+                    byte = self.mem.get((head & 0xFFFFFF) + k // 8, 0xFF)
+                    ctx.set(spi.cipo, byte >> (7 - k % 8) & 1)
+            prev_sck = sck
+
+
+def _boot(flash_bytes: bytes, cycles: int, rx=b""):
+    dut = CompactSoC(image=[], ram_bytes=RAM_BYTES, boot="flash", flash_offset=OFFSET)
+    flash = FlashModel(flash_bytes, OFFSET)
+    out = {"busy": 0, "error": 0, "halted": 0, "tx": []}
+
+    async def host(ctx):
+        for b in rx:
+            ctx.set(dut.rx.payload, b)
+            ctx.set(dut.rx.valid, 1)
+            await ctx.tick().until(dut.rx.ready)
+        ctx.set(dut.rx.valid, 0)
+
+    async def bench(ctx):
+        ctx.set(dut.tx.ready, 1)
+        for _ in range(cycles):
+            await ctx.tick()
+            if ctx.get(dut.tx.valid):
+                out["tx"].append(ctx.get(dut.tx.payload))
+            if ctx.get(dut.halted):
+                break
+        for k in ("busy", "error", "halted"):
+            out[k] = ctx.get(getattr(dut, k))
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+
+    async def flash_process(ctx):
+        await flash.run(ctx, dut.flash)
+
+    sim.add_testbench(flash_process, background=True)
+    sim.add_testbench(host)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+def test_flash_boot_copies_the_image_into_the_ram_and_runs_it():
+    words = _program()
+    img = flash_image(Image(tuple(words), RAM_BASE, 0, 0))
+    out = _boot(img, 60_000, rx=b"\x41")
+    assert out["halted"] == 1, "the program did not run to its ebreak"
+    assert out["busy"] == 1 and out["error"] == 0
+    assert out["tx"] == [0x42]
+
+
+def test_an_erased_flash_sets_the_error_output_and_stops():
+    out = _boot(b"", 20_000)
+    assert out["error"] == 1 and out["busy"] == 0 and out["halted"] == 0
+
+
+def test_flash_image_is_the_length_then_the_words():
+    img = flash_image(Image((0x11223344, 0x55667788), RAM_BASE, 0, 0))
+    assert img == bytes.fromhex("080000004433221188776655")
+
+
+def test_soc_parameters_are_checked():
+    with pytest.raises(ValueError, match="does not fit the RAM"):
+        CompactSoC(image=[0] * 2000, ram_bytes=4096)
+    with pytest.raises(ValueError, match=r"flash_offset=16777216 is not an integer in"):
+        CompactSoC(image=[], ram_bytes=4096, boot="flash", flash_offset=1 << 24)
+    with pytest.raises(ValueError, match="boot='rom' is not one of preload, flash"):
+        CompactSoC(image=[], ram_bytes=4096, boot="rom")
+    with pytest.raises(ValueError, match="rx_depth=100 is not a power of two"):
+        CompactSoC(image=[], ram_bytes=4096, rx_depth=100)
+
+
+# ---------------------------------------------------------------- the whole device
+
+
+def _compare(pentegg_cmd, *args):
+    r = subprocess.run(
+        [*pentegg_cmd, "compare", *args, "--device", "sim-compact", "--json", "--quiet"],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    assert r.returncode == 0, r.stdout + r.stderr
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--task", "xor", "--steps", "3"],
+        ["--task", "xor", "--steps", "2", "--mode", "quantized", "--update", "pentary",
+         "--shaping", "sign"],
+        ["--task", "cartpole", "--population", "8", "--steps", "2"],
+    ],
+    ids=["xor", "xor-quantized-pentary-sign", "cartpole"],
+)  # fmt: skip
+def test_the_compact_device_steps_equal_golden(pentegg_cmd, args):
+    rec = _compare(pentegg_cmd, *args)
+    assert rec["identical"] and rec["steps"] == int(args[args.index("--steps") + 1])
