@@ -43,6 +43,7 @@ __all__ = [
     "Image",
     "check_params",
     "defines",
+    "engine_fits",
     "image",
     "native_device",
 ]
@@ -245,12 +246,22 @@ def _rv32(sources, **kw):
         raise FirmwareBuildError(str(e)) from None
 
 
-def image(params: dict[str, Any] | None = None, *, ram_bytes: int) -> Image:
+def engine_fits(params: dict[str, Any]) -> bool:
+    """Does the compact device's datapath (rtl/compact/engine.py) take this build? It
+    computes the low-rank mode at ranks 1 and 4 and layers up to 127 wide; otherwise the
+    firmware computes the forward pass itself."""
+    return params["mode"] == "lowrank" and params["rank"] in (1, 4) and params["max_width"] <= 127
+
+
+def image(params: dict[str, Any] | None = None, *, ram_bytes: int, engine: bool = False) -> Image:
     """The firmware built for the compact device's RV32I core: code and read-only data in
     the first :data:`CODE_BYTES` of a RAM of ``ram_bytes`` at :data:`RAM_BASE`, its data
     after them (``FirmwareBuildError`` when it does not fit with :data:`MIN_STACK` bytes
-    of stack)."""
+    of stack). ``engine``: the device has the datapath (:func:`engine_fits`), which the
+    firmware then drives."""
     p = check_params(**(params or {}))
+    if engine and not engine_fits(p):
+        raise ValueError("engine=True: the datapath does not take this build (engine_fits)")
     if ram_bytes <= CODE_BYTES:
         raise FirmwareBuildError(
             f"ram_bytes={ram_bytes}: the firmware's code alone takes {CODE_BYTES}"
@@ -261,7 +272,7 @@ def image(params: dict[str, Any] | None = None, *, ram_bytes: int) -> Image:
         rom_bytes=CODE_BYTES,
         ram_base=RAM_BASE + CODE_BYTES,
         ram_bytes=ram_bytes - CODE_BYTES,
-        defines=defines(p),
+        defines={**defines(p), "ENGINE": int(engine)},
     )
     stack = ram_bytes - CODE_BYTES - fw.ram_used
     if stack < MIN_STACK:

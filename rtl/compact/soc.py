@@ -51,6 +51,7 @@ from ..bram import NO_RW_CHECK, SPRAM_DEPTH, UP5K_SPRAMS
 from ..cpu.rv32 import BUS_SIGNATURE, RV32Core
 from ..params import check_choice, check_int
 from .boot import SPI_SIGNATURE, FlashBoot
+from .engine import CompactEngine
 
 __all__ = [
     "BOOTS",
@@ -233,6 +234,9 @@ class CompactSoC(wiring.Component):
         ``flash`` boot: the image's byte address in the flash.
     rx_depth : int
         Bytes the receive FIFO holds (16..4096, a power of two; 512 is one iCE40 block RAM).
+    engine : CompactEngine or None
+        The datapath, at ``0x3000_0000`` (rtl/compact/engine.py); None: none (the
+        firmware computes everything).
 
     Interface attributes
     --------------------
@@ -259,8 +263,10 @@ class CompactSoC(wiring.Component):
         boot: str = "preload",
         flash_offset: int = 0x10_0000,
         rx_depth: int = 512,
+        engine: CompactEngine | None = None,
     ):
         self.boot = check_choice("boot", boot, BOOTS)
+        self.engine = engine
         check_int("ram_bytes", ram_bytes, 4096, 512 * 1024)
         if ram_bytes % 4:
             raise ValueError(f"ram_bytes={ram_bytes} is not a multiple of 4")
@@ -382,18 +388,35 @@ class CompactSoC(wiring.Component):
             m.d.sync += [ctrl.eq(0), req.eq(0), mm_ack.eq(0)]
         m.d.comb += [self.busy.eq(ctrl[0]), self.error.eq(ctrl[1] | boot_error)]
 
+        # ---- the engine (region 3)
+        eng_rdata, eng_ready = Const(0, 32), Const(0, 1)
+        unmapped = (region == 0) | (region == 3)
+        if self.engine is not None:
+            m.submodules.engine = ResetInserter(rst)(self.engine)
+            eb = self.engine.bus
+            m.d.comb += [
+                eb.addr.eq(bus.addr),
+                eb.wdata.eq(bus.wdata),
+                eb.wmask.eq(bus.wmask),
+                eb.write.eq(bus.write),
+                eb.valid.eq(bus.valid & (region == 3)),
+            ]
+            eng_rdata, eng_ready = eb.rdata, eb.ready
+            unmapped = region == 0
+
         # ---- the bus's answer: the RAM's data gated by a registered select, ORed with
-        # the MMIO's (zero outside its answers): one LUT level between the block RAM and
-        # the core. Another region (unmapped) answers 0 a cycle after the request.
+        # the MMIO's and the engine's (zero outside their answers): one LUT level between
+        # the block RAM and the core. An unmapped region answers 0 a cycle after the
+        # request.
         in_ram = Signal()
         other_ack = Signal()
         m.d.sync += [
             in_ram.eq(region == 1),
-            other_ack.eq(bus.valid & ((region == 0) | (region == 3)) & ~other_ack),
+            other_ack.eq(bus.valid & unmapped & ~other_ack),
         ]
         m.d.comb += [
-            bus.rdata.eq(Mux(in_ram, ram.bus.rdata, 0) | mm_data),
-            bus.ready.eq(ram.bus.ready | mm_ack | other_ack),
+            bus.rdata.eq(Mux(in_ram, ram.bus.rdata, 0) | mm_data | eng_rdata),
+            bus.ready.eq(ram.bus.ready | mm_ack | other_ack | eng_ready),
         ]
         return m
 
@@ -420,16 +443,25 @@ class CompactDevice(CompactSoC):
         flash_offset: int = 0x10_0000,
         **params,
     ):
-        from .firmware import check_params, image
+        from .firmware import check_params, engine_fits, image
 
-        self.params = check_params(**params)
-        self.firmware = image(self.params, ram_bytes=ram_bytes)
+        self.params = p = check_params(**params)
+        engine = None
+        if engine_fits(p):
+            engine = CompactEngine(
+                max_layers=p["max_layers"],
+                max_width=p["max_width"],
+                rank=p["rank"],
+                digits=p["digits"],
+            )
+        self.firmware = image(p, ram_bytes=ram_bytes, engine=engine is not None)
         super().__init__(
             image=self.firmware.words,
             ram_bytes=ram_bytes,
             boot=boot,
             flash_offset=flash_offset,
             rx_depth=rx_depth,
+            engine=engine,
         )
 
     def flash_image(self) -> bytes | None:

@@ -87,7 +87,21 @@ void reg_write(uint32_t addr, uint32_t value) {
 int running(void) { return busy_flag; }
 
 /* ------------------------------------------------------------------ memories */
+#if ENGINE
+/* the datapath (rtl/compact/engine.py) holds the weights; its bus, word addresses:
+ * bits 25:24 of the word address select the weights, the activations, the registers */
+#define EW ((volatile uint32_t *)0x30000000u)
+#define EX ((volatile uint32_t *)0x34000000u)
+#define ER ((volatile uint32_t *)0x38000000u)
+enum { E_CMD, E_SEED, E_STEP, E_PAIR, E_NL, E_PSHIFT, E_WIDTH = 8, E_ACT = 16, E_WBASE = 24 };
+enum { OP_NOISE = 1, OP_BASE, OP_LAYER };
+static inline uint16_t w_get(uint32_t i) { return (uint16_t)EW[i]; }
+static inline void w_set(uint32_t i, uint16_t v) { EW[i] = v; }
+#else
 static uint16_t mem_weights[WEIGHT_WORDS];
+static inline uint16_t w_get(uint32_t i) { return mem_weights[i]; }
+static inline void w_set(uint32_t i, uint16_t v) { mem_weights[i] = v; }
+#endif
 #if !PENTARY
 static int8_t mem_latent[LATENT_WORDS];
 #endif
@@ -122,7 +136,7 @@ int mem_valid(uint32_t sel, uint32_t addr, uint32_t count, int write) {
 
 uint32_t mem_read(uint32_t sel, uint32_t addr) {
     switch (sel) {
-    case M_WEIGHTS: return mem_weights[addr];
+    case M_WEIGHTS: return w_get(addr);
 #if !PENTARY
     case M_LATENT: return (uint32_t)(int32_t)mem_latent[addr];
 #endif
@@ -139,7 +153,7 @@ uint32_t mem_read(uint32_t sel, uint32_t addr) {
 
 void mem_write(uint32_t sel, uint32_t addr, uint32_t v) {
     switch (sel) {
-    case M_WEIGHTS: mem_weights[addr] = (uint16_t)v; break;
+    case M_WEIGHTS: w_set(addr, (uint16_t)v); break;
 #if !PENTARY
     case M_LATENT: mem_latent[addr] = (int8_t)sign_extend(v, LATENT_BITS); break;
 #endif
@@ -174,7 +188,7 @@ static wcursor wc_at(uint32_t base, uint32_t index) {
 }
 
 static int wc_next(wcursor *c) {
-    int d = digit_of_code(mem_weights[c->word] >> (3 * c->pos));
+    int d = digit_of_code(w_get(c->word) >> (3 * c->pos));
     if (++c->pos == 5) {
         c->pos = 0;
         c->word++;
@@ -184,7 +198,7 @@ static int wc_next(wcursor *c) {
 
 static void wc_put(wcursor *c, int d) {
     unsigned sh = 3 * c->pos;
-    mem_weights[c->word] = (uint16_t)((mem_weights[c->word] & ~(7u << sh)) | ((unsigned)d & 7) << sh);
+    w_set(c->word, (uint16_t)((w_get(c->word) & ~(7u << sh)) | ((unsigned)d & 7) << sh));
     if (++c->pos == 5) {
         c->pos = 0;
         c->word++;
@@ -239,11 +253,12 @@ static int members_ok(void) {
 /* ------------------------------------------------------------------ EVAL (spec 5, 6, 7.1) */
 static int8_t noise_a[MAX_LAYERS][MAX_WIDTH * RANK]; /* A_j (out x r) of each layer */
 static int8_t noise_b[MAX_LAYERS][MAX_FAN * RANK];   /* B_j (fan x r) */
+static unsigned rank_shift(void) { return RANK == 1 ? 0 : RANK == 4 ? 1 : RANK == 16 ? 2 : 3; }
+
+#if !ENGINE /* the forward pass in software (the datapath's, without it) */
 static int32_t base0[MAX_WIDTH];                     /* x . W_0^T of the shared sample */
 static int32_t pert0[MAX_WIDTH];                     /* the pair's layer-0 term (shared) */
 static int8_t act[2][MAX_FAN];                       /* a member's layer input, output */
-
-static unsigned rank_shift(void) { return RANK == 1 ? 0 : RANK == 4 ? 1 : RANK == 16 ? 2 : 3; }
 
 static void make_noise(uint32_t key, uint32_t step, uint32_t pair) {
     for (unsigned l = 0; l < n_layers(); l++) {
@@ -319,6 +334,8 @@ static const int8_t *member_forward(int sign, const int8_t *x0, int shared) {
     return x;
 }
 
+#endif
+
 static int32_t score_term(const int8_t *y, unsigned label, unsigned n_out) {
     int32_t margin = (int32_t)regs[R_MARGIN];
     if (n_out == 1) return margin;
@@ -348,9 +365,93 @@ static int eval_checks(void) {
     return err != 0;
 }
 
+#if ENGINE
+static void engine_run(uint32_t op, unsigned layer, unsigned shared) {
+    ER[E_CMD] = op | layer << 4 | shared << 7;
+    while (ER[E_CMD] & 1) {
+    }
+}
+
+/* the pair's members' logits (the last layer's bank of the activations) */
+static void engine_logits(unsigned n_out, int8_t *yp, int8_t *ym) {
+    volatile uint32_t *bank = &EX[128 * (1 + ((n_layers() - 1) & 1))];
+    for (unsigned o = 0; o < n_out; o++) {
+        uint32_t v = bank[o];
+        yp[o] = (int8_t)v;
+        ym[o] = (int8_t)(v >> 8);
+    }
+}
+
+/* EVAL on the datapath: per shared sample its base product, then per pair the noise
+ * and every layer of both members; per-member inputs: per pair its noise, then every
+ * sample of both members */
+static int eval_engine(uint32_t batch_base) {
+    unsigned pop = regs[R_POPULATION], batch = regs[R_BATCH], shared = regs[R_SHARED];
+    unsigned n_in = width(0), n_out = width(n_layers());
+    ER[E_NL] = n_layers();
+    ER[E_PSHIFT] = rank_shift() + regs[R_SIGMA_SHIFT];
+    ER[E_SEED] = regs[R_SEED];
+    ER[E_STEP] = regs[R_STEP];
+    for (unsigned i = 0; i <= n_layers(); i++) ER[E_WIDTH + i] = width(i);
+    for (unsigned l = 0; l < n_layers(); l++) {
+        ER[E_ACT + l] = regs[R_ACT_SHIFT0 + l];
+        ER[E_WBASE + l] = layer_base[l];
+    }
+    static int8_t yp[MAX_WIDTH], ym[MAX_WIDTH];
+    if (shared) {
+        for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
+        for (unsigned b = 0; b < batch; b++) {
+            uint32_t idx = mem_batch[(batch_base + b) % BATCH_WORDS], at = idx * n_in;
+            unsigned label = mem_labels[idx % LABEL_WORDS];
+            if (label >= n_out) {
+                set_error(8);
+                return 1;
+            }
+            for (unsigned k = 0; k < n_in; k++) {
+                uint32_t x = mem_samples[(at + k) % SAMPLE_BYTES];
+                EX[k] = x | x << 8;
+            }
+            engine_run(OP_BASE, 0, 0);
+            for (unsigned j = 0; j < pop / 2; j++) {
+                if (service()) return 1;
+                ER[E_PAIR] = j;
+                engine_run(OP_NOISE, 0, 0);
+                for (unsigned l = 0; l < n_layers(); l++) engine_run(OP_LAYER, l, 1);
+                engine_logits(n_out, yp, ym);
+                mem_scores[2 * j] += score_term(yp, label, n_out);
+                mem_scores[2 * j + 1] += score_term(ym, label, n_out);
+            }
+        }
+        return 0;
+    }
+    for (unsigned j = 0; j < pop / 2; j++) {
+        if (service()) return 1;
+        ER[E_PAIR] = j;
+        engine_run(OP_NOISE, 0, 0);
+        for (unsigned b = 0; b < batch; b++) {
+            const uint8_t *xp = &mem_member_x[(2 * j * batch + b) * n_in];
+            const uint8_t *xm = &mem_member_x[((2 * j + 1) * batch + b) * n_in];
+            for (unsigned k = 0; k < n_in; k++) EX[k] = xp[k] | (uint32_t)xm[k] << 8;
+            for (unsigned l = 0; l < n_layers(); l++) engine_run(OP_LAYER, l, 0);
+            engine_logits(n_out, yp, ym);
+            int8_t *dp = &mem_logits[(2 * j * batch + b) * n_out];
+            int8_t *dm = &mem_logits[((2 * j + 1) * batch + b) * n_out];
+            for (unsigned o = 0; o < n_out; o++) {
+                dp[o] = yp[o];
+                dm[o] = ym[o];
+            }
+        }
+    }
+    return 0;
+}
+#endif
+
 static int eval(uint32_t batch_base) {
     if (eval_checks()) return 1;
     layout();
+#if ENGINE
+    return eval_engine(batch_base);
+#else
     unsigned pop = regs[R_POPULATION], batch = regs[R_BATCH], shared = regs[R_SHARED];
     unsigned n_in = width(0), n_out = width(n_layers()), n_hidden0 = width(1);
     uint32_t key = run_key(regs[R_SEED]), step = regs[R_STEP];
@@ -392,6 +493,7 @@ static int eval(uint32_t batch_base) {
         }
     }
     return 0;
+#endif
 }
 
 /* ------------------------------------------------------------------ SHAPE (spec 7.2, 8.2) */

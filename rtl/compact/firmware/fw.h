@@ -22,6 +22,10 @@
  * SAMPLE_BYTES LABEL_WORDS BATCH_WORDS MEMBER_BYTES LOGIT_BYTES FRAME_BYTES CLOCK_HZ BAUD
  * LANES SPEC_VERSION_WORD */
 
+#ifndef ENGINE
+#define ENGINE 0 /* 1: the device has the datapath of rtl/compact/engine.py */
+#endif
+
 #define MAX_FAN (MAX_WIDTH + 1)
 #define MAX_PAIRS (MAX_POPULATION / 2)
 #define WORDS_PER_LAYER ((MAX_WIDTH * MAX_FAN + 4) / 5)
