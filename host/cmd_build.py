@@ -32,7 +32,13 @@ __all__ = ["register"]
 #: parameter types of the cores' --param (the accelerator's, plus the Device's own)
 DEVICE_PARAMS = {"frame_bytes": "int"}
 #: the compact core's own (rtl/compact/soc.py CompactDevice), beside its firmware's
-COMPACT_PARAMS = {"ram_bytes": "int", "boot": "str", "rx_depth": "int", "flash_offset": "int"}
+COMPACT_PARAMS = {
+    "ram_bytes": "int",
+    "boot": "str",
+    "rx_depth": "int",
+    "flash_offset": "int",
+    "engine": "int",
+}
 #: the board's own --param: the core clock in MHz, one of the board's PLL settings
 BOARD_PARAMS = {"clock_mhz": "int"}
 

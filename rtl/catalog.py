@@ -217,6 +217,7 @@ MODULES: dict[str, ModuleSpec] = {
                 "boot": "str",
                 "rx_depth": "int",
                 "flash_offset": "int",
+                "engine": "int",
             },
         ),
         ModuleSpec(

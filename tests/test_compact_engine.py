@@ -18,6 +18,7 @@ from pentegg.golden import Config
 from pentegg.golden.digit import pack
 from pentegg.golden.forward import population_forward
 from pentegg.golden.model import make_noise
+from pentegg.golden.prng import AB_A, AB_B, stream_state
 from pentegg.rtl.compact.engine import OPS, REGS, CompactEngine
 
 SEED = int(os.environ.get("PENTEGG_SEED", "0")) or random.randrange(1 << 30)
@@ -54,8 +55,8 @@ class Bus:
     async def reg(self, name: str, value: int, offset: int = 0):
         await self.write(2, REGS[name] + offset, value)
 
-    async def run(self, op: str, layer: int = 0, shared: bool = False) -> int:
-        await self.reg("cmd", OPS[op] | layer << 4 | int(shared) << 7)
+    async def run(self, op: str, layer: int = 0, shared: bool = False, ab: int = 0) -> int:
+        await self.reg("cmd", OPS[op] | ab << 3 | layer << 4 | int(shared) << 7)
         cycles = 0
         while await self.read(2, REGS["cmd"]) & 1:
             cycles += 1
@@ -95,8 +96,6 @@ def _engine_forward(cfg, weights, step, pairs, xs, shared):
             words += [int(v) for v in pack(w)]
         for i, v in enumerate(words):
             await bus.write(0, i, v)
-        await bus.reg("seed", cfg.seed)
-        await bus.reg("step", step)
         await bus.reg("n_layers", cfg.n_layers)
         await bus.reg("pert_shift", cfg.pert_shift())
         for i, w in enumerate(cfg.layers):
@@ -110,8 +109,10 @@ def _engine_forward(cfg, weights, step, pairs, xs, shared):
             await bus.run("base")
         out["logits"] = {}
         for j in pairs:  # one after another, as the firmware runs them
-            await bus.reg("pair", j)
-            await bus.run("noise")
+            for l in range(cfg.n_layers):  # the firmware mixes the keys (spec 2.3)
+                for ab in (AB_A, AB_B):
+                    await bus.reg("x0", int(stream_state(cfg.seed, step, j, l, ab)))
+                    await bus.run("noise", l, ab=ab)
             if not shared:
                 for k in range(cfg.layers[0]):
                     await bus.write(1, k, (int(xs[0][k]) & 0xFF) | (int(xs[1][k]) & 0xFF) << 8)

@@ -4,8 +4,9 @@ The firmware (rtl/compact/firmware) keeps the schedule of spec 10.2; the engine 
 arithmetic of one pair at a time, both members in the same cycles, in low-rank mode
 (spec 5, 6.2):
 
-* ``NOISE``: ``A_l`` and ``B_l`` of the pair for every layer (streams ``(step, pair, l,
-  A|B)``, spec 2-3) from a :class:`~pentegg.rtl.noise.keyer.StreamKeyer` and a
+* ``NOISE l, A|B``: the digits of one stream of the pair (``A_l`` or ``B_l``, spec 2-3)
+  from its start state ``x0`` (the ``X0`` register: the firmware mixes the keys, spec
+  2.2-2.3, once per step for every stream) through a
   :class:`~pentegg.rtl.noise.prng.PentaryStreamCore`, a rank row of ``r`` digits a cycle,
   into the noise memory;
 * ``BASE``: a shared sample's layer-0 product ``x . W_0^T`` (bias input 127) into the
@@ -31,10 +32,11 @@ Bus (the core's; word address bits 25:24 select):
           ``x+``, bits 15:8 ``x−`` (int8); the input in bank 0, the logits in bank
           ``1 + ((n_layers - 1) & 1)``
 2         registers (word = index): 0 ``CMD`` (write: bits 1:0 the op, 1 NOISE, 2 BASE,
-          3 LAYER; bits 6:4 the layer; bit 7 ``shared``: LAYER 0 takes the base products;
-          read: bit 0 busy), 1 ``SEED``, 2 ``STEP``, 3 ``PAIR``, 4 ``N_LAYERS``,
-          5 ``PERT_SHIFT`` (``k = log4(r) + sigma_shift``), ``8 + i`` ``WIDTH i``,
-          ``16 + l`` ``ACT_SHIFT l``, ``24 + l`` ``WBASE l`` (layer ``l``'s first weight word)
+          3 LAYER; bit 3 NOISE's stream, 0 A, 1 B; bits 6:4 the layer; bit 7 ``shared``:
+          LAYER 0 takes the base products; read: bit 0 busy), 1 ``X0`` (NOISE's start
+          state), 4 ``N_LAYERS``, 5 ``PERT_SHIFT`` (``k = log4(r) + sigma_shift``),
+          ``8 + i`` ``WIDTH i``, ``16 + l`` ``ACT_SHIFT l``, ``24 + l`` ``WBASE l`` (layer
+          ``l``'s first weight word)
 ========  =========================================================================
 
 Every access is answered three cycles after its request, its data from a register (zero
@@ -43,8 +45,8 @@ in every other cycle); an access to a memory waits while an op runs (the firmwar
 
 Throughput: a pass takes a cycle per input (``fan``), both members in the same cycle.
 ``LAYER`` takes ``fan`` cycles for ``x.B`` (all ``r`` sums at once), ``fan`` per output
-row (one per row for a shared layer 0) and 9 to drain; ``BASE`` ``fan`` per row and 3;
-``NOISE`` about 15 cycles per stream start (29 after a new seed) and a cycle per row.
+row (``r + 2`` at least: the finish's) and a few to drain; ``BASE`` ``fan`` per row;
+``NOISE`` a cycle per row and 3.
 """
 
 from __future__ import annotations
@@ -56,7 +58,6 @@ from amaranth.lib.wiring import In, Out
 from ...golden.arith import bits_for
 from ..bram import NO_RW_CHECK
 from ..cpu.rv32 import BUS_SIGNATURE
-from ..noise.keyer import StreamKeyer
 from ..noise.prng import PentaryStreamCore
 from ..params import check_choice, check_int
 
@@ -67,9 +68,7 @@ OPS = {"noise": 1, "base": 2, "layer": 3}
 #: Register indices (``width``, ``act_shift``, ``wbase``: the first of a row)
 REGS = {
     "cmd": 0,
-    "seed": 1,
-    "step": 2,
-    "pair": 3,
+    "x0": 1,
     "n_layers": 4,
     "pert_shift": 5,
     "width": 8,
@@ -77,8 +76,6 @@ REGS = {
     "wbase": 24,
 }
 BIAS = 127
-#: cycles from a pass's last issue until its last result is written
-DRAIN = 9
 
 
 def weight_words(max_layers: int, max_width: int) -> int:
@@ -141,10 +138,7 @@ class CompactEngine(wiring.Component):
         bus = self.bus
 
         # ---------------------------------------------------------------- registers
-        seed = Signal(32)
-        reseed = Signal(init=1)  # the run key is to be computed (a new seed)
-        step = Signal(16)
-        pair = Signal(11)
+        x0 = Signal(32)
         n_layers = Signal(4)
         pshift = Signal(4)
         widths = Array(Signal(8, name=f"width{i}") for i in range(ml + 1))
@@ -211,12 +205,8 @@ class CompactEngine(wiring.Component):
                     with m.Case(REGS["cmd"]):
                         m.d.comb += start.eq(q_data[:2] != 0)
                         m.d.sync += op_shared.eq(q_data[7])
-                    with m.Case(REGS["seed"]):
-                        m.d.sync += [seed.eq(q_data), reseed.eq(1)]
-                    with m.Case(REGS["step"]):
-                        m.d.sync += step.eq(q_data)
-                    with m.Case(REGS["pair"]):
-                        m.d.sync += pair.eq(q_data)
+                    with m.Case(REGS["x0"]):
+                        m.d.sync += x0.eq(q_data)
                     with m.Case(REGS["n_layers"]):
                         m.d.sync += n_layers.eq(q_data)
                     with m.Case(REGS["pert_shift"]):
@@ -231,15 +221,11 @@ class CompactEngine(wiring.Component):
                             m.d.sync += wbase[i].eq(q_data)
 
         # ---------------------------------------------------------------- noise
-        m.submodules.keyer = keyer = StreamKeyer()
         m.submodules.core = core = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
-        wiring.connect(m, keyer.x0, core.x0)
-        m.d.comb += keyer.seed.eq(seed)
-        n_layer = Signal(3)
+        m.d.comb += core.x0.payload.eq(x0)
         n_ab = Signal()  # 0: A, 1: B
         n_row = Signal(8)
         n_rows = Signal(8)
-        n_key = Signal()  # a key request is out
         nbase = Array(Const(i * self.layer_rows, range(self.nrows + 1)) for i in range(ml))
 
         # ---------------------------------------------------------------- passes
@@ -257,7 +243,8 @@ class CompactEngine(wiring.Component):
         o = Signal(8)
         wword = Signal(range(self.wwords + 1))
         wpos = Signal(3)
-        drain = Signal(range(DRAIN + 1))
+        fin_busy = Signal()  # the finish works on a row
+        tail_busy = Signal()
 
         s1 = Signal()  # stage 1 valid
         s1_xb = Signal()  # an x.B input (else a row's)
@@ -276,8 +263,14 @@ class CompactEngine(wiring.Component):
                     m.d.sync += [busy.eq(1), layer.eq(q_data[4:7])]
                     with m.Switch(q_data[:2]):
                         with m.Case(OPS["noise"]):
-                            m.d.sync += [n_layer.eq(0), n_ab.eq(0), n_key.eq(0)]
-                            m.next = "N_KEY"
+                            ab, nl = q_data[3], q_data[4:7]
+                            m.d.sync += [
+                                n_ab.eq(ab),
+                                n_row.eq(0),
+                                n_rows.eq(Mux(ab, widths[nl] + 1, widths[nl + 1])),
+                            ]
+                            m.d.comb += core.x0.valid.eq(1)  # the stream starts
+                            m.next = "N_ROWS"
                         with m.Case(OPS["base"]):
                             m.d.sync += [base_op.eq(1), layer.eq(0)]
                             m.next = "SETUP"
@@ -285,31 +278,12 @@ class CompactEngine(wiring.Component):
                             m.d.sync += base_op.eq(0)
                             m.next = "SETUP"
 
-            # ---- NOISE: per layer the A stream (out rows), then the B stream (fan rows)
-            with m.State("N_KEY"):
-                m.d.comb += [
-                    keyer.k.valid.eq(1),
-                    keyer.k.payload.ab.eq(n_ab),
-                    keyer.k.payload.layer.eq(n_layer),
-                    keyer.k.payload.pair.eq(pair),
-                    keyer.k.payload.step.eq(step),
-                    keyer.k.payload.reseed.eq(reseed),
-                ]
-                with m.If(keyer.k.ready):
-                    m.d.sync += [
-                        reseed.eq(0),
-                        n_row.eq(0),
-                        n_rows.eq(Mux(n_ab, widths[n_layer] + 1, widths[n_layer + 1])),
-                    ]
-                    m.next = "N_LOAD"
-            with m.State("N_LOAD"):  # the stream's start state reaches the core; beats
-                # valid before it (the last stream's rest of a word) are not this stream's
-                with m.If(keyer.x0.valid):
-                    m.next = "N_ROWS"
+            # ---- NOISE: one stream's rows (A: out rows, B: fan rows); its first beat is
+            # valid the cycle after x0 (the core drops what was left of the last stream)
             with m.State("N_ROWS"):
                 m.d.comb += core.o.ready.eq(1)
                 with m.If(core.o.valid):
-                    row = nbase[n_layer] + Mux(n_ab, 0, self.max_fan) + n_row
+                    row = nbase[layer] + Mux(n_ab, 0, self.max_fan) + n_row
                     m.d.comb += [
                         n_wp.addr.eq(row),
                         n_wp.data.eq(core.o.payload.as_value()),
@@ -317,16 +291,8 @@ class CompactEngine(wiring.Component):
                     ]
                     m.d.sync += n_row.eq(n_row + 1)
                     with m.If(n_row + 1 == n_rows):
-                        m.d.sync += n_ab.eq(~n_ab)
-                        with m.If(n_ab):
-                            m.d.sync += n_layer.eq(n_layer + 1)
-                            with m.If(n_layer + 1 == n_layers):
-                                m.d.sync += busy.eq(0)
-                                m.next = "IDLE"
-                            with m.Else():
-                                m.next = "N_KEY"
-                        with m.Else():
-                            m.next = "N_KEY"
+                        m.d.sync += busy.eq(0)
+                        m.next = "IDLE"
 
             # ---- BASE and LAYER
             with m.State("SETUP"):
@@ -365,6 +331,9 @@ class CompactEngine(wiring.Component):
                     m.next = "ROWS"
             with m.State("ROWS"):
                 row_end = shared0 | (k == fan - 1)
+                # a row's last input waits while the finish works on the row before (or
+                # takes it: a row end in stage 1)
+                go = ~row_end | base_op | ~fin_busy & ~(s1 & s1_last)
                 m.d.comb += [
                     x_rp.addr.eq(Cat(k[:7], bank_in)),
                     w_rp.addr.eq(wword),
@@ -372,7 +341,7 @@ class CompactEngine(wiring.Component):
                     n_rp.addr.eq(nbase[layer] + self.max_fan + o),
                 ]
                 m.d.sync += [
-                    s1.eq(1),
+                    s1.eq(go),
                     s1_xb.eq(0),
                     s1_bias.eq(k == fan - 1),
                     s1_first.eq(k == 0),
@@ -381,18 +350,16 @@ class CompactEngine(wiring.Component):
                     s1_o.eq(o),
                     s1_pos.eq(wpos),
                 ]
-                with m.If(~shared0):  # the weights' cursor runs on over row ends
+                with m.If(go & ~shared0):  # the weights' cursor runs on over row ends
                     m.d.sync += [wpos.eq(Mux(wpos == 4, 0, wpos + 1)), k.eq(k + 1)]
                     with m.If(wpos == 4):
                         m.d.sync += wword.eq(wword + 1)
-                with m.If(row_end):
+                with m.If(go & row_end):
                     m.d.sync += [k.eq(0), o.eq(o + 1)]
                     with m.If(o + 1 == n_out):
-                        m.d.sync += drain.eq(DRAIN)
                         m.next = "DRAIN"
-            with m.State("DRAIN"):
-                m.d.sync += drain.eq(drain - 1)
-                with m.If(drain == 0):
+            with m.State("DRAIN"):  # until the last row is written
+                with m.If(~s1 & ~fin_busy & ~tail_busy):
                     m.d.sync += busy.eq(0)
                     m.next = "IDLE"
 
@@ -414,16 +381,6 @@ class CompactEngine(wiring.Component):
         row = s1 & ~s1_xb & ~s1_row1
         with m.If(row):
             m.d.sync += [acc[0].eq(sums[0]), acc[1].eq(sums[1])]
-        # a row's result: its sum, or (shared layer 0) the base product
-        f1 = Signal()
-        f1_acc = [Signal(signed(self.acc_bits), name=f"f1_acc{s}") for s in "pm"]
-        f1_o = Signal(8)
-        f1_a = Signal(3 * r)
-        m.d.sync += f1.eq(s1 & s1_last & ~base_op)
-        with m.If(s1 & s1_last):
-            m.d.sync += [f1_o.eq(s1_o), f1_a.eq(n_rp.data)]
-            for s in range(2):
-                m.d.sync += f1_acc[s].eq(Mux(s1_row1, b_rp.data, sums[s]))
         # BASE: the row's sum of member + is the base product
         m.d.comb += [
             b_wp.addr.eq(s1_o),
@@ -431,59 +388,78 @@ class CompactEngine(wiring.Component):
             b_wp.en.eq(s1 & s1_last & base_op),
         ]
 
-        # ---- the finish: F1 products with A, F2 their sum, F3 rshr by k, F4 acc +- it,
-        # F5 rshr by the layer's shift, F6 saturate and write
-        f2 = Signal()
-        f2_o = Signal(8)
-        f2_acc = [Signal(signed(self.acc_bits), name=f"f2_acc{s}") for s in "pm"]
-        f2_t = [[Signal(signed(self.p_bits), name=f"f2_t{s}{c}") for c in range(r)] for s in "pm"]
-        m.d.sync += [f2.eq(f1), f2_o.eq(f1_o), f2_acc[0].eq(f1_acc[0]), f2_acc[1].eq(f1_acc[1])]
-        for s in range(2):
-            for c in range(r):
-                m.d.sync += f2_t[s][c].eq(_dsel(xb[s][c], f1_a[3 * c : 3 * c + 3]))
-        f3 = Signal()
-        f3_o = Signal(8)
-        f3_acc = [Signal(signed(self.acc_bits), name=f"f3_acc{s}") for s in "pm"]
-        f3_p = [Signal(signed(self.p_bits), name=f"f3_p{s}") for s in "pm"]
-        m.d.sync += [f3.eq(f2), f3_o.eq(f2_o), f3_acc[0].eq(f2_acc[0]), f3_acc[1].eq(f2_acc[1])]
-        for s in range(2):
-            total = f2_t[s][0]
-            for c in range(1, r):
-                total = total + f2_t[s][c]
-            m.d.sync += f3_p[s].eq(total)
-        f4 = Signal()
-        f4_o = Signal(8)
-        f4_acc = [Signal(signed(self.acc_bits), name=f"f4_acc{s}") for s in "pm"]
-        f4_t = [Signal(signed(self.p_bits), name=f"f4_t{s}") for s in "pm"]
-        m.d.sync += [f4.eq(f3), f4_o.eq(f3_o), f4_acc[0].eq(f3_acc[0]), f4_acc[1].eq(f3_acc[1])]
-        for s in range(2):
-            rounded = f3_p[s] + Mux(pshift == 0, 0, Const(1, self.p_bits) << (pshift - 1)[:4])
-            m.d.sync += f4_t[s].eq(rounded >> pshift)
-        f5 = Signal()
-        f5_o = Signal(8)
-        f5_y = [Signal(signed(self.acc_bits), name=f"f5_y{s}") for s in "pm"]
+        # ---- the finish of a row: its sums (or, shared layer 0, the base product) and its
+        # A row wait in the finish's registers; cycles 0 .. r-1 accumulate the low-rank
+        # terms p± = sum_c (x±.B)[c] A[o, c] of both members, a term a cycle; cycles r and
+        # r + 1 hand member + and member - to the tail: a row every r + 2 cycles at most
+        fc = Signal(range(r + 2))
+        fin_acc = [Signal(signed(self.acc_bits), name=f"fin_acc{s}") for s in "pm"]
+        fin_a = Signal(3 * r)
+        fin_o = Signal(8)
+        pacc = [Signal(signed(self.p_bits), name=f"p{s}") for s in "pm"]
+        with m.If(s1 & s1_last & ~base_op):
+            m.d.sync += [fin_busy.eq(1), fc.eq(0), fin_o.eq(s1_o), fin_a.eq(n_rp.data)]
+            for s in range(2):
+                m.d.sync += fin_acc[s].eq(Mux(s1_row1, b_rp.data, sums[s]))
+        with m.Elif(fin_busy):
+            m.d.sync += fc.eq(fc + 1)
+            with m.If(fc == r + 1):
+                m.d.sync += fin_busy.eq(0)
+        cbits = max(1, (r - 1).bit_length())
+        digit = Array(fin_a[3 * c : 3 * c + 3] for c in range(r))[fc[:cbits]]
+        with m.If(fin_busy & (fc < r)):
+            for s in range(2):
+                term = _dsel(Array(xb[s])[fc[:cbits]], digit)
+                m.d.sync += pacc[s].eq(Mux(fc == 0, 0, pacc[s]) + term)
+
+        # ---- the tail, a member a cycle: T1 rshr(p, k), T2 acc +- it, T3 rshr by the
+        # layer's shift, then saturate; member + waits for member - and both are written
+        minus = fc == r + 1
+        t1_v, t1_m = Signal(), Signal()
+        t1_o = Signal(8)
+        t1_t = Signal(signed(self.p_bits))
+        t1_acc = Signal(signed(self.acc_bits))
+        p_in = Mux(minus, pacc[1], pacc[0])
+        rnd_k = Mux(pshift == 0, 0, Const(1, self.p_bits) << (pshift - 1)[:4])
         m.d.sync += [
-            f5.eq(f4),
-            f5_o.eq(f4_o),
-            f5_y[0].eq(f4_acc[0] + f4_t[0]),
-            f5_y[1].eq(f4_acc[1] - f4_t[1]),
+            t1_v.eq(fin_busy & (fc >= r)),
+            t1_m.eq(minus),
+            t1_o.eq(fin_o),
+            t1_t.eq((p_in + rnd_k) >> pshift),
+            t1_acc.eq(Mux(minus, fin_acc[1], fin_acc[0])),
+        ]
+        t2_v, t2_m = Signal(), Signal()
+        t2_o = Signal(8)
+        t2_y = Signal(signed(self.acc_bits))
+        m.d.sync += [
+            t2_v.eq(t1_v),
+            t2_m.eq(t1_m),
+            t2_o.eq(t1_o),
+            t2_y.eq(t1_acc + Mux(t1_m, -t1_t, t1_t)),
         ]
         sh = act_shift[layer]
-        f6 = Signal()
-        f6_o = Signal(8)
-        f6_z = [Signal(signed(self.acc_bits), name=f"f6_z{s}") for s in "pm"]
-        m.d.sync += [f6.eq(f5), f6_o.eq(f5_o)]
-        for s in range(2):
-            rounded = f5_y[s] + Mux(sh == 0, 0, Const(1, self.acc_bits) << (sh - 1)[:4])
-            m.d.sync += f6_z[s].eq(rounded >> sh)
+        t3_v, t3_m = Signal(), Signal()
+        t3_o = Signal(8)
+        t3_z = Signal(signed(self.acc_bits))
+        rnd_s = Mux(sh == 0, 0, Const(1, self.acc_bits) << (sh - 1)[:4])
+        m.d.sync += [
+            t3_v.eq(t2_v),
+            t3_m.eq(t2_m),
+            t3_o.eq(t2_o),
+            t3_z.eq((t2_y + rnd_s) >> sh),
+        ]
+        m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v)
         lo = Mux(last_layer, -127, 0)
-        h = [Mux(f6_z[s] > 127, 127, Mux(f6_z[s] < lo, lo, f6_z[s]))[:8] for s in range(2)]
+        h = Mux(t3_z > 127, 127, Mux(t3_z < lo, lo, t3_z))[:8]
+        h_plus = Signal(8)
+        with m.If(t3_v & ~t3_m):
+            m.d.sync += h_plus.eq(h)
 
         # ---- the activation memory's write port: the finish, or the core's (idle)
-        with m.If(f6):
+        with m.If(t3_v & t3_m):
             m.d.comb += [
-                x_wp.addr.eq(Cat(f6_o[:7], bank_out)),
-                x_wp.data.eq(Cat(h[0], h[1])),
+                x_wp.addr.eq(Cat(t3_o[:7], bank_out)),
+                x_wp.data.eq(Cat(h_plus, h)),
                 x_wp.en.eq(1),
             ]
         with m.Elif(cpu_mem & q_write & (q_sel == 1)):

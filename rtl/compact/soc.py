@@ -328,7 +328,9 @@ class CompactSoC(wiring.Component):
 
         # ---- the link's FIFOs
         rxf = fifo.SyncFIFOBuffered(width=8, depth=self.rx_depth)
-        txf = fifo.SyncFIFOBuffered(width=8, depth=16)  # depth 16: tx_room below
+        # four bytes: the firmware sends faster than any UART takes them, so a deeper FIFO
+        # only costs flip-flops (a memory this small is not a block RAM)
+        txf = fifo.SyncFIFOBuffered(width=8, depth=4)
         m.submodules.rx_fifo = ResetInserter(rst)(rxf)
         m.submodules.tx_fifo = ResetInserter(rst)(txf)
         # ``rx.ready`` from a flip-flop (room for two more bytes: the one it admits in
@@ -430,6 +432,10 @@ class CompactDevice(CompactSoC):
     ram_bytes, boot, flash_offset, rx_depth
         The SoC's (:class:`CompactSoC`; ``flash_offset``: default 1 MiB, above the
         bitstream).
+    engine : int
+        1 (default): the datapath (:class:`~.engine.CompactEngine`) computes the forward
+        pass when it takes the build (``firmware.engine_fits``: low-rank mode, ranks 1
+        and 4, layers up to 127 wide); 0: the firmware computes everything.
     clock_hz, baud, **params
         The firmware's build parameters (INFO reports them; rtl/compact/firmware.py).
     """
@@ -441,19 +447,23 @@ class CompactDevice(CompactSoC):
         boot: str = "preload",
         rx_depth: int = 512,
         flash_offset: int = 0x10_0000,
+        engine: int = 1,
         **params,
     ):
         from .firmware import check_params, engine_fits, image
 
+        check_int("engine", engine, 0, 1)
         self.params = p = check_params(**params)
-        engine = None
-        if engine_fits(p):
+        engine = bool(engine) and engine_fits(p)
+        if engine:
             engine = CompactEngine(
                 max_layers=p["max_layers"],
                 max_width=p["max_width"],
                 rank=p["rank"],
                 digits=p["digits"],
             )
+        else:
+            engine = None
         self.firmware = image(p, ram_bytes=ram_bytes, engine=engine is not None)
         super().__init__(
             image=self.firmware.words,

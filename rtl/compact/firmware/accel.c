@@ -93,7 +93,7 @@ int running(void) { return busy_flag; }
 #define EW ((volatile uint32_t *)0x30000000u)
 #define EX ((volatile uint32_t *)0x34000000u)
 #define ER ((volatile uint32_t *)0x38000000u)
-enum { E_CMD, E_SEED, E_STEP, E_PAIR, E_NL, E_PSHIFT, E_WIDTH = 8, E_ACT = 16, E_WBASE = 24 };
+enum { E_CMD, E_X0, E_NL = 4, E_PSHIFT, E_WIDTH = 8, E_ACT = 16, E_WBASE = 24 };
 enum { OP_NOISE = 1, OP_BASE, OP_LAYER };
 static inline uint16_t w_get(uint32_t i) { return (uint16_t)EW[i]; }
 static inline void w_set(uint32_t i, uint16_t v) { EW[i] = v; }
@@ -372,6 +372,25 @@ static void engine_run(uint32_t op, unsigned layer, unsigned shared) {
     }
 }
 
+/* the start states of every stream of the step (spec 2.3), mixed once per step: the
+ * engine expands a stream's digits from its start state */
+static uint32_t stream_x0[MAX_PAIRS][MAX_LAYERS][2];
+
+static void engine_keys(void) {
+    uint32_t key = run_key(regs[R_SEED]), step = regs[R_STEP];
+    for (unsigned j = 0; j < regs[R_POPULATION] / 2; j++)
+        for (unsigned l = 0; l < n_layers(); l++)
+            for (unsigned ab = 0; ab < 2; ab++) stream_x0[j][l][ab] = stream_state(key, step, j, l, ab);
+}
+
+static void engine_noise(unsigned pair) {
+    for (unsigned l = 0; l < n_layers(); l++)
+        for (unsigned ab = 0; ab < 2; ab++) {
+            ER[E_X0] = stream_x0[pair][l][ab];
+            engine_run(OP_NOISE | ab << 3, l, 0);
+        }
+}
+
 /* the pair's members' logits (the last layer's bank of the activations) */
 static void engine_logits(unsigned n_out, int8_t *yp, int8_t *ym) {
     volatile uint32_t *bank = &EX[128 * (1 + ((n_layers() - 1) & 1))];
@@ -388,10 +407,9 @@ static void engine_logits(unsigned n_out, int8_t *yp, int8_t *ym) {
 static int eval_engine(uint32_t batch_base) {
     unsigned pop = regs[R_POPULATION], batch = regs[R_BATCH], shared = regs[R_SHARED];
     unsigned n_in = width(0), n_out = width(n_layers());
+    engine_keys();
     ER[E_NL] = n_layers();
     ER[E_PSHIFT] = rank_shift() + regs[R_SIGMA_SHIFT];
-    ER[E_SEED] = regs[R_SEED];
-    ER[E_STEP] = regs[R_STEP];
     for (unsigned i = 0; i <= n_layers(); i++) ER[E_WIDTH + i] = width(i);
     for (unsigned l = 0; l < n_layers(); l++) {
         ER[E_ACT + l] = regs[R_ACT_SHIFT0 + l];
@@ -414,8 +432,7 @@ static int eval_engine(uint32_t batch_base) {
             engine_run(OP_BASE, 0, 0);
             for (unsigned j = 0; j < pop / 2; j++) {
                 if (service()) return 1;
-                ER[E_PAIR] = j;
-                engine_run(OP_NOISE, 0, 0);
+                engine_noise(j);
                 for (unsigned l = 0; l < n_layers(); l++) engine_run(OP_LAYER, l, 1);
                 engine_logits(n_out, yp, ym);
                 mem_scores[2 * j] += score_term(yp, label, n_out);
@@ -426,8 +443,7 @@ static int eval_engine(uint32_t batch_base) {
     }
     for (unsigned j = 0; j < pop / 2; j++) {
         if (service()) return 1;
-        ER[E_PAIR] = j;
-        engine_run(OP_NOISE, 0, 0);
+        engine_noise(j);
         for (unsigned b = 0; b < batch; b++) {
             const uint8_t *xp = &mem_member_x[(2 * j * batch + b) * n_in];
             const uint8_t *xm = &mem_member_x[((2 * j + 1) * batch + b) * n_in];
