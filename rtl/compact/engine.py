@@ -83,12 +83,6 @@ def weight_words(max_layers: int, max_width: int) -> int:
     return max_layers * -(-(max_width * (max_width + 1)) // 5)
 
 
-def _dsel(x, d):
-    """``x`` times the digit of 3-bit code ``d`` (spec 1.2): select 0, x or 2x, negate."""
-    m = Mux(d[0], x, Mux(d[1], x << 1, 0))
-    return Mux(d[2], -m, m)
-
-
 class CompactEngine(wiring.Component):
     """The compact device's datapath (module docstring).
 
@@ -166,7 +160,8 @@ class CompactEngine(wiring.Component):
         # come a cycle later, are registered, and ``ready`` follows
         req = Signal()
         q_sel = Signal(2)
-        q_addr = Signal(24)
+        # the widest index a memory takes (the weights' words, the activations' 512)
+        q_addr = Signal(max(9, (self.wwords - 1).bit_length()))
         q_write = Signal()
         q_data = Signal(32)
         act = Signal()
@@ -176,15 +171,15 @@ class CompactEngine(wiring.Component):
         m.d.sync += [
             req.eq(bus.valid & ~act & ~a1 & ~a2),
             q_sel.eq(bus.addr[24:26]),
-            q_addr.eq(bus.addr[:24]),
+            q_addr.eq(bus.addr),
             q_write.eq(bus.write),
             q_data.eq(bus.wdata),
             a1.eq(act),
             a2.eq(a1),
         ]
         r1_sel = Signal(2)
-        reg_data = Signal(32)
-        rdata = Signal(32)  # zero but in an answer's cycle (the SoC ORs the answers)
+        reg_data = Signal()  # CMD's busy bit (the other registers read 0)
+        rdata = Signal(16)  # zero but in an answer's cycle (the SoC ORs the answers)
         m.d.sync += [r1_sel.eq(q_sel), rdata.eq(0)]
         with m.If(a1):
             with m.Switch(r1_sel):
@@ -199,7 +194,7 @@ class CompactEngine(wiring.Component):
         start = Signal()
         op_shared = Signal()
         with m.If(act & (q_sel == 2)):
-            m.d.sync += reg_data.eq(Mux(q_addr[:6] == REGS["cmd"], busy, 0))
+            m.d.sync += reg_data.eq((q_addr[:6] == REGS["cmd"]) & busy)
             with m.If(q_write):
                 with m.Switch(q_addr[:6]):
                     with m.Case(REGS["cmd"]):
@@ -229,20 +224,31 @@ class CompactEngine(wiring.Component):
         nbase = Array(Const(i * self.layer_rows, range(self.nrows + 1)) for i in range(ml))
 
         # ---------------------------------------------------------------- passes
-        # stage 0 issues the addresses of input k (and the row's A row at its end);
-        # stage 1 has the data: the MACs; then the finish pipeline F1..F6 of each row
+        # Every path is short (the UP5K's 48 MHz): stage 0 issues the memories' addresses
+        # of input k from counters and registered flags; stage 1 registers the memories'
+        # data (and picks the weight digit); stage 2 is the MACs (x.B: both members' r sums;
+        # a row: both members' sums). A row's end hands its sums and A row to the finish:
+        # FA picks a rank term, FB accumulates the low-rank product; the tail T1..T6
+        # (rounding, shift, acc +-, rounding, shift, saturate) takes a member a cycle.
         layer = Signal(3)
-        fan = Signal(8)
         n_out = Signal(8)
+        fan_m1 = Signal(8)  # the row's last input index (the bias)
         bank_in = Signal(2)
         bank_out = Signal(2)
         last_layer = Signal()
         shared0 = Signal()  # layer 0 takes the base products
         base_op = Signal()
         k = Signal(8)
+        k_rem = Signal(8)  # inputs after k in the row
+        k_last = Signal()  # k == fan_m1
         o = Signal(8)
+        o_last = Signal()  # o == n_out - 1
+        o_rem = Signal(8)
         wword = Signal(range(self.wwords + 1))
         wpos = Signal(3)
+        rnd_k = Signal(self.p_bits)  # rshr's rounding constants (0 for a shift of 0)
+        rnd_s = Signal(self.acc_bits)
+        sh_s = Signal(4)
         fin_busy = Signal()  # the finish works on a row
         tail_busy = Signal()
 
@@ -254,8 +260,16 @@ class CompactEngine(wiring.Component):
         s1_row1 = Signal()  # a shared layer-0 row (its base product, no MAC)
         s1_o = Signal(8)
         s1_pos = Signal(3)
-
         m.d.sync += s1.eq(0)
+        s2 = Signal()  # stage 2 valid
+        s2_xb, s2_first, s2_last, s2_row1 = Signal(), Signal(), Signal(), Signal()
+
+        def advance_k():
+            """The next input of the row (k_last: the row's last)."""
+            m.d.sync += [k.eq(k + 1), k_rem.eq(k_rem - 1), k_last.eq(k_rem == 1)]
+
+        def restart_k():
+            m.d.sync += [k.eq(0), k_rem.eq(fan_m1), k_last.eq(0)]  # fan >= 2
 
         with m.FSM():
             with m.State("IDLE"):
@@ -296,8 +310,9 @@ class CompactEngine(wiring.Component):
 
             # ---- BASE and LAYER
             with m.State("SETUP"):
+                sh = act_shift[layer]
                 m.d.sync += [
-                    fan.eq(widths[layer] + 1),
+                    fan_m1.eq(widths[layer]),
                     n_out.eq(widths[layer + 1]),
                     # the input stays in bank 0 (a shared sample serves every pair); the
                     # layers alternate between banks 1 and 2
@@ -305,11 +320,17 @@ class CompactEngine(wiring.Component):
                     bank_out.eq(Mux(layer[0], 2, 1)),
                     last_layer.eq(layer + 1 == n_layers),
                     shared0.eq(op_shared & (layer == 0) & ~base_op),
-                    k.eq(0),
-                    o.eq(0),
                     wword.eq(wbase[layer]),
                     wpos.eq(0),
+                    o.eq(0),
+                    rnd_k.eq(Mux(pshift == 0, 0, Const(1, self.p_bits) << (pshift - 1)[:4])),
+                    rnd_s.eq(Mux(sh == 0, 0, Const(1, self.acc_bits) << (sh - 1)[:4])),
+                    sh_s.eq(sh),
                 ]
+                m.next = "SETUP2"
+            with m.State("SETUP2"):  # from the registers SETUP loaded
+                restart_k()
+                m.d.sync += [o_rem.eq(n_out - 1), o_last.eq(n_out == 1)]
                 with m.If(base_op):
                     m.next = "ROWS"
                 with m.Else():
@@ -322,18 +343,18 @@ class CompactEngine(wiring.Component):
                 m.d.sync += [
                     s1.eq(1),
                     s1_xb.eq(1),
-                    s1_bias.eq(k == fan - 1),
+                    s1_bias.eq(k_last),
                     s1_first.eq(k == 0),
-                    k.eq(k + 1),
                 ]
-                with m.If(k == fan - 1):
-                    m.d.sync += k.eq(0)
+                advance_k()
+                with m.If(k_last):
+                    restart_k()
                     m.next = "ROWS"
             with m.State("ROWS"):
-                row_end = shared0 | (k == fan - 1)
+                row_end = shared0 | k_last
                 # a row's last input waits while the finish works on the row before (or
-                # takes it: a row end in stage 1)
-                go = ~row_end | base_op | ~fin_busy & ~(s1 & s1_last)
+                # may still take it: a row end in stage 1 or 2)
+                go = ~row_end | base_op | ~(fin_busy | s2 & s2_last | s1 & s1_last)
                 m.d.comb += [
                     x_rp.addr.eq(Cat(k[:7], bank_in)),
                     w_rp.addr.eq(wword),
@@ -343,7 +364,7 @@ class CompactEngine(wiring.Component):
                 m.d.sync += [
                     s1.eq(go),
                     s1_xb.eq(0),
-                    s1_bias.eq(k == fan - 1),
+                    s1_bias.eq(k_last),
                     s1_first.eq(k == 0),
                     s1_last.eq(row_end),
                     s1_row1.eq(shared0),
@@ -351,114 +372,159 @@ class CompactEngine(wiring.Component):
                     s1_pos.eq(wpos),
                 ]
                 with m.If(go & ~shared0):  # the weights' cursor runs on over row ends
-                    m.d.sync += [wpos.eq(Mux(wpos == 4, 0, wpos + 1)), k.eq(k + 1)]
+                    m.d.sync += wpos.eq(Mux(wpos == 4, 0, wpos + 1))
                     with m.If(wpos == 4):
                         m.d.sync += wword.eq(wword + 1)
+                    advance_k()
                 with m.If(go & row_end):
-                    m.d.sync += [k.eq(0), o.eq(o + 1)]
-                    with m.If(o + 1 == n_out):
+                    restart_k()
+                    m.d.sync += [o.eq(o + 1), o_rem.eq(o_rem - 1), o_last.eq(o_rem == 1)]
+                    with m.If(o_last):
                         m.next = "DRAIN"
             with m.State("DRAIN"):  # until the last row is written
-                with m.If(~s1 & ~fin_busy & ~tail_busy):
+                with m.If(~s1 & ~s2 & ~fin_busy & ~tail_busy):
                     m.d.sync += busy.eq(0)
                     m.next = "IDLE"
 
-        # ---- stage 1: the MACs
+        # ---- stage 1: the memories' data into registers
         xw = x_rp.data
-        xp = Mux(s1_bias, BIAS, xw[:8].as_signed())
-        xm = Mux(s1_bias, BIAS, xw[8:16].as_signed())
+        s2_o = Signal(8)
+        s2_x = [Signal(signed(8), name=f"s2_x{s}") for s in "pm"]
+        s2_w = Signal(3)  # the weight digit
+        s2_n = Signal(3 * r)  # the B row (x.B) or the A row (a row's end)
+        s2_b = Signal(signed(self.xb_bits))
+        m.d.sync += [
+            s2.eq(s1),
+            s2_xb.eq(s1_xb),
+            s2_first.eq(s1_first),
+            s2_last.eq(s1_last),
+            s2_row1.eq(s1_row1),
+            s2_o.eq(s1_o),
+            s2_x[0].eq(Mux(s1_bias, BIAS, xw[:8].as_signed())),
+            s2_x[1].eq(Mux(s1_bias, BIAS, xw[8:16].as_signed())),
+            s2_w.eq(Array(w_rp.data[3 * i : 3 * i + 3] for i in range(5))[s1_pos]),
+            s2_n.eq(n_rp.data),
+            s2_b.eq(b_rp.data),
+        ]
+
+        def mac(acc, first, x, d):
+            """``acc`` (restarting at ``first``) plus ``x`` times the digit ``d``: one
+            carry chain (a negative digit adds the inverted magnitude and a carry in, the
+            carry entering through an extra low bit on both operands)."""
+            width = len(acc)
+            mag = Signal(signed(len(x) + 1))
+            m.d.comb += mag.eq(Mux(d[0], x, Mux(d[1], x << 1, 0)))
+            neg = d[2]
+            opnd = Mux(neg, ~mag, mag)
+            opnd = Cat(opnd, opnd[-1].replicate(width - len(mag)))  # sign-extended
+            base = Mux(first, 0, acc)
+            total = Cat(neg, base) + Cat(neg, opnd)
+            return total[1 : width + 1].as_signed()
+
+        # ---- stage 2: the MACs
         xb = [[Signal(signed(self.xb_bits), name=f"xb{s}_{c}") for c in range(r)] for s in "pm"]
-        with m.If(s1 & s1_xb):
-            b = n_rp.data
+        with m.If(s2 & s2_xb):
             for c in range(r):
-                d = b[3 * c : 3 * c + 3]
-                for s, x in ((0, xp), (1, xm)):
-                    m.d.sync += xb[s][c].eq(Mux(s1_first, 0, xb[s][c]) + _dsel(x, d))
-        wd = Array(w_rp.data[3 * i : 3 * i + 3] for i in range(5))[s1_pos]
+                for s in range(2):
+                    m.d.sync += xb[s][c].eq(
+                        mac(xb[s][c], s2_first, s2_x[s], s2_n[3 * c : 3 * c + 3])
+                    )
         acc = [Signal(signed(self.acc_bits), name=f"acc{s}") for s in "pm"]
-        terms = [_dsel(xp, wd), _dsel(xm, wd)]
-        sums = [Mux(s1_first, 0, acc[s]) + terms[s] for s in range(2)]
-        row = s1 & ~s1_xb & ~s1_row1
-        with m.If(row):
+        sums = [mac(acc[s], s2_first, s2_x[s], s2_w) for s in range(2)]
+        with m.If(s2 & ~s2_xb & ~s2_row1):
             m.d.sync += [acc[0].eq(sums[0]), acc[1].eq(sums[1])]
         # BASE: the row's sum of member + is the base product
         m.d.comb += [
-            b_wp.addr.eq(s1_o),
+            b_wp.addr.eq(s2_o),
             b_wp.data.eq(sums[0]),
-            b_wp.en.eq(s1 & s1_last & base_op),
+            b_wp.en.eq(s2 & s2_last & base_op),
         ]
 
-        # ---- the finish of a row: its sums (or, shared layer 0, the base product) and its
-        # A row wait in the finish's registers; cycles 0 .. r-1 accumulate the low-rank
-        # terms p± = sum_c (x±.B)[c] A[o, c] of both members, a term a cycle; cycles r and
-        # r + 1 hand member + and member - to the tail: a row every r + 2 cycles at most
-        fc = Signal(range(r + 2))
+        # ---- the finish: a row's sums (or the base product) and its A row wait here;
+        # cycles fc = 0 .. r-1 pick a rank term (FA), FB accumulates p±; cycles r + 1
+        # and r + 2 hand member + and member - to the tail; a row every r + 3 cycles
+        fc = Signal(range(r + 4))
         fin_acc = [Signal(signed(self.acc_bits), name=f"fin_acc{s}") for s in "pm"]
         fin_a = Signal(3 * r)
         fin_o = Signal(8)
-        pacc = [Signal(signed(self.p_bits), name=f"p{s}") for s in "pm"]
-        with m.If(s1 & s1_last & ~base_op):
-            m.d.sync += [fin_busy.eq(1), fc.eq(0), fin_o.eq(s1_o), fin_a.eq(n_rp.data)]
+        with m.If(s2 & s2_last & ~base_op):
+            m.d.sync += [fin_busy.eq(1), fc.eq(0), fin_o.eq(s2_o), fin_a.eq(s2_n)]
             for s in range(2):
-                m.d.sync += fin_acc[s].eq(Mux(s1_row1, b_rp.data, sums[s]))
+                m.d.sync += fin_acc[s].eq(Mux(s2_row1, s2_b, sums[s]))
         with m.Elif(fin_busy):
             m.d.sync += fc.eq(fc + 1)
-            with m.If(fc == r + 1):
+            with m.If(fc == r + 2):
                 m.d.sync += fin_busy.eq(0)
         cbits = max(1, (r - 1).bit_length())
-        digit = Array(fin_a[3 * c : 3 * c + 3] for c in range(r))[fc[:cbits]]
-        with m.If(fin_busy & (fc < r)):
+        fa = Signal()
+        fa_first = Signal()
+        fa_x = [Signal(signed(self.xb_bits), name=f"fa_x{s}") for s in "pm"]
+        fa_d = Signal(3)
+        m.d.sync += [
+            fa.eq(fin_busy & (fc < r)),
+            fa_first.eq(fc == 0),
+            fa_d.eq(Array(fin_a[3 * c : 3 * c + 3] for c in range(r))[fc[:cbits]]),
+        ]
+        for s in range(2):
+            m.d.sync += fa_x[s].eq(Array(xb[s])[fc[:cbits]])
+        pacc = [Signal(signed(self.p_bits), name=f"p{s}") for s in "pm"]
+        with m.If(fa):
             for s in range(2):
-                term = _dsel(Array(xb[s])[fc[:cbits]], digit)
-                m.d.sync += pacc[s].eq(Mux(fc == 0, 0, pacc[s]) + term)
+                m.d.sync += pacc[s].eq(mac(pacc[s], fa_first, fa_x[s], fa_d))
 
-        # ---- the tail, a member a cycle: T1 rshr(p, k), T2 acc +- it, T3 rshr by the
-        # layer's shift, then saturate; member + waits for member - and both are written
-        minus = fc == r + 1
+        # ---- the tail, a member a cycle (member + at fc = r + 1, member - at r + 2)
+        feed = fin_busy & (fc > r)
+        minus = fc == r + 2
         t1_v, t1_m = Signal(), Signal()
         t1_o = Signal(8)
-        t1_t = Signal(signed(self.p_bits))
+        t1_u = Signal(signed(self.p_bits + 1))
         t1_acc = Signal(signed(self.acc_bits))
-        p_in = Mux(minus, pacc[1], pacc[0])
-        rnd_k = Mux(pshift == 0, 0, Const(1, self.p_bits) << (pshift - 1)[:4])
         m.d.sync += [
-            t1_v.eq(fin_busy & (fc >= r)),
+            t1_v.eq(feed),
             t1_m.eq(minus),
             t1_o.eq(fin_o),
-            t1_t.eq((p_in + rnd_k) >> pshift),
+            t1_u.eq(Mux(minus, pacc[1], pacc[0]) + rnd_k),
             t1_acc.eq(Mux(minus, fin_acc[1], fin_acc[0])),
         ]
         t2_v, t2_m = Signal(), Signal()
         t2_o = Signal(8)
-        t2_y = Signal(signed(self.acc_bits))
+        t2_t = Signal(signed(self.p_bits))
+        t2_acc = Signal(signed(self.acc_bits))
         m.d.sync += [
             t2_v.eq(t1_v),
             t2_m.eq(t1_m),
             t2_o.eq(t1_o),
-            t2_y.eq(t1_acc + Mux(t1_m, -t1_t, t1_t)),
+            t2_t.eq(t1_u >> pshift),
+            t2_acc.eq(t1_acc),
         ]
-        sh = act_shift[layer]
         t3_v, t3_m = Signal(), Signal()
         t3_o = Signal(8)
-        t3_z = Signal(signed(self.acc_bits))
-        rnd_s = Mux(sh == 0, 0, Const(1, self.acc_bits) << (sh - 1)[:4])
+        t3_y = Signal(signed(self.acc_bits))
         m.d.sync += [
             t3_v.eq(t2_v),
             t3_m.eq(t2_m),
             t3_o.eq(t2_o),
-            t3_z.eq((t2_y + rnd_s) >> sh),
+            t3_y.eq(Mux(t2_m, t2_acc - t2_t, t2_acc + t2_t)),
         ]
-        m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v)
+        t4_v, t4_m = Signal(), Signal()
+        t4_o = Signal(8)
+        t4_v2 = Signal(signed(self.acc_bits + 1))
+        m.d.sync += [t4_v.eq(t3_v), t4_m.eq(t3_m), t4_o.eq(t3_o), t4_v2.eq(t3_y + rnd_s)]
+        t5_v, t5_m = Signal(), Signal()
+        t5_o = Signal(8)
+        t5_z = Signal(signed(self.acc_bits))
+        m.d.sync += [t5_v.eq(t4_v), t5_m.eq(t4_m), t5_o.eq(t4_o), t5_z.eq(t4_v2 >> sh_s)]
+        m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v)
         lo = Mux(last_layer, -127, 0)
-        h = Mux(t3_z > 127, 127, Mux(t3_z < lo, lo, t3_z))[:8]
+        h = Mux(t5_z > 127, 127, Mux(t5_z < lo, lo, t5_z))[:8]
         h_plus = Signal(8)
-        with m.If(t3_v & ~t3_m):
+        with m.If(t5_v & ~t5_m):
             m.d.sync += h_plus.eq(h)
 
-        # ---- the activation memory's write port: the finish, or the core's (idle)
-        with m.If(t3_v & t3_m):
+        # ---- the activation memory's write port: the tail's member -, or the core's
+        with m.If(t5_v & t5_m):
             m.d.comb += [
-                x_wp.addr.eq(Cat(t3_o[:7], bank_out)),
+                x_wp.addr.eq(Cat(t5_o[:7], bank_out)),
                 x_wp.data.eq(Cat(h_plus, h)),
                 x_wp.en.eq(1),
             ]
