@@ -448,8 +448,9 @@ def open_device(
     :func:`sim_params`, ``params`` overriding; Verilated once and cached), ``firmware``
     (the compact device's firmware compiled for this host, built for the same
     parameters; pentegg.rtl.compact.firmware), ``sim-compact`` (the compact device: its
-    RV32I core running that firmware, Verilated), ``sim:PATH`` (a harness executable)
-    or ``serial:PORT[@BAUD]``. INFO is read and checked."""
+    RV32I core running that firmware, Verilated; with the datapath as the iCEBreaker's
+    build has it, or as ``engine=0|1`` says), ``sim:PATH`` (a harness executable) or
+    ``serial:PORT[@BAUD]``. INFO is read and checked."""
     from .transport import open_transport
 
     if spec == "sim":
@@ -475,6 +476,7 @@ def open_device(
             raise DeviceError(f"--device {spec} needs a job configuration to build for")
         from .rtl.compact.firmware import FirmwareBuildError, check_params, native_device
 
+        engine = params.pop("engine", None)
         p = sim_params(cfg, batch=batch, samples=samples, lanes=lanes, **params)
         p = {k: v for k, v in p.items() if k in _FIRMWARE_PARAMS}
         try:
@@ -482,20 +484,23 @@ def open_device(
             if spec == "firmware":
                 transport = open_transport(f"sim:{native_device(p)}")
             else:  # the RV32I core running it, Verilated: the iCEBreaker's core
+                from .boards.icebreaker import COMPACT_PARAMS
                 from .rtl.compact.soc import SIM_RAM_BYTES, CompactDevice
 
+                if engine is None:  # as the iCEBreaker's build has it
+                    engine = COMPACT_PARAMS["engine"]
                 if not quiet:
                     print(
                         f"[sim] compact device: {p['max_layers']} layers of up to "
                         f"{p['max_width']}, population {p['max_population']}, batch "
-                        f"{p['max_batch']}",
+                        f"{p['max_batch']}, {'with' if engine else 'without'} the datapath",
                         file=sys.stderr,
                     )
                 del p["clock_hz"], p["baud"]
                 transport = open_transport(
                     "sim",
                     device_factory=CompactDevice,
-                    params={**p, "ram_bytes": SIM_RAM_BYTES},
+                    params={**p, "ram_bytes": SIM_RAM_BYTES, "engine": engine},
                 )
         except (ValueError, TypeError, FirmwareBuildError) as e:
             raise DeviceError(f"cannot build the {spec} device for this job: {e}") from None
