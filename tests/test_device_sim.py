@@ -184,5 +184,8 @@ def test_trainer_refuses_a_job_larger_than_the_device():
     with pytest.raises(DeviceError) as e:
         check_build(info, cfg, batch=16, samples=100)
     msg = str(e.value)
-    assert "width 64" in msg and "population 64" in msg and "dataset of 100 x 64" in msg
+    # a dataset larger than the sample memory is sent a batch at a time: the batch fits
+    assert "width 64" in msg and "population 64" in msg and "batch of" not in msg
     assert "\n" not in msg
+    with pytest.raises(DeviceError, match=r"a batch of 32 x 64 \(the sample memory holds 1024"):
+        check_build(info, Config(layers=(64, 16, 10), population=32), batch=32, samples=100)
