@@ -559,8 +559,8 @@ CPI = {
     "lw": (lambda a, i: a.lw(3 + i % 8, 4 * i, 31), 5),
     "sw": (lambda a, i: a.sw(1, 4 * i, 31), 5),
     "beq not taken": (lambda a, i: a.beq(1, 2, 8), 3),
-    "bne taken forward (mispredicted)": (lambda a, i: a.bne(1, 2, 4), 6),
-    "jal": (lambda a, i: a.jal(0, 4), 3),
+    "bne taken forward (mispredicted)": (lambda a, i: a.bne(1, 2, 4), 8),
+    "jal": (lambda a, i: a.jal(0, 4), 4),
     "rdcycle": (lambda a, i: a.csrrs(3 + i % 8, 0xC00, 0), 3),
 }
 
