@@ -160,16 +160,21 @@ class UartTx(wiring.Component):
         count = Signal(bits_for(d - 1))
         left = Signal(range(10))  # bit periods after the current one
         busy = Signal()
-        last = busy & (count == 0) & (left == 0)
+        # count == 0 and left == 0, kept in flip-flops so that ``ready`` is one LUT after
+        # registers (it feeds the source's read logic: a FIFO's pointers)
+        count_zero, left_zero = Signal(init=1), Signal(init=1)
+        last = busy & count_zero & left_zero
         m.d.comb += [self.tx.eq(frame[0]), self.i.ready.eq(~busy | last)]
         with m.If(busy):
-            with m.If(count != 0):
-                m.d.sync += count.eq(count - 1)
-            with m.Elif(left != 0):
+            with m.If(~count_zero):
+                m.d.sync += [count.eq(count - 1), count_zero.eq(count == 1)]
+            with m.Elif(~left_zero):
                 m.d.sync += [
                     frame.eq(Cat(frame[1:], Const(1, 1))),
                     left.eq(left - 1),
+                    left_zero.eq(left == 1),
                     count.eq(d - 1),
+                    count_zero.eq(0),
                 ]
             with m.Else():
                 m.d.sync += busy.eq(0)
@@ -177,7 +182,9 @@ class UartTx(wiring.Component):
             m.d.sync += [
                 frame.eq(Cat(Const(0, 1), self.i.payload, Const(1, 1))),
                 left.eq(9),
+                left_zero.eq(0),
                 count.eq(d - 1),
+                count_zero.eq(0),
                 busy.eq(1),
             ]
         return m
