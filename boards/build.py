@@ -15,6 +15,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Callable
@@ -209,16 +210,66 @@ def _abc9_failed(work: Path) -> bool:
     return bool(steps) and steps[-1] == "ABC9"
 
 
+#: seconds nextpnr's router (router1) may go without routing more arcs than ever before
+#: before the build stops: a placement it cannot route makes it loop for ever (seen on the
+#: UP5K, 6,177 arcs left for ten minutes after a 10-second routing of every other seed)
+ROUTER_STALL_S = 300.0
+
+#: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time
+_ROUTER_LINE = re.compile(rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|", re.M)
+
+
+class RouterStall:
+    """Watches nextpnr's log (``top.tim``) for router1's progress lines: :meth:`stalled`
+    is true once ``stall_s`` seconds pass without the count of arcs left to route
+    reaching a new low."""
+
+    def __init__(self, log: Path, stall_s: float = ROUTER_STALL_S, clock=time.monotonic):
+        self.log, self.stall_s, self.clock = log, stall_s, clock
+        self.offset, self.best, self.since = 0, None, None
+
+    def stalled(self) -> bool:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return False
+        cut = chunk.rfind(b"\n") + 1  # whole lines only
+        self.offset += cut
+        for left in _ROUTER_LINE.findall(chunk[:cut]):
+            if self.best is None or int(left) < self.best:
+                self.best, self.since = int(left), self.clock()
+        return self.since is not None and self.clock() - self.since > self.stall_s
+
+
 def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:
     """Run the build plan's script in ``work``, reporting each stage as it starts (its
-    output file appears); return its exit status."""
+    output file appears); return its exit status. Raises :class:`BuildError` (after
+    stopping the tools) when nextpnr's router stalls (:class:`RouterStall`)."""
+    watch = RouterStall(work / "top.tim", ROUTER_STALL_S)
     with open(work / "build.log", "w") as log:
         proc = subprocess.Popen(
-            ["sh", "build_top.sh"], cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT
+            ["sh", "build_top.sh"],
+            cwd=work,
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
+        polls = 0
         while proc.poll() is None:
             while stages and (work / stages[0][0]).exists():
                 progress(stages.pop(0)[1])
+            polls += 1
+            if polls % 20 == 0 and watch.stalled():  # every 2 s
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait()
+                raise BuildError(
+                    f"nextpnr's router made no progress for {watch.stall_s:.0f} s "
+                    f"({watch.best:,} arcs left): this placement does not route; try "
+                    f"another --seed (log: {work / 'top.tim'})"
+                )
             time.sleep(0.1)
     return proc.returncode
 

@@ -217,6 +217,9 @@ class Board:
     #: in increasing order; more lanes than any pair, or another core, get
     #: ``default_clock_mhz``
     clock_by_lanes: tuple[tuple[int, int], ...] = ()
+    #: the default clock (MHz) of the other cores, by core; those not named get
+    #: ``default_clock_mhz``
+    core_clock_mhz: dict[str, int] = field(default_factory=dict)
 
     def params_for(self, core: str) -> dict[str, Any]:
         """The default parameters of a build of ``core``."""
@@ -241,7 +244,7 @@ class Board:
             for most, mhz in self.clock_by_lanes:
                 if lanes <= most:
                     return mhz
-        return self.default_clock_mhz
+        return self.core_clock_mhz.get(core, self.default_clock_mhz)
 
     def clock(
         self, mhz: int | None = None, core: str = "", params: dict[str, Any] | None = None

@@ -6,7 +6,7 @@ A warm YoWASP cache builds each board in about 5-10 s.
 The device core: a small ULX3S build (one lane, small maxima; a few minutes on two
 cores) to a bitstream meeting the 60 MHz default clock; on the iCEBreaker, which it does
 not fit, an immediate one-line refusal (exit 1) unless ``--force``. The compact core, the
-iCEBreaker's default: its whole board build (about a minute) meets 48 MHz, and
+iCEBreaker's default: its whole board build (about a minute) meets its 42 MHz clock, and
 ``--program`` writes its firmware into the flash at 1 MiB before the bitstream."""
 
 from __future__ import annotations
@@ -171,7 +171,7 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "ulx3s-85f", "--program", "--flash", "--sram"], "not allowed with"),
         (["--board", "icebreaker", "--core", "nothing"], "invalid choice"),
         (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "settings for 30, 40, 45, 60, 75"),
-        (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 48 MHz"),
+        (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 42, 48 MHz"),
         (["--board", "ulx3s-85f", "--param", "lanes=300"], "lanes=300 is not an integer in 1..256"),
         (["--board", "ulx3s-85f", "--seed", "0"], "--seed 0 is not in 1..2147483647"),
         (["--board", "ulx3s-85f", "--seed", "x"], "invalid int value"),
@@ -404,6 +404,76 @@ def test_ulx3s_builds_use_router2_only_above_64_lanes():
     assert BOARD.nextpnr_options({"lanes": 65}) == ("--router", "router2")
     assert BOARD.nextpnr_options({"lanes": 128}) == ("--router", "router2")
     assert BOARD.nextpnr_options({"lanes": 1}) == ()
+
+
+def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
+    tmp_path, fake_programmer
+):
+    """``pentegg build --board icebreaker --program``: the compact core (RV32I + firmware)
+    fits the UP5K, meets its 42 MHz clock, and the programmer is run twice: the firmware
+    image at the flash's 1 MiB (a length word, then the image), then the bitstream."""
+    args_file = tmp_path / "args"
+    r = pentegg(
+        "build", "--board", "icebreaker", "--build-dir", str(tmp_path / "b"), "--program",
+        "--json", env=env_with(fake_programmer, args_file, append=True),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    info = json.loads(r.stdout.strip().splitlines()[-1])
+    assert info["core"] == "compact" and info["timing_met"] and info["clock_mhz"] == 42.0
+    assert info["baud"] == 3_000_000 and info["divisor"] == 14
+    assert info["luts"] < 0.85 * 5280 and info["sprams"] == 4
+    fw = Path(info["firmware"])
+    data = fw.read_bytes()
+    assert int.from_bytes(data[:4], "little") == len(data) - 4 > 4096
+    assert info["firmware_offset"] == 0x10_0000
+    calls = args_file.read_text().split("--\n")
+    assert calls[0].splitlines() == ["-b", "ice40_generic", "-o", str(0x10_0000), str(fw)]
+    assert calls[1].splitlines() == ["-b", "ice40_generic", info["bitstream"]]
+
+
+ROUTER_LOG = """Info: Routing 7823 arcs.
+Info:            |   (re-)routed arcs  |   delta    | remaining|       time spent     |
+Info:    IterCnt |  w/ripup   wo/ripup |  w/r  wo/r |      arcs| batch(sec) total(sec)|
+Info:       1000 |       65        934 |   65   934 |      6911|       1.17       1.17|
+Info:       2000 |      214       1785 |  149   851 |      6177|       0.65       1.82|
+"""
+ROUTER_STUCK = (
+    "Info:       3000 |     1214       1785 | 1000     0 |      6177|       0.24       2.06|\n"
+)
+
+
+def test_router_stall_is_seen_when_no_new_low_of_arcs_left(tmp_path):
+    """RouterStall reads nextpnr's router1 lines as they are written: the arcs left reach
+    a new low -> the clock restarts; the same count for longer than the window -> stalled."""
+    from pentegg.boards.build import RouterStall
+
+    log, now = tmp_path / "top.tim", [0.0]
+    watch = RouterStall(log, stall_s=10, clock=lambda: now[0])
+    assert not watch.stalled()  # no log yet
+    log.write_text(ROUTER_LOG)
+    assert not watch.stalled() and watch.best == 6177
+    now[0] = 9.0
+    with open(log, "a") as f:
+        f.write(ROUTER_STUCK * 3 + "Info:       6000 |  1214  1785 | 1000  0 |      61")
+    assert not watch.stalled() and watch.best == 6177  # a half-written line is not read
+    now[0] = 10.5
+    assert watch.stalled()
+    with open(log, "a") as f:
+        f.write("00|  0.2  2.4|\nInfo:       7000 |  1  1 |  1  0 |      6100|  0.2  2.5|\n")
+    assert not watch.stalled() and watch.best == 6100
+
+
+def test_a_stalled_router_stops_the_build_with_one_line(tmp_path, monkeypatch):
+    """A build whose router stalls is stopped (its tools killed) with a BuildError that
+    says so and suggests another seed, instead of running for ever."""
+    from pentegg.boards import build as b
+
+    (tmp_path / "build_top.sh").write_text(
+        f"printf '%s' '{ROUTER_LOG}' > top.tim\nwhile true; do sleep 0.1; done\n"
+    )
+    monkeypatch.setattr(b, "ROUTER_STALL_S", 0.5)
+    with pytest.raises(b.BuildError, match=r"router made no progress .*6,177 arcs left.*--seed"):
+        b._run_script(tmp_path, dict(os.environ), [], lambda line: None)
 
 
 def test_compact_core_refuses_sram_programming(tmp_path):
