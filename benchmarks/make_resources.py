@@ -156,6 +156,18 @@ ROWS += [
     )
 ]
 
+# the compact device (the iCEBreaker's core): its RV32I core alone, and the device with and
+# without the datapath (the synthesis wrapper's defaults: the RAM preloaded, no flash boot)
+ROWS += [
+    ("compact-synth", label, [*SYNTH, module, "--device", "up5k", *extra, "--json"])
+    for module, label, extra in (
+        ("rv32", "", []),
+        ("rv32", "without the cycle counter", ["--param", "counters=0"]),
+        ("compact", "without the datapath", ["--param", "engine=0"]),
+        ("compact", "with the datapath", ["--param", "engine=1"]),
+    )
+]
+
 
 def commit() -> str:
     r = subprocess.run(
@@ -228,6 +240,12 @@ def _accel_synth_row(label, args, rec) -> str:
     return _row([*c[:5], str(rec.get("sprams", 0)), *c[5:7], cycles, step, *c[7:]])
 
 
+def _spram_synth_row(label, args, rec) -> str:
+    """The synth columns plus SPRAM after BRAM."""
+    c = _synth_cells(label, args, rec)
+    return _row([*c[:5], str(rec.get("sprams", 0)), *c[5:]])
+
+
 def _cycles_row(label, args, rec) -> str:
     a = rec["activity"]
     total = rec["cycles"]
@@ -264,6 +282,7 @@ HEADERS = {
     "accelerator-synth": _header(
         *_SYNTH_COLS[:5], "SPRAM", *_SYNTH_COLS[5:7], "step cycles", "step_ms", *_SYNTH_COLS[7:]
     ),
+    "compact-synth": _header(*_SYNTH_COLS[:5], "SPRAM", *_SYNTH_COLS[5:]),
     "accelerator-cycles": _header(
         "configuration (digits default step: 64-64-10, population 256, batch 256)",
         "cycles per step",
@@ -294,6 +313,7 @@ def render(table: str, recs: list[tuple[str, list[str], dict | None]], old: str 
         "evaluator-cycles": _cycles_row,
         "accelerator-cycles": _step_row,
         "accelerator-synth": _accel_synth_row,
+        "compact-synth": _spram_synth_row,
     }.get(table, _synth_row)
     lines = [HEADERS[table]]
     for lab, args, rec in recs:
