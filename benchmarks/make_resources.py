@@ -161,8 +161,8 @@ ROWS += [
 ROWS += [
     ("compact-synth", label, [*SYNTH, module, "--device", "up5k", *extra, "--json"])
     for module, label, extra in (
-        ("rv32", "", []),
-        ("rv32", "without the cycle counter", ["--param", "counters=0"]),
+        ("rv32", "core", []),
+        ("rv32", "core without the cycle counter", ["--param", "counters=0"]),
         ("compact", "without the datapath", ["--param", "engine=0"]),
         ("compact", "with the datapath", ["--param", "engine=1"]),
     )
