@@ -1,7 +1,8 @@
 """``pentegg bench link``: ES steps through the host protocol on the simulated device.
 
-For each task it opens the simulated device built for the task's default configuration,
-loads the dataset and the initial state, then times ES steps two ways:
+For each task it opens the simulated device built for the task's default configuration
+(``--device sim``: the accelerator; ``sim-compact``: the compact device, the iCEBreaker's
+core), loads the dataset and the initial state, then times ES steps two ways:
 
 * ``per_step``: one ``RUN train`` per step and the whole state read back after each (what
   ``pentegg compare`` does);
@@ -22,10 +23,20 @@ import time
 __all__ = ["board_links", "run"]
 
 
-def board_links() -> dict[str, tuple[int, int]]:
-    """Core clock (Hz) and UART rate (baud) of each board build (docs/boards.md)."""
+def board_links(device: str = "sim") -> dict[str, tuple[int, int]]:
+    """Core clock (Hz) and UART rate (baud) of each board build (docs/boards.md) of the
+    simulated device's core: ``sim``, the accelerator (every board, at the default clock
+    of a core without lanes: on the iCEBreaker, which it does not fit, hypothetical);
+    ``sim-compact``, the compact device (the boards whose build has it, at its clock)."""
     from pentegg.boards import boards
 
+    if device == "sim-compact":
+        return {
+            name: (c.hz, c.baud)
+            for name, b in boards().items()
+            if "compact" in b.core_defaults
+            for c in [b.clock(None, "compact", b.params_for("compact"))]
+        }
     return {name: (b.clock_hz, b.baud) for name, b in boards().items()}
 
 
@@ -37,7 +48,9 @@ def _delta(after: dict, before: dict) -> dict:
     return {k: after[k] - before[k] for k in after}
 
 
-def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print) -> dict:
+def run_task(
+    task_name: str, *, steps: int, lanes: int, seed: int = 0, device: str = "sim", log=print
+) -> dict:
     from pentegg.cmd_train import _config_from_args
     from pentegg.device import Trainer, open_device
     from pentegg.golden import init_state
@@ -54,7 +67,7 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
     samples = len(task.x_train)
     step_batch = min(batch, samples)
     t0 = time.perf_counter()
-    dev = open_device("sim", cfg=cfg, batch=step_batch, samples=samples, lanes=lanes)
+    dev = open_device(device, cfg=cfg, batch=step_batch, samples=samples, lanes=lanes)
     open_s = time.perf_counter() - t0
     try:
         trainer = Trainer(dev, task, cfg, batch)
@@ -87,6 +100,7 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
 
     res = {
         "task": task.name,
+        "device": device,
         "layers": list(cfg.layers),
         "population": cfg.population,
         "batch": step_batch,
@@ -105,11 +119,13 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
         link_bytes = r["link_bytes"]
         r["predicted_ms"] = {
             board: 1e3 * (r["cycles"] / clock + link_bytes * 10 / baud)
-            for board, (clock, baud) in board_links().items()
+            for board, (clock, baud) in board_links(device).items()
         }
     log(
         f"{task.name} {'-'.join(map(str, cfg.layers))} population {cfg.population} batch "
-        f"{step_batch} lanes {info['lanes']}: device built/opened in {open_s:.1f} s, dataset "
+        f"{step_batch} "
+        + (f"lanes {info['lanes']}" if device == "sim" else "on the compact device")
+        + f": device built/opened in {open_s:.1f} s, dataset "
         f"and state loaded in {load['wall_s']:.2f} s ({load['bytes_out']} bytes)"
     )
     for way in ("per_step", "chunked"):
@@ -123,12 +139,23 @@ def run_task(task_name: str, *, steps: int, lanes: int, seed: int = 0, log=print
     return res
 
 
-def run(*, tasks=("xor", "digits"), steps: dict | None = None, lanes: int = 8, log=print) -> dict:
+def run(
+    *,
+    tasks=("xor", "digits"),
+    steps: dict | None = None,
+    lanes: int = 8,
+    device: str = "sim",
+    log=print,
+) -> dict:
     steps = steps or {}
+    default = {"digits": 2, "xor": 3 if device == "sim-compact" else 20}
     return {
+        "device": device,
         "tasks": [
-            run_task(t, steps=steps.get(t) or (2 if t == "digits" else 20), lanes=lanes, log=log)
+            run_task(
+                t, steps=steps.get(t) or default.get(t, 20), lanes=lanes, device=device, log=log
+            )
             for t in tasks
         ],
-        "boards": {b: {"clock_hz": c, "baud": r} for b, (c, r) in board_links().items()},
+        "boards": {b: {"clock_hz": c, "baud": r} for b, (c, r) in board_links(device).items()},
     }

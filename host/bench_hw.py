@@ -241,8 +241,19 @@ def add_link_suite(suites) -> None:
         default="xor,digits",
         help="comma-separated classification tasks (default xor,digits)",
     )
-    e.add_argument("--lanes", type=int, default=8, help="pair-lanes, 1..256 (default 8)")
-    e.add_argument("--steps", type=int, help="steps per way (default 20 for xor, 2 for digits)")
+    e.add_argument(
+        "--device",
+        choices=("sim", "sim-compact"),
+        default="sim",
+        help="the simulated device: sim, the accelerator (default); sim-compact, the "
+        "compact device (the iCEBreaker's core; slow: use --tasks xor)",
+    )
+    e.add_argument("--lanes", type=int, default=8, help="pair-lanes, 1..256 (default 8; sim only)")
+    e.add_argument(
+        "--steps",
+        type=int,
+        help="steps per way (default 20 for xor, 3 with sim-compact; 2 for digits)",
+    )
     e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
     e.set_defaults(func=run_link)
 
@@ -263,7 +274,7 @@ def run_link(args) -> int:
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     load = timing.load_average()
     steps = {t: args.steps for t in tasks} if args.steps else None
-    res = link_bench.run(tasks=tasks, steps=steps, lanes=args.lanes, log=log)
+    res = link_bench.run(tasks=tasks, steps=steps, lanes=args.lanes, device=args.device, log=log)
     res["machine"] = timing.machine_record(load)
     if args.json:
         print(json.dumps(res))

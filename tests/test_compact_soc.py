@@ -191,3 +191,28 @@ def test_the_compact_device_with_its_datapath_steps_equal_golden(task, cfg, batc
             got, scores = tr.steps(step, 1)
             assert first_difference(info.scores, scores) is None, f"scores, step {step}"
             assert compare_states(state, got) is None, f"state, step {step}"
+
+
+def test_bench_link_on_the_compact_device_predicts_the_icebreaker(pentegg_cmd):
+    """``pentegg bench link --device sim-compact``: cycles and link bytes of an xor step on
+    the compact device, and the predicted step time on the board that runs it (the
+    iCEBreaker at its compact core's clock), cycles / clock + bytes * 10 / baud."""
+    from pentegg.boards.icebreaker import COMPACT_CLOCK_MHZ
+
+    r = subprocess.run(
+        [*pentegg_cmd, "bench", "link", "--device", "sim-compact", "--tasks", "xor",
+         "--steps", "1", "--json"],
+        capture_output=True, text=True, timeout=900, check=False,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stdout + r.stderr
+    rec = json.loads(r.stdout.strip().splitlines()[-1])
+    assert rec["device"] == "sim-compact"
+    assert rec["boards"] == {
+        "icebreaker": {"clock_hz": COMPACT_CLOCK_MHZ * 1_000_000, "baud": 3_000_000}
+    }
+    (task,) = rec["tasks"]
+    for way in ("per_step", "chunked"):
+        w = task[way]
+        assert w["cycles"] > 1_000_000 and w["link_bytes"] > 0
+        want = 1e3 * (w["cycles"] / (COMPACT_CLOCK_MHZ * 1e6) + w["link_bytes"] * 10 / 3e6)
+        assert abs(w["predicted_ms"]["icebreaker"] - want) < 1e-6
