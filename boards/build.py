@@ -211,8 +211,9 @@ def _abc9_failed(work: Path) -> bool:
 
 
 #: seconds nextpnr's router (router1) may go without routing more arcs than ever before
-#: before the build stops: a placement it cannot route makes it loop for ever (seen on the
-#: UP5K, 6,177 arcs left for ten minutes after a 10-second routing of every other seed)
+#: (at least; :class:`RouterStall`) before the build stops: a placement it cannot route
+#: makes it loop for ever (seen on the UP5K: 6,177 arcs left for ten minutes, from the
+#: routing's second second on, where every other seed routed in seconds)
 ROUTER_STALL_S = 300.0
 
 #: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time
@@ -221,12 +222,13 @@ _ROUTER_LINE = re.compile(rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s
 
 class RouterStall:
     """Watches nextpnr's log (``top.tim``) for router1's progress lines: :meth:`stalled`
-    is true once ``stall_s`` seconds pass without the count of arcs left to route
-    reaching a new low."""
+    is true once the count of arcs left to route has not reached a new low for
+    ``stall_s`` seconds, and for as long as the routing had taken until its last low
+    (a long routing of a large design may slow down without being stuck)."""
 
     def __init__(self, log: Path, stall_s: float = ROUTER_STALL_S, clock=time.monotonic):
         self.log, self.stall_s, self.clock = log, stall_s, clock
-        self.offset, self.best, self.since = 0, None, None
+        self.offset, self.best, self.since, self.start = 0, None, None, None
 
     def stalled(self) -> bool:
         try:
@@ -240,7 +242,11 @@ class RouterStall:
         for left in _ROUTER_LINE.findall(chunk[:cut]):
             if self.best is None or int(left) < self.best:
                 self.best, self.since = int(left), self.clock()
-        return self.since is not None and self.clock() - self.since > self.stall_s
+                if self.start is None:
+                    self.start = self.since
+        if self.since is None:
+            return False
+        return self.clock() - self.since > max(self.stall_s, self.since - self.start)
 
 
 def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:

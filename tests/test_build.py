@@ -444,7 +444,8 @@ ROUTER_STUCK = (
 
 def test_router_stall_is_seen_when_no_new_low_of_arcs_left(tmp_path):
     """RouterStall reads nextpnr's router1 lines as they are written: the arcs left reach
-    a new low -> the clock restarts; the same count for longer than the window -> stalled."""
+    a new low -> the clock restarts; no new low for longer than the window, and than the
+    routing had taken to its last low -> stalled."""
     from pentegg.boards.build import RouterStall
 
     log, now = tmp_path / "top.tim", [0.0]
@@ -461,6 +462,15 @@ def test_router_stall_is_seen_when_no_new_low_of_arcs_left(tmp_path):
     with open(log, "a") as f:
         f.write("00|  0.2  2.4|\nInfo:       7000 |  1  1 |  1  0 |      6100|  0.2  2.5|\n")
     assert not watch.stalled() and watch.best == 6100
+    # a routing that took long to reach its last low gets as long again: 20.5 s here
+    now[0] = 20.5
+    with open(log, "a") as f:
+        f.write("Info:       8000 |  1  1 |  1  0 |      6000|  0.2  2.5|\n")
+    assert not watch.stalled() and watch.best == 6000
+    now[0] = 40.0
+    assert not watch.stalled()
+    now[0] = 41.5
+    assert watch.stalled()
 
 
 def test_a_stalled_router_stops_the_build_with_one_line(tmp_path, monkeypatch):
