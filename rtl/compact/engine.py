@@ -1,8 +1,8 @@
 """CompactEngine: the compact device's datapath, one antithetic pair's forward pass.
 
 The firmware (rtl/compact/firmware) keeps the schedule of spec 10.2; the engine does the
-arithmetic of one pair at a time, both members in the same cycles, in low-rank mode
-(spec 5, 6.2):
+arithmetic of one pair at a time, in low-rank mode (spec 5, 6.2), one member after the
+other through one datapath (the UP5K's logic cells are its limit, not its cycles):
 
 * ``NOISE l, A|B``: the digits of one stream of the pair (``A_l`` or ``B_l``, spec 2-3)
   from its start state ``x0`` (the ``X0`` register: the firmware mixes the keys, spec
@@ -11,18 +11,25 @@ arithmetic of one pair at a time, both members in the same cycles, in low-rank m
   into the noise memory;
 * ``BASE``: a shared sample's layer-0 product ``x . W_0^T`` (bias input 127) into the
   base memory, once per sample for every pair (golden shares it the same way);
-* ``LAYER l``: ``x± . B`` (``r`` sums per member, all in one pass), then per output row
-  ``o``: ``acc± = x± . W_l[o]^T`` (or the base product: layer 0 of a shared sample) and
+* ``LAYER l``: for member + (the activations' low bytes), then member − (their high
+  bytes): ``x± . B`` (``r`` sums, all in one pass), then per output row ``o``:
+  ``acc± = x± . W_l[o]^T`` (or the base product: layer 0 of a shared sample) and
   ``h± = act(acc± ± rshr((x± . B) . A[o]^T, k))`` (spec 5.3: ``rshr`` by the layer's
-  shift, saturated to 0..127, or to -127..127 in the last layer), into the other bank.
+  shift, saturated to 0..127, or to -127..127 in the last layer), into the member's byte
+  of the other bank.
 
 Memories (one read and one write port each; iCE40 block RAMs): the weights (the host's
 weight memory, spec 1.4 words: the firmware reads and writes it through the bus), the
 activations (four banks of 128 ``{x−, x+}`` byte pairs: the input in bank 0, which a
 shared sample keeps for every pair; layer ``l`` writes bank ``1 + (l & 1)`` and reads the
-one layer ``l - 1`` wrote), the noise (a word of ``r`` digits per row: layer ``l``'s ``B``
-rows from ``l * (2 max_width + 1)``, its ``A`` rows ``max_width + 1`` further), the base
-products. Every pentary product is a select of 0, ``x`` or ``2x`` and a negation.
+one layer ``l - 1`` wrote), the noise (a word of ``r`` digits per row: row ``i`` of layer
+``l``'s ``B`` at ``2 l * 2**b + i``, of its ``A`` at ``(2 l + 1) * 2**b + i``, ``2**b``
+the least power of two above ``max_width``: addresses without adders), the base
+products. The
+weights, the activations and the noise are cut into slices of bits as narrow as one block
+RAM holding their depth is (``_sliced``), so that no multiplexer of several block RAMs'
+data lies between them and the digit selects. Every pentary product is a select of 0,
+``x`` or ``2x`` and a negation.
 
 Bus (the core's; word address bits 25:24 select):
 
@@ -43,10 +50,12 @@ Every access is answered three cycles after its request, its data from a registe
 in every other cycle); an access to a memory waits while an op runs (the firmware reads
 ``CMD`` until it is idle).
 
-Throughput: a pass takes a cycle per input (``fan``), both members in the same cycle.
-``LAYER`` takes ``fan`` cycles for ``x.B`` (all ``r`` sums at once), ``fan`` per output
-row (``r + 2`` at least: the finish's) and a few to drain; ``BASE`` ``fan`` per row;
-``NOISE`` a cycle per row and 3.
+Throughput: a pass takes a cycle per input (``fan``). ``LAYER`` takes, per member,
+``fan`` cycles for ``x.B`` (all ``r`` sums at once), ``fan`` per output row (``r + 2`` at
+least: the finish's; a shared layer 0 takes ``r + 2``) and about 12 to set up and drain:
+for 64-16-10 at rank 4, 409 cycles for layer 1 and 347 for a shared layer 0 (202 and
+240 with both members in the same cycles, the datapath before, which did not fit).
+``BASE`` takes ``fan`` per row; ``NOISE`` a cycle per row and 4.
 """
 
 from __future__ import annotations
@@ -83,6 +92,46 @@ def weight_words(max_layers: int, max_width: int) -> int:
     return max_layers * -(-(max_width * (max_width + 1)) // 5)
 
 
+#: iCE40 block RAM (4 Kbit): its widths and the depth each allows
+_BRAM_MODES = ((16, 256), (8, 512), (4, 1024), (2, 2048))
+
+
+class _Port:
+    """A memory port's signals (``addr``, ``data``, ``en``), for :func:`_sliced`."""
+
+    def __init__(self, name, width, depth, en_bits):
+        self.addr = Signal(range(depth), name=f"{name}_addr")
+        self.data = Signal(width, name=f"{name}_data")
+        self.en = Signal(en_bits, name=f"{name}_en")
+
+
+def _sliced(m, name, width, depth, granularity=None):
+    """A memory of ``width``-bit words cut into slices of bits, each as wide as an iCE40
+    block RAM holding ``depth`` words is (16 bits up to 256 words, 8 up to 512, 4 up to
+    1024, 2 beyond): one block RAM per slice where the depth allows, and no
+    multiplexer of several block RAMs' data. Returns a read port (synchronous, one
+    cycle) and a write port (``en``: one bit per ``granularity`` bits, else one)."""
+    sw = next((w for w, d in _BRAM_MODES if depth <= d), 1)
+    if granularity is not None:
+        sw = min(sw, granularity)
+    rp = _Port(f"{name}_r", width, depth, 1)
+    wp = _Port(f"{name}_w", width, depth, width // granularity if granularity else 1)
+    for i, lo in enumerate(range(0, width, sw)):
+        hi = min(width, lo + sw)
+        mem = memory.Memory(shape=hi - lo, depth=depth, init=[], attrs=NO_RW_CHECK)
+        m.submodules[f"{name}{i}"] = mem
+        r, w = mem.read_port(), mem.write_port()
+        en = wp.en[lo // granularity] if granularity else wp.en
+        m.d.comb += [
+            r.addr.eq(rp.addr),
+            rp.data[lo:hi].eq(r.data),
+            w.addr.eq(wp.addr),
+            w.data.eq(wp.data[lo:hi]),
+            w.en.eq(en),
+        ]
+    return rp, wp
+
+
 class CompactEngine(wiring.Component):
     """The compact device's datapath (module docstring).
 
@@ -114,8 +163,9 @@ class CompactEngine(wiring.Component):
         self.digits = check_choice("digits", digits, ("binomial", "uniform"))
         self.max_fan = max_width + 1
         self.wwords = weight_words(max_layers, max_width)
-        self.layer_rows = 2 * max_width + 1  # a layer's B rows (fan), then its A rows
-        self.nrows = max_layers * self.layer_rows
+        # the noise memory's row index: Cat(row, A, layer), a power of two per stream
+        self.row_bits = (self.max_fan - 1).bit_length()
+        self.nrows = max_layers << (self.row_bits + 1)
         # widths (spec 9.2): |x.B| and |x.W| <= 127 * 2 * fan; the low-rank product
         # <= r * 2 times that; an accumulator <= the two
         xb_max = BIAS * 2 * self.max_fan
@@ -123,7 +173,7 @@ class CompactEngine(wiring.Component):
         p_max = self.rank * 2 * xb_max
         self.p_bits = bits_for(-p_max, p_max)
         acc_max = xb_max + p_max
-        self.acc_bits = bits_for(-acc_max, acc_max) + 1  # +1: rshr's rounding constant
+        self.acc_bits = bits_for(-acc_max, acc_max) + 1  # +1: a spare bit for rshr
         super().__init__({"bus": In(BUS_SIGNATURE), "busy": Out(1)})
 
     def elaborate(self, platform):
@@ -140,15 +190,14 @@ class CompactEngine(wiring.Component):
         wbase = Array(Signal(range(self.wwords + 1), name=f"wbase{i}") for i in range(ml))
 
         # ---------------------------------------------------------------- memories
-        wmem = memory.Memory(shape=16, depth=self.wwords, init=[], attrs=NO_RW_CHECK)
-        xmem = memory.Memory(shape=16, depth=512, init=[], attrs=NO_RW_CHECK)
-        nmem = memory.Memory(shape=3 * r, depth=self.nrows, init=[], attrs=NO_RW_CHECK)
+        # the weights, activations and noise in slices of bits as narrow as their depth
+        # lets one block RAM hold (no multiplexer after the memories: their read data go
+        # straight into stage 1's digit selects)
+        w_rp, w_wp = _sliced(m, "wmem", 16, self.wwords)
+        x_rp, x_wp = _sliced(m, "xmem", 16, 512, granularity=8)
+        n_rp, n_wp = _sliced(m, "nmem", 3 * r, self.nrows)
         bmem = memory.Memory(shape=signed(self.xb_bits), depth=mw, init=[], attrs=NO_RW_CHECK)
-        m.submodules.wmem, m.submodules.xmem = wmem, xmem
-        m.submodules.nmem, m.submodules.bmem = nmem, bmem
-        w_rp, w_wp = wmem.read_port(), wmem.write_port()
-        x_rp, x_wp = xmem.read_port(), xmem.write_port()
-        n_rp, n_wp = nmem.read_port(), nmem.write_port()
+        m.submodules.bmem = bmem
         b_rp, b_wp = bmem.read_port(), bmem.write_port()
 
         busy = Signal()
@@ -191,15 +240,20 @@ class CompactEngine(wiring.Component):
                     m.d.sync += rdata.eq(reg_data)
         m.d.comb += [bus.ready.eq(a2), bus.rdata.eq(rdata)]
         cpu_mem = act & ~busy  # the cycle a memory access acts
-        start = Signal()
+        start = Signal()  # registered: the cycle after a CMD write (its op is not 0)
+        cmd = Signal(7)  # the CMD word's bits 6:0
+        m.d.sync += start.eq(0)
         op_shared = Signal()
         with m.If(act & (q_sel == 2)):
             m.d.sync += reg_data.eq((q_addr[:6] == REGS["cmd"]) & busy)
             with m.If(q_write):
                 with m.Switch(q_addr[:6]):
                     with m.Case(REGS["cmd"]):
-                        m.d.comb += start.eq(q_data[:2] != 0)
-                        m.d.sync += op_shared.eq(q_data[7])
+                        m.d.sync += [
+                            start.eq(q_data[:2] != 0),
+                            cmd.eq(q_data[:7]),
+                            op_shared.eq(q_data[7]),
+                        ]
                     with m.Case(REGS["x0"]):
                         m.d.sync += x0.eq(q_data)
                     with m.Case(REGS["n_layers"]):
@@ -219,18 +273,27 @@ class CompactEngine(wiring.Component):
         m.submodules.core = core = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
         m.d.comb += core.x0.payload.eq(x0)
         n_ab = Signal()  # 0: A, 1: B
-        n_row = Signal(8)
-        n_rows = Signal(8)
-        nbase = Array(Const(i * self.layer_rows, range(self.nrows + 1)) for i in range(ml))
+        n_rem = Signal(8)  # the stream's rows not written yet
+        n_last = Signal()  # n_rem == 1
+        n_row = Signal(self.row_bits)  # the stream's row written next
+        lbits = max(1, (ml - 1).bit_length())
+
+        def nrow(row, a):
+            """The noise memory's row ``row`` of layer ``layer``'s B (a = 0) or A rows."""
+            return Cat(row[: self.row_bits], a, layer[:lbits])
 
         # ---------------------------------------------------------------- passes
-        # Every path is short (the UP5K's 48 MHz): stage 0 issues the memories' addresses
-        # of input k from counters and registered flags; stage 1 registers the memories'
-        # data (and picks the weight digit); stage 2 is the MACs (x.B: both members' r sums;
-        # a row: both members' sums). A row's end hands its sums and A row to the finish:
-        # FA picks a rank term, FB accumulates the low-rank product; the tail T1..T6
-        # (rounding, shift, acc +-, rounding, shift, saturate) takes a member a cycle.
+        # One member at a time (LAYER: member + from the words' low bytes, then member −
+        # from their high bytes). Every path is short (the UP5K's clock): stage 0 issues
+        # the memories' addresses of input k from counters and registered flags (the
+        # read addresses from flip-flops only); stage 1 registers the memories' data (and
+        # picks the weight digit); stage 2 is the MACs: x.B's r sums in one pass over the
+        # inputs, then a pass per output row (one MAC). A row's end hands its sum and A
+        # row to the finish: FA takes a rank term (xb[fc] and the A row's low digit, the
+        # row shifting), FB accumulates the low-rank product; the tail T1..T5 (shift,
+        # round, acc ±, shift, round), T6 (saturate), then the write of the member's byte.
         layer = Signal(3)
+        member = Signal()  # 0: member + (the low bytes), 1: member −
         n_out = Signal(8)
         fan_m1 = Signal(8)  # the row's last input index (the bias)
         bank_in = Signal(2)
@@ -244,22 +307,24 @@ class CompactEngine(wiring.Component):
         o = Signal(8)
         o_last = Signal()  # o == n_out - 1
         o_rem = Signal(8)
+        w_o = Signal(8)  # the next row written (the base memory's, the activations')
         wword = Signal(range(self.wwords + 1))
         wpos = Signal(3)
-        rnd_k = Signal(self.p_bits)  # rshr's rounding constants (0 for a shift of 0)
-        rnd_s = Signal(self.acc_bits)
         sh_s = Signal(4)
         fin_busy = Signal()  # the finish works on a row
+        pend = Signal()  # a row's end is on its way to the finish or in it
+        in_rows = Signal()  # the rows' pass (ROWS; else x.B's)
+        drained = Signal()  # DRAIN: the pipeline was empty the cycle before
+        m.d.sync += drained.eq(0)
         tail_busy = Signal()
 
         s1 = Signal()  # stage 1 valid
         s1_xb = Signal()  # an x.B input (else a row's)
         s1_bias = Signal()
         s1_first = Signal()
-        s1_last = Signal()  # the row's last input
+        s1_last = Signal()  # the pass's last input
         s1_row1 = Signal()  # a shared layer-0 row (its base product, no MAC)
-        s1_o = Signal(8)
-        s1_pos = Signal(3)
+        s1_pos = Signal(3)  # the weight digit's index in its word
         m.d.sync += s1.eq(0)
         s2 = Signal()  # stage 2 valid
         s2_xb, s2_first, s2_last, s2_row1 = Signal(), Signal(), Signal(), Signal()
@@ -271,138 +336,146 @@ class CompactEngine(wiring.Component):
         def restart_k():
             m.d.sync += [k.eq(0), k_rem.eq(fan_m1), k_last.eq(0)]  # fan >= 2
 
-        with m.FSM():
-            with m.State("IDLE"):
-                with m.If(start):  # the CMD word is in q_data this cycle
-                    m.d.sync += [busy.eq(1), layer.eq(q_data[4:7])]
-                    with m.Switch(q_data[:2]):
-                        with m.Case(OPS["noise"]):
-                            ab, nl = q_data[3], q_data[4:7]
-                            m.d.sync += [
-                                n_ab.eq(ab),
-                                n_row.eq(0),
-                                n_rows.eq(Mux(ab, widths[nl] + 1, widths[nl + 1])),
-                            ]
-                            m.d.comb += core.x0.valid.eq(1)  # the stream starts
-                            m.next = "N_ROWS"
-                        with m.Case(OPS["base"]):
-                            m.d.sync += [base_op.eq(1), layer.eq(0)]
-                            m.next = "SETUP"
-                        with m.Case(OPS["layer"]):
-                            m.d.sync += base_op.eq(0)
-                            m.next = "SETUP"
+        # the control: one-hot states (every state a flip-flop, its next value a
+        # function of a few flip-flops)
+        names = ("IDLE", "N_SETUP", "N_ROWS", "SETUP", "SETUP2", "XB", "ROWS", "DRAIN")
+        st = {n: Signal(name=f"st_{n.lower()}", init=n == "IDLE") for n in names}
 
-            # ---- NOISE: one stream's rows (A: out rows, B: fan rows); its first beat is
-            # valid the cycle after x0 (the core drops what was left of the last stream)
-            with m.State("N_ROWS"):
-                m.d.comb += core.o.ready.eq(1)
-                with m.If(core.o.valid):
-                    row = nbase[layer] + Mux(n_ab, 0, self.max_fan) + n_row
-                    m.d.comb += [
-                        n_wp.addr.eq(row),
-                        n_wp.data.eq(core.o.payload.as_value()),
-                        n_wp.en.eq(1),
-                    ]
-                    m.d.sync += n_row.eq(n_row + 1)
-                    with m.If(n_row + 1 == n_rows):
-                        m.d.sync += busy.eq(0)
-                        m.next = "IDLE"
+        def goto(frm, to):
+            m.d.sync += [st[frm].eq(0), st[to].eq(1)]
 
-            # ---- BASE and LAYER
-            with m.State("SETUP"):
-                sh = act_shift[layer]
-                m.d.sync += [
-                    fan_m1.eq(widths[layer]),
-                    n_out.eq(widths[layer + 1]),
-                    # the input stays in bank 0 (a shared sample serves every pair); the
-                    # layers alternate between banks 1 and 2
-                    bank_in.eq(Mux(layer == 0, 0, Mux(layer[0], 1, 2))),
-                    bank_out.eq(Mux(layer[0], 2, 1)),
-                    last_layer.eq(layer + 1 == n_layers),
-                    shared0.eq(op_shared & (layer == 0) & ~base_op),
-                    wword.eq(wbase[layer]),
-                    wpos.eq(0),
-                    o.eq(0),
-                    rnd_k.eq(Mux(pshift == 0, 0, Const(1, self.p_bits) << (pshift - 1)[:4])),
-                    rnd_s.eq(Mux(sh == 0, 0, Const(1, self.acc_bits) << (sh - 1)[:4])),
-                    sh_s.eq(sh),
-                ]
-                m.next = "SETUP2"
-            with m.State("SETUP2"):  # from the registers SETUP loaded
-                restart_k()
-                m.d.sync += [o_rem.eq(n_out - 1), o_last.eq(n_out == 1)]
-                with m.If(base_op):
-                    m.next = "ROWS"
-                with m.Else():
-                    m.next = "XB"
-            with m.State("XB"):  # x.B: input k of both members against B row k
+        with m.If(st["IDLE"]):
+            with m.If(start):
+                m.d.sync += [busy.eq(1), layer.eq(cmd[4:7]), member.eq(0)]
+                with m.Switch(cmd[:2]):
+                    with m.Case(OPS["noise"]):
+                        m.d.sync += n_ab.eq(cmd[3])
+                        m.d.comb += core.x0.valid.eq(1)  # the stream starts
+                        goto("IDLE", "N_SETUP")
+                    with m.Case(OPS["base"]):
+                        m.d.sync += [base_op.eq(1), layer.eq(0)]
+                        goto("IDLE", "SETUP")
+                    with m.Case(OPS["layer"]):
+                        m.d.sync += base_op.eq(0)
+                        goto("IDLE", "SETUP")
+
+        # ---- NOISE: one stream's rows (A: out rows, B: fan rows); its first beat is
+        # valid the cycle after x0 (the core drops what was left of the last stream)
+        # and waits there for N_ROWS
+        with m.If(st["N_SETUP"]):
+            m.d.sync += [
+                n_row.eq(0),
+                n_rem.eq(Mux(n_ab, widths[layer] + 1, widths[layer + 1])),
+                n_last.eq(Mux(n_ab, widths[layer] == 0, widths[layer + 1] == 1)),
+            ]
+            goto("N_SETUP", "N_ROWS")
+        with m.If(st["N_ROWS"]):
+            m.d.comb += core.o.ready.eq(1)
+            with m.If(core.o.valid):
                 m.d.comb += [
-                    x_rp.addr.eq(Cat(k[:7], bank_in)),
-                    n_rp.addr.eq(nbase[layer] + k),
+                    n_wp.addr.eq(nrow(n_row, ~n_ab)),
+                    n_wp.data.eq(core.o.payload.as_value()),
+                    n_wp.en.eq(1),
                 ]
                 m.d.sync += [
-                    s1.eq(1),
-                    s1_xb.eq(1),
-                    s1_bias.eq(k_last),
-                    s1_first.eq(k == 0),
+                    n_row.eq(n_row + 1),
+                    n_rem.eq(n_rem - 1),
+                    n_last.eq(n_rem == 2),
                 ]
-                advance_k()
-                with m.If(k_last):
-                    restart_k()
-                    m.next = "ROWS"
-            with m.State("ROWS"):
-                row_end = shared0 | k_last
-                # a row's last input waits while the finish works on the row before (or
-                # may still take it: a row end in stage 1 or 2)
-                go = ~row_end | base_op | ~(fin_busy | s2 & s2_last | s1 & s1_last)
-                m.d.comb += [
-                    x_rp.addr.eq(Cat(k[:7], bank_in)),
-                    w_rp.addr.eq(wword),
-                    b_rp.addr.eq(o),
-                    n_rp.addr.eq(nbase[layer] + self.max_fan + o),
-                ]
-                m.d.sync += [
-                    s1.eq(go),
-                    s1_xb.eq(0),
-                    s1_bias.eq(k_last),
-                    s1_first.eq(k == 0),
-                    s1_last.eq(row_end),
-                    s1_row1.eq(shared0),
-                    s1_o.eq(o),
-                    s1_pos.eq(wpos),
-                ]
-                with m.If(go & ~shared0):  # the weights' cursor runs on over row ends
-                    m.d.sync += wpos.eq(Mux(wpos == 4, 0, wpos + 1))
-                    with m.If(wpos == 4):
-                        m.d.sync += wword.eq(wword + 1)
-                    advance_k()
-                with m.If(go & row_end):
-                    restart_k()
-                    m.d.sync += [o.eq(o + 1), o_rem.eq(o_rem - 1), o_last.eq(o_rem == 1)]
-                    with m.If(o_last):
-                        m.next = "DRAIN"
-            with m.State("DRAIN"):  # until the last row is written
-                with m.If(~s1 & ~s2 & ~fin_busy & ~tail_busy):
+                with m.If(n_last):
                     m.d.sync += busy.eq(0)
-                    m.next = "IDLE"
+                    goto("N_ROWS", "IDLE")
+
+        # ---- BASE and LAYER (LAYER: member +, then from SETUP again member −)
+        with m.If(st["SETUP"]):
+            m.d.sync += [
+                fan_m1.eq(widths[layer]),
+                n_out.eq(widths[layer + 1]),
+                # the input stays in bank 0 (a shared sample serves every pair); the
+                # layers alternate between banks 1 and 2
+                bank_in.eq(Mux(layer == 0, 0, Mux(layer[0], 1, 2))),
+                bank_out.eq(Mux(layer[0], 2, 1)),
+                last_layer.eq(layer + 1 == n_layers),
+                shared0.eq(op_shared & (layer == 0) & ~base_op),
+                wword.eq(wbase[layer]),
+                wpos.eq(0),
+                o.eq(0),
+                w_o.eq(0),
+                sh_s.eq(act_shift[layer]),
+            ]
+            goto("SETUP", "SETUP2")
+        with m.If(st["SETUP2"]):  # from the registers SETUP loaded
+            restart_k()
+            m.d.sync += [o_rem.eq(n_out - 1), o_last.eq(n_out == 1)]
+            m.d.sync += in_rows.eq(base_op)
+            with m.If(base_op):
+                goto("SETUP2", "ROWS")
+            with m.Else():
+                goto("SETUP2", "XB")
+        with m.If(st["XB"]):  # x.B: input k against B row k (all r sums)
+            m.d.sync += [
+                s1.eq(1),
+                s1_xb.eq(1),
+                s1_bias.eq(k_last),
+                s1_first.eq(k == 0),
+                s1_last.eq(0),
+                s1_row1.eq(0),
+            ]
+            advance_k()
+            with m.If(k_last):
+                restart_k()
+                m.d.sync += in_rows.eq(1)
+                goto("XB", "ROWS")
+        with m.If(st["ROWS"]):
+            row_end = shared0 | k_last
+            # a row's last input waits while the finish works on the row before
+            go = ~row_end | ~pend
+            m.d.sync += [
+                s1.eq(go),
+                s1_xb.eq(0),
+                s1_bias.eq(k_last),
+                s1_first.eq(k == 0),
+                s1_last.eq(row_end),
+                s1_row1.eq(shared0),
+                s1_pos.eq(wpos),
+            ]
+            with m.If(go & ~shared0):  # the weights' cursor runs on over row ends
+                m.d.sync += wpos.eq(Mux(wpos == 4, 0, wpos + 1))
+                with m.If(wpos == 4):
+                    m.d.sync += wword.eq(wword + 1)
+                advance_k()
+            with m.If(go & row_end):
+                restart_k()
+                m.d.sync += pend.eq(~base_op)
+                m.d.sync += [o.eq(o + 1), o_rem.eq(o_rem - 1), o_last.eq(o_rem == 1)]
+                with m.If(o_last):
+                    goto("ROWS", "DRAIN")
+        with m.If(st["DRAIN"]):  # until the last row is written
+            # registered: nothing enters the pipeline here, so it stays empty
+            m.d.sync += drained.eq(~s1 & ~s2 & ~fin_busy & ~tail_busy)
+            with m.If(drained):
+                with m.If(base_op | member):
+                    m.d.sync += busy.eq(0)
+                    goto("DRAIN", "IDLE")
+                with m.Else():
+                    m.d.sync += member.eq(1)
+                    goto("DRAIN", "SETUP")
 
         # ---- stage 1: the memories' data into registers
         xw = x_rp.data
-        s2_o = Signal(8)
-        s2_x = [Signal(signed(8), name=f"s2_x{s}") for s in "pm"]
-        s2_w = Signal(3)  # the weight digit
-        s2_n = Signal(3 * r)  # the B row (x.B) or the A row (a row's end)
+        s2_x = Signal(signed(8))
+        s2_d = Signal(3)  # the digit: of the B row (x.B) or of the weight word (a row)
+        s2_n = Signal(3 * r)  # the A row (a row's end)
         s2_b = Signal(signed(self.xb_bits))
+        w_digits = Array(w_rp.data[3 * i : 3 * i + 3] for i in range(5))
         m.d.sync += [
             s2.eq(s1),
             s2_xb.eq(s1_xb),
             s2_first.eq(s1_first),
             s2_last.eq(s1_last),
             s2_row1.eq(s1_row1),
-            s2_o.eq(s1_o),
-            s2_x[0].eq(Mux(s1_bias, BIAS, xw[:8].as_signed())),
-            s2_x[1].eq(Mux(s1_bias, BIAS, xw[8:16].as_signed())),
-            s2_w.eq(Array(w_rp.data[3 * i : 3 * i + 3] for i in range(5))[s1_pos]),
+            s2_x.eq(Mux(s1_bias, BIAS, Mux(member, xw[8:16], xw[:8]).as_signed())),
+            s2_d.eq(w_digits[s1_pos]),
             s2_n.eq(n_rp.data),
             s2_b.eq(b_rp.data),
         ]
@@ -421,121 +494,112 @@ class CompactEngine(wiring.Component):
             total = Cat(neg, base) + Cat(neg, opnd)
             return total[1 : width + 1].as_signed()
 
-        # ---- stage 2: the MACs
-        xb = [[Signal(signed(self.xb_bits), name=f"xb{s}_{c}") for c in range(r)] for s in "pm"]
+        # ---- stage 2: the MACs (x.B: r sums; a row: x.W)
+        xb = [Signal(signed(self.xb_bits), name=f"xb{c}") for c in range(r)]
         with m.If(s2 & s2_xb):
-            for c in range(r):
-                for s in range(2):
-                    m.d.sync += xb[s][c].eq(
-                        mac(xb[s][c], s2_first, s2_x[s], s2_n[3 * c : 3 * c + 3])
-                    )
-        acc = [Signal(signed(self.acc_bits), name=f"acc{s}") for s in "pm"]
-        sums = [mac(acc[s], s2_first, s2_x[s], s2_w) for s in range(2)]
+            m.d.sync += [
+                xb[c].eq(mac(xb[c], s2_first, s2_x, s2_n[3 * c : 3 * c + 3])) for c in range(r)
+            ]
+        acc = Signal(signed(self.xb_bits))
+        sums = mac(acc, s2_first, s2_x, s2_d)
         with m.If(s2 & ~s2_xb & ~s2_row1):
-            m.d.sync += [acc[0].eq(sums[0]), acc[1].eq(sums[1])]
-        # BASE: the row's sum of member + is the base product
+            m.d.sync += acc.eq(sums)
+        # BASE: a row's sum is its base product
         m.d.comb += [
-            b_wp.addr.eq(s2_o),
-            b_wp.data.eq(sums[0]),
+            b_wp.addr.eq(w_o),
+            b_wp.data.eq(sums),
             b_wp.en.eq(s2 & s2_last & base_op),
         ]
 
-        # ---- the finish: a row's sums (or the base product) and its A row wait here;
-        # cycles fc = 0 .. r-1 pick a rank term (FA), FB accumulates p±; cycles r + 1
-        # and r + 2 hand member + and member - to the tail; a row every r + 3 cycles
-        fc = Signal(range(r + 4))
-        fin_acc = [Signal(signed(self.acc_bits), name=f"fin_acc{s}") for s in "pm"]
+        # ---- the finish: a row's sum (or the base product) and its A row wait here;
+        # cycles fc = 0 .. r-1 take a rank term (FA: xb[fc] and the A row's low digit, the
+        # A row shifting), FB accumulates p; cycle r + 1 hands the row to the tail; a row
+        # every r + 2 cycles
+        fc = Signal(range(r + 2))
+        fin_acc = Signal(signed(self.xb_bits))
         fin_a = Signal(3 * r)
-        fin_o = Signal(8)
         with m.If(s2 & s2_last & ~base_op):
-            m.d.sync += [fin_busy.eq(1), fc.eq(0), fin_o.eq(s2_o), fin_a.eq(s2_n)]
-            for s in range(2):
-                m.d.sync += fin_acc[s].eq(Mux(s2_row1, s2_b, sums[s]))
+            m.d.sync += [
+                fin_busy.eq(1),
+                fc.eq(0),
+                fin_a.eq(s2_n),
+                fin_acc.eq(Mux(s2_row1, s2_b, sums)),
+            ]
         with m.Elif(fin_busy):
-            m.d.sync += fc.eq(fc + 1)
-            with m.If(fc == r + 2):
+            m.d.sync += [fc.eq(fc + 1), fin_a.eq(fin_a >> 3)]
+            with m.If(fc == max(r - 2, 0)):
+                # the next row's end may issue: it reaches the finish as fc = r + 1 ends
+                m.d.sync += pend.eq(0)
+            with m.If(fc == r + 1):
                 m.d.sync += fin_busy.eq(0)
         cbits = max(1, (r - 1).bit_length())
         fa = Signal()
         fa_first = Signal()
-        fa_x = [Signal(signed(self.xb_bits), name=f"fa_x{s}") for s in "pm"]
+        fa_x = Signal(signed(self.xb_bits))
         fa_d = Signal(3)
         m.d.sync += [
             fa.eq(fin_busy & (fc < r)),
             fa_first.eq(fc == 0),
-            fa_d.eq(Array(fin_a[3 * c : 3 * c + 3] for c in range(r))[fc[:cbits]]),
+            fa_d.eq(fin_a[:3]),
+            fa_x.eq(Array(xb)[fc[:cbits]]),
         ]
-        for s in range(2):
-            m.d.sync += fa_x[s].eq(Array(xb[s])[fc[:cbits]])
-        pacc = [Signal(signed(self.p_bits), name=f"p{s}") for s in "pm"]
+        pacc = Signal(signed(self.p_bits))
         with m.If(fa):
-            for s in range(2):
-                m.d.sync += pacc[s].eq(mac(pacc[s], fa_first, fa_x[s], fa_d))
+            m.d.sync += pacc.eq(mac(pacc, fa_first, fa_x, fa_d))
 
-        # ---- the tail, a member a cycle (member + at fc = r + 1, member - at r + 2)
-        feed = fin_busy & (fc > r)
-        minus = fc == r + 2
-        t1_v, t1_m = Signal(), Signal()
-        t1_o = Signal(8)
+        # ---- the tail: rshr(v, s) = ((2 v >> s) + 1) >> 1 (s >= 0); T1 takes p and the
+        # row's sum as the next row's end may replace them
+        feed = fin_busy & (fc == r + 1)
+        t1_v = Signal()
         t1_u = Signal(signed(self.p_bits + 1))
-        t1_acc = Signal(signed(self.acc_bits))
+        t1_acc = Signal(signed(self.xb_bits))
         m.d.sync += [
             t1_v.eq(feed),
-            t1_m.eq(minus),
-            t1_o.eq(fin_o),
-            t1_u.eq(Mux(minus, pacc[1], pacc[0]) + rnd_k),
-            t1_acc.eq(Mux(minus, fin_acc[1], fin_acc[0])),
+            t1_u.eq(Cat(Const(0, 1), pacc).as_signed() >> pshift),
+            t1_acc.eq(fin_acc),
         ]
-        t2_v, t2_m = Signal(), Signal()
-        t2_o = Signal(8)
+        t2_v = Signal()
         t2_t = Signal(signed(self.p_bits))
-        t2_acc = Signal(signed(self.acc_bits))
-        m.d.sync += [
-            t2_v.eq(t1_v),
-            t2_m.eq(t1_m),
-            t2_o.eq(t1_o),
-            t2_t.eq(t1_u >> pshift),
-            t2_acc.eq(t1_acc),
-        ]
-        t3_v, t3_m = Signal(), Signal()
-        t3_o = Signal(8)
+        t2_acc = Signal(signed(self.xb_bits))
+        m.d.sync += [t2_v.eq(t1_v), t2_t.eq((t1_u + 1) >> 1), t2_acc.eq(t1_acc)]
+        t3_v = Signal()
         t3_y = Signal(signed(self.acc_bits))
-        m.d.sync += [
-            t3_v.eq(t2_v),
-            t3_m.eq(t2_m),
-            t3_o.eq(t2_o),
-            t3_y.eq(Mux(t2_m, t2_acc - t2_t, t2_acc + t2_t)),
-        ]
-        t4_v, t4_m = Signal(), Signal()
-        t4_o = Signal(8)
-        t4_v2 = Signal(signed(self.acc_bits + 1))
-        m.d.sync += [t4_v.eq(t3_v), t4_m.eq(t3_m), t4_o.eq(t3_o), t4_v2.eq(t3_y + rnd_s)]
-        t5_v, t5_m = Signal(), Signal()
-        t5_o = Signal(8)
+        m.d.sync += [t3_v.eq(t2_v), t3_y.eq(Mux(member, t2_acc - t2_t, t2_acc + t2_t))]
+        t4_v = Signal()
+        t4_u = Signal(signed(self.acc_bits + 1))
+        m.d.sync += [t4_v.eq(t3_v), t4_u.eq(Cat(Const(0, 1), t3_y).as_signed() >> sh_s)]
+        t5_v = Signal()
         t5_z = Signal(signed(self.acc_bits))
-        m.d.sync += [t5_v.eq(t4_v), t5_m.eq(t4_m), t5_o.eq(t4_o), t5_z.eq(t4_v2 >> sh_s)]
-        m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v)
+        m.d.sync += [t5_v.eq(t4_v), t5_z.eq((t4_u + 1) >> 1)]
+        # T6: the saturation, to 0..127 (or -127..127 in the last layer)
+        t6_v = Signal()
+        t6_h = Signal(8)
         lo = Mux(last_layer, -127, 0)
-        h = Mux(t5_z > 127, 127, Mux(t5_z < lo, lo, t5_z))[:8]
-        h_plus = Signal(8)
-        with m.If(t5_v & ~t5_m):
-            m.d.sync += h_plus.eq(h)
+        m.d.sync += [t6_v.eq(t5_v), t6_h.eq(Mux(t5_z > 127, 127, Mux(t5_z < lo, lo, t5_z)))]
+        m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v | t6_v)
+        with m.If(t6_v | s2 & s2_last & base_op):
+            m.d.sync += w_o.eq(w_o + 1)
 
-        # ---- the activation memory's write port: the tail's member -, or the core's
-        with m.If(t5_v & t5_m):
+        # ---- the activation memory's write port: the tail's member (its byte), or the core's
+        with m.If(t6_v):
             m.d.comb += [
-                x_wp.addr.eq(Cat(t5_o[:7], bank_out)),
-                x_wp.data.eq(Cat(h_plus, h)),
-                x_wp.en.eq(1),
+                x_wp.addr.eq(Cat(w_o[:7], bank_out)),
+                x_wp.data.eq(Cat(t6_h, t6_h)),
+                x_wp.en.eq(Cat(~member, member)),
             ]
         with m.Elif(cpu_mem & q_write & (q_sel == 1)):
-            m.d.comb += [x_wp.addr.eq(q_addr), x_wp.data.eq(q_data), x_wp.en.eq(1)]
+            m.d.comb += [x_wp.addr.eq(q_addr), x_wp.data.eq(q_data), x_wp.en.eq(0b11)]
         m.d.comb += [
             w_wp.addr.eq(q_addr),
             w_wp.data.eq(q_data),
             w_wp.en.eq(cpu_mem & q_write & (q_sel == 0)),
         ]
-        # the core's reads (idle only): the read ports' addresses
-        with m.If(~busy):
-            m.d.comb += [w_rp.addr.eq(q_addr), x_rp.addr.eq(q_addr)]
+        # the read ports' addresses, from flip-flops only (not the state): the passes'
+        # (x.B: B row k; a row: its A row o) or, idle, the core's
+        m.d.comb += [
+            x_rp.addr.eq(Mux(busy, Cat(k[:7], bank_in), q_addr)),
+            w_rp.addr.eq(Mux(busy, wword, q_addr)),
+            b_rp.addr.eq(o),
+            n_rp.addr.eq(nrow(Mux(in_rows, o, k), in_rows)),
+        ]
         return m
