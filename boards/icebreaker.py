@@ -56,8 +56,8 @@ DEFAULT_PARAMS: dict[str, Any] = {
 #: digits-sized maxima (64-wide layers, population 256); a sample memory for one batch of
 #: 256 digits samples (the host sends each step's batch: pentegg.device.Trainer).
 COMPACT_PARAMS: dict[str, Any] = {
-    # the datapath (rtl/compact/engine.py) does not fit beside the core yet (docs/boards.md)
-    "engine": 0,
+    # the datapath (rtl/compact/engine.py): the forward pass of a pair in hardware
+    "engine": 1,
     "boot": "flash",
     "ram_bytes": 128 * 1024,
     "flash_offset": 0x10_0000,

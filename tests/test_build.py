@@ -409,8 +409,8 @@ def test_ulx3s_builds_use_router2_only_above_64_lanes():
 def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
     tmp_path, fake_programmer
 ):
-    """``pentegg build --board icebreaker --program``: the compact core (RV32I + firmware)
-    fits the UP5K, meets its 42 MHz clock, and the programmer is run twice: the firmware
+    """``pentegg build --board icebreaker --program``: the compact core (RV32I + firmware
+    + the datapath) fits the UP5K, meets its 42 MHz clock, and the programmer is run twice: the firmware
     image at the flash's 1 MiB (a length word, then the image), then the bitstream."""
     args_file = tmp_path / "args"
     r = pentegg(
@@ -420,6 +420,7 @@ def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout.strip().splitlines()[-1])
     assert info["core"] == "compact" and info["timing_met"] and info["clock_mhz"] == 42.0
+    assert info["params"]["engine"] == 1  # with the datapath
     assert info["baud"] == 3_000_000 and info["divisor"] == 14
     assert info["luts"] < 0.85 * 5280 and info["sprams"] == 4
     fw = Path(info["firmware"])

@@ -155,11 +155,14 @@ def _compare(pentegg_cmd, *args):
     ids=["xor-quantized-pentary-sign", "xor"],
 )  # fmt: skip
 def test_the_compact_device_steps_equal_golden(pentegg_cmd, args):
-    """The iCEBreaker's build (the firmware computes the forward pass)."""
+    """``compare --device sim-compact``: the iCEBreaker's build (low-rank xor: the
+    datapath computes the forward pass; quantized mode, which it does not take: the
+    firmware)."""
     rec = _compare(pentegg_cmd, *args)
     assert rec["identical"] and rec["steps"] == int(args[args.index("--steps") + 1])
 
 
+@pytest.mark.parametrize("engine", [1, 0], ids=["datapath", "firmware"])
 @pytest.mark.parametrize(
     "task, cfg, batch, steps",
     [
@@ -168,10 +171,12 @@ def test_the_compact_device_steps_equal_golden(pentegg_cmd, args):
     ],
     ids=["xor-shared-inputs", "cartpole-per-member-inputs"],
 )
-def test_the_compact_device_with_its_datapath_steps_equal_golden(task, cfg, batch, steps):
-    """The datapath (rtl/compact/engine.py) computes the forward pass: shared inputs
-    (xor: per sample the base product, per pair the noise and both members) and per-member
-    inputs (CartPole: host-scored)."""
+def test_the_compact_device_with_and_without_its_datapath_steps_equal_golden(
+    task, cfg, batch, steps, engine
+):
+    """The datapath (rtl/compact/engine.py; the iCEBreaker's build) or the firmware on
+    the core computes the forward pass: shared inputs (xor: per sample the base product,
+    per pair the noise and both members) and per-member inputs (CartPole: host-scored)."""
     from pentegg.cmd_compare import compare_states, first_difference
     from pentegg.device import Trainer, open_device
     from pentegg.golden import es_step, init_state
@@ -182,7 +187,7 @@ def test_the_compact_device_with_its_datapath_steps_equal_golden(task, cfg, batc
     state = init_state(cfg)
     with open_device(
         "sim-compact", cfg=cfg, batch=batch, samples=samples, quiet=True, timeout=60,
-        score_bound=t.score_bound(batch), engine=1,
+        score_bound=t.score_bound(batch), engine=engine,
     ) as dev:  # fmt: skip
         tr = Trainer(dev, t, cfg, batch)
         tr.start(state)
