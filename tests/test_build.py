@@ -410,8 +410,9 @@ def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
     tmp_path, fake_programmer
 ):
     """``pentegg build --board icebreaker --program``: the compact core (RV32I + firmware
-    + the datapath) fits the UP5K, meets its 42 MHz clock, and the programmer is run twice: the firmware
-    image at the flash's 1 MiB (a length word, then the image), then the bitstream."""
+    + the datapath) fits the UP5K, meets its 42 MHz clock, and the programmer is run
+    twice: the firmware image at the flash's 1 MiB (a length word, then the image), then
+    the bitstream."""
     args_file = tmp_path / "args"
     r = pentegg(
         "build", "--board", "icebreaker", "--build-dir", str(tmp_path / "b"), "--program",
