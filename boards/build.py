@@ -272,7 +272,7 @@ def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
                 raise BuildError(
-                    f"nextpnr's router made no progress for {watch.stall_s:.0f} s "
+                    f"nextpnr's router made no progress for {watch.clock() - watch.since:.0f} s "
                     f"({watch.best:,} arcs left): this placement does not route; try "
                     f"another --seed (log: {work / 'top.tim'})"
                 )

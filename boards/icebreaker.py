@@ -76,16 +76,16 @@ COMPACT_PARAMS: dict[str, Any] = {
 }
 
 
-#: ``--param clock_mhz=N``: the core clock (SB_PLL40_PAD settings from ``icepll -i 12 -o
-#: 48``; VCO 768 MHz) and the FT2232H rate exact at it, 16 clocks per bit.
+#: ``--param clock_mhz=N``: the core clock (SB_PLL40_PAD settings: ``icepll -i 12 -o 48``,
+#: VCO 768 MHz; 42 MHz the same with DIVF 55, VCO 672 MHz) and the FT2232H rate exact at
+#: it, 16 (14) clocks per bit.
 CLOCKS: dict[int, ClockChoice] = {
     48: ClockChoice(48_000_000, 3_000_000, {"DIVR": 0, "DIVF": 63, "DIVQ": 4, "FILTER_RANGE": 1}),
-    # VCO 672 MHz; 14 clocks per bit
     42: ClockChoice(42_000_000, 3_000_000, {"DIVR": 0, "DIVF": 55, "DIVQ": 4, "FILTER_RANGE": 1}),
 }
 
-#: the compact core's clock: its builds reach 45.0 to 47.3 MHz (seeds 1-4, docs/boards.md),
-#: short of 48
+#: the compact core's clock: its builds do not meet 48 MHz (45.0 to 47.3 MHz at seeds 1-4
+#: without the datapath; with it 44.3 to 47.4 at a 42 MHz target, docs/boards.md)
 COMPACT_CLOCK_MHZ = 42
 
 
