@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rtl.synth import synth_flows
+from ..rtl.synth import honour_no_rw_check, synth_flows
 from ..rtl.toolchain import ToolNotFound, amaranth_env, tool
 from .common import Board
 
@@ -147,6 +147,11 @@ def build(
         ),
     )
     plan.extract(work)
+    # the memories marked no_rw_check map onto block RAM as they are, without Yosys's
+    # read-first emulation (rtl/bram.py NO_RW_CHECK; the tests' collision monitor checks
+    # that no used read meets a write of its word), as in `pentegg synth`
+    rtlil = work / "top.il"
+    rtlil.write_text(honour_no_rw_check(rtlil.read_text()))
     progress(f"yosys: synthesis (log {work / 'top.rpt'})")
     # Yosys runs each mapping flow of rtl/synth.py's synth_flows in turn until one gets
     # through (the YoWASP Yosys's ABC9 fails on some netlists); the logs of the flows

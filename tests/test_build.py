@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from pentegg.rtl.synth import honour_no_rw_check
+
 PENTEGG = [sys.executable, "-m", "pentegg.cli"]
 
 FAKE = """#!/bin/sh
@@ -239,6 +241,15 @@ def test_ulx3s_device_small(tmp_path):
     assert 5 < info["brams"] < 100
     assert (info["clock_mhz"], info["baud"], info["divisor"]) == (60.0, 3_000_000, 20)
     assert info["fmax_mhz"] >= 60.0 and info["timing_met"] is True
+    assert_no_read_first_emulation(tmp_path)
+
+
+def assert_no_read_first_emulation(build_dir: Path) -> None:
+    """The build's RTLIL has its no_rw_check memories' read ports marked "collision
+    gives X" (rtl/synth.py honour_no_rw_check), so Yosys does not emulate read-first."""
+    text = (build_dir / "top.il").read_text()
+    assert "no_rw_check" in text
+    assert honour_no_rw_check(text) == text, "a no_rw_check memory keeps read-first ports"
 
 
 def test_icebreaker_device_refused(tmp_path):
@@ -424,6 +435,7 @@ def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
     assert info["params"]["engine"] == 1  # with the datapath
     assert info["baud"] == 3_000_000 and info["divisor"] == 14
     assert info["luts"] < 0.85 * 5280 and info["sprams"] == 4
+    assert_no_read_first_emulation(tmp_path / "b")
     fw = Path(info["firmware"])
     data = fw.read_bytes()
     assert int.from_bytes(data[:4], "little") == len(data) - 4 > 4096
