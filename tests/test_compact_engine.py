@@ -3,7 +3,8 @@
 as the firmware drives it: one pair's forward pass (NOISE, BASE, LAYER per layer) equal
 to golden's logits of both members, for a shared sample (layer 0 from the base product)
 and for per-member inputs, at ranks 1 and 4, random widths and weights with the +-2
-extremes, inputs that saturate; the noise memory equal to golden's A and B."""
+extremes, inputs that saturate; the noise memory equal to golden's A and B; no used read
+of a memory word written in the same cycle (the memories carry no_rw_check)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,9 @@ from pentegg.golden.digit import pack
 from pentegg.golden.forward import population_forward
 from pentegg.golden.model import make_noise
 from pentegg.golden.prng import AB_A, AB_B, stream_state
+from pentegg.golden.update import accumulate_z
 from pentegg.rtl.compact.engine import OPS, REGS, CompactEngine
+from pentegg.sim.collisions import CollisionMonitor
 
 SEED = int(os.environ.get("PENTEGG_SEED", "0")) or random.randrange(1 << 30)
 
@@ -126,10 +129,14 @@ def _engine_forward(cfg, weights, step, pairs, xs, shared):
                 [(v >> 8 & 0xFF) - ((v >> 8 & 0x80) << 1) for v in y],
             ]
 
+    # the memories carry no_rw_check: no used read of a word written in its cycle
+    watch = CollisionMonitor(lambda: eng.rw_watch)
     sim = Simulator(eng)
     sim.add_clock(1e-6)
     sim.add_testbench(bench)
+    sim.add_process(watch.process())
     sim.run()
+    watch.check()
     return out
 
 
@@ -162,4 +169,68 @@ def test_one_pair_forward_equals_golden(rank, shared):
                     f"seed {SEED} trial {trial} {cfg.layers} rank {rank} shared {shared}: "
                     f"member {2 * j + member} logit {bad[0]}: golden {w[bad[0]]}, engine "
                     f"{g[bad[0]]}"
+                )
+
+
+def _engine_votes(cfg, step, g, layer, blocks):
+    """The engine's votes ``Z`` of ``layer`` for each block ``(z_row, z_rows)``: per pair
+    its noise (NOISE A, B), then VOTE (the first pair's writes), then the block read."""
+    eng = CompactEngine(max_layers=3, max_width=11, rank=cfg.rank, max_population=cfg.population)
+    fan = cfg.layers[layer] + 1
+    out = {}
+
+    async def bench(ctx):
+        bus = Bus(ctx, eng.bus)
+        await bus.reg("n_layers", cfg.n_layers)
+        for i, w in enumerate(cfg.layers):
+            await bus.reg("width", w, i)
+        for z_row, z_rows in blocks:
+            await bus.reg("z_row", z_row)
+            await bus.reg("z_rows", z_rows)
+            for j in range(cfg.pairs):
+                for ab in (AB_A, AB_B):
+                    await bus.reg("x0", int(stream_state(cfg.seed, step, j, layer, ab)))
+                    await bus.run("noise", layer, ab=ab)
+                await bus.reg("g", int(g[j]))
+                await bus.run("vote", layer, shared=j == 0)  # bit 7: the first pair's
+            words = [await bus.read(3, i) for i in range(z_rows * fan)]
+            z = [w - (1 << 32) if w >> 31 else w for w in words]
+            out[z_row] = np.array(z).reshape(z_rows, fan)
+
+    watch = CollisionMonitor(lambda: eng.rw_watch)
+    sim = Simulator(eng)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_process(watch.process())
+    sim.run()
+    watch.check()
+    return out
+
+
+@pytest.mark.parametrize("rank", [1, 4])
+def test_vote_equals_golden_z(rank):
+    """VOTE: the votes ``Z = sum_j g_j A_j B_j^T`` (spec 8.1) of a layer, in blocks of
+    rows, equal golden's ``accumulate_z``, with ``g`` at its extremes ``+-2 (N - 1)``, 0
+    and between."""
+    rng = random.Random(SEED * 11 + rank)
+    for trial in range(4):
+        cfg, _ = _case(rng, rank)
+        step = rng.randrange(65535)
+        g_max = 2 * (cfg.population - 1)
+        g = np.array([rng.choice([-g_max, g_max, 0, rng.randint(-g_max, g_max)])
+                      for _ in range(cfg.pairs)])  # fmt: skip
+        layer = rng.randrange(cfg.n_layers)
+        want = accumulate_z(cfg, make_noise(cfg, step), g, layer)
+        n_out = cfg.layers[layer + 1]
+        split = rng.randint(1, n_out)  # two blocks (or one)
+        blocks = [(0, split)] + ([(split, n_out - split)] if split < n_out else [])
+        got = _engine_votes(cfg, step, g, layer, blocks)
+        for z_row, z_rows in blocks:
+            w, e = want[z_row : z_row + z_rows], got[z_row]
+            bad = np.argwhere(w != e)
+            if bad.size:
+                o, k = bad[0]
+                raise AssertionError(
+                    f"seed {SEED} trial {trial} {cfg.layers} rank {rank} layer {layer}: "
+                    f"Z[{z_row + o}, {k}]: golden {w[o, k]}, engine {e[o, k]}"
                 )

@@ -176,7 +176,29 @@ def test_the_compact_device_with_and_without_its_datapath_steps_equal_golden(
 ):
     """The datapath (rtl/compact/engine.py; the iCEBreaker's build) or the firmware on
     the core computes the forward pass: shared inputs (xor: per sample the base product,
-    per pair the noise and both members) and per-member inputs (CartPole: host-scored)."""
+    per pair the noise and both members) and per-member inputs (CartPole: host-scored);
+    with the datapath its VOTE op also makes the update's votes."""
+    _steps_equal_golden(task, cfg, batch, steps, engine)
+
+
+@pytest.mark.parametrize(
+    "task, cfg, batch, steps",
+    [
+        # layer 0's votes in two blocks of rows (16 x 65 > Z_WORDS), the pentary update
+        ("digits", Config(layers=(64, 16, 10), population=32, update="pentary", tau=64), 16, 2),
+        ("xor", Config(layers=(2, 8, 2), population=16, rank=1, shaping="sign"), 4, 3),
+    ],
+    ids=["digits-pentary", "xor-rank1-sign"],
+)
+def test_the_datapath_votes_equal_golden(task, cfg, batch, steps):
+    """The datapath's VOTE op (the update's votes): in blocks of rows when a layer's do not
+    fit its Z memory, at rank 1 as at rank 4, under the pentary update and sign shaping
+    as under the defaults (above)."""
+    _steps_equal_golden(task, cfg, batch, steps, 1)
+
+
+def _steps_equal_golden(task, cfg, batch, steps, engine):
+    """``steps`` ES steps on the compact device equal golden's: scores and state."""
     from pentegg.cmd_compare import compare_states, first_difference
     from pentegg.device import Trainer, open_device
     from pentegg.golden import es_step, init_state
@@ -218,6 +240,6 @@ def test_bench_link_on_the_compact_device_predicts_the_icebreaker(pentegg_cmd):
     (task,) = rec["tasks"]
     for way in ("per_step", "chunked"):
         w = task[way]
-        assert w["cycles"] > 1_000_000 and w["link_bytes"] > 0
+        assert w["cycles"] > 100_000 and w["link_bytes"] > 0
         want = 1e3 * (w["cycles"] / (COMPACT_CLOCK_MHZ * 1e6) + w["link_bytes"] * 10 / 3e6)
         assert abs(w["predicted_ms"]["icebreaker"] - want) < 1e-6

@@ -1,4 +1,5 @@
-"""CompactEngine: the compact device's datapath, one antithetic pair's forward pass.
+"""CompactEngine: the compact device's datapath, one antithetic pair's forward pass and
+its votes.
 
 The firmware (rtl/compact/firmware) keeps the schedule of spec 10.2; the engine does the
 arithmetic of one pair at a time, in low-rank mode (spec 5, 6.2), one member after the
@@ -16,7 +17,14 @@ other through one datapath (the UP5K's logic cells are its limit, not its cycles
   ``acc± = x± . W_l[o]^T`` (or the base product: layer 0 of a shared sample) and
   ``h± = act(acc± ± rshr((x± . B) . A[o]^T, k))`` (spec 5.3: ``rshr`` by the layer's
   shift, saturated to 0..127, or to -127..127 in the last layer), into the member's byte
-  of the other bank.
+  of the other bank;
+* ``VOTE l``: the pair's votes of layer ``l`` (spec 8.1, low-rank: ``g A B^T``) for a
+  block of rows: ``Z[(o - z_row) fan + k] (+)= g * sum_c A[o, c] B[k, c]`` for the rows
+  ``o = z_row .. z_row + z_rows - 1`` and every input ``k`` (``fan = width l + 1``;
+  ``z_rows * fan <= Z_WORDS``, which the firmware keeps), from the pair's noise in the
+  noise memory and its ``g`` (the ``G`` register); ``first`` (CMD bit 7) writes the
+  votes instead of adding them. The firmware runs it per pair of the step for each
+  block, then reads the block's votes and applies the moves.
 
 Memories (one read and one write port each; iCE40 block RAMs): the weights (the host's
 weight memory, spec 1.4 words: the firmware reads and writes it through the bus), the
@@ -25,8 +33,8 @@ shared sample keeps for every pair; layer ``l`` writes bank ``1 + (l & 1)`` and 
 one layer ``l - 1`` wrote), the noise (a word of ``r`` digits per row: row ``i`` of layer
 ``l``'s ``B`` at ``2 l * 2**b + i``, of its ``A`` at ``(2 l + 1) * 2**b + i``, ``2**b``
 the least power of two above ``max_width``: addresses without adders), the base
-products. The
-weights, the activations and the noise are cut into slices of bits as narrow as one block
+products, the votes (``Z_WORDS`` words of ``z_bits``). The
+weights, the activations, the noise and the votes are cut into slices of bits as narrow as one block
 RAM holding their depth is (``_sliced``), so that no multiplexer of several block RAMs'
 data lies between them and the digit selects. Every pentary product is a select of 0,
 ``x`` or ``2x`` and a negation.
@@ -38,12 +46,14 @@ Bus (the core's; word address bits 25:24 select):
 1         the activations: bank ``b`` (0..3), index ``k`` at word ``128 b + k``: bits 7:0
           ``x+``, bits 15:8 ``x−`` (int8); the input in bank 0, the logits in bank
           ``1 + ((n_layers - 1) & 1)``
-2         registers (word = index): 0 ``CMD`` (write: bits 1:0 the op, 1 NOISE, 2 BASE,
-          3 LAYER; bit 3 NOISE's stream, 0 A, 1 B; bits 6:4 the layer; bit 7 ``shared``:
-          LAYER 0 takes the base products; read: bit 0 busy), 1 ``X0`` (NOISE's start
-          state), 4 ``N_LAYERS``, 5 ``PERT_SHIFT`` (``k = log4(r) + sigma_shift``),
-          ``8 + i`` ``WIDTH i``, ``16 + l`` ``ACT_SHIFT l``, ``24 + l`` ``WBASE l`` (layer
-          ``l``'s first weight word)
+2         registers (word = index): 0 ``CMD`` (write: bits 2:0 the op, 1 NOISE, 2 BASE,
+          3 LAYER, 4 VOTE; bit 3 NOISE's stream, 0 A, 1 B; bits 6:4 the layer; bit 7
+          ``shared``: LAYER 0 takes the base products, or VOTE's ``first``; read: bit 0
+          busy), 1 ``X0`` (NOISE's start state), 2 ``G`` (VOTE's ``g``), 3 ``Z_ROW``,
+          6 ``Z_ROWS`` (VOTE's block), 4 ``N_LAYERS``, 5 ``PERT_SHIFT`` (``k = log4(r) +
+          sigma_shift``), ``8 + i`` ``WIDTH i``, ``16 + l`` ``ACT_SHIFT l``, ``24 + l``
+          ``WBASE l`` (layer ``l``'s first weight word)
+3         the votes: word ``i`` (read only; ``z_bits``, sign-extended to 32)
 ========  =========================================================================
 
 Every access is answered three cycles after its request, its data from a register (zero
@@ -55,7 +65,9 @@ Throughput: a pass takes a cycle per input (``fan``). ``LAYER`` takes, per membe
 least: the finish's; a shared layer 0 takes ``r + 2``) and about 12 to set up and drain:
 for 64-16-10 at rank 4, 409 cycles for layer 1 and 347 for a shared layer 0 (202 and
 240 with both members in the same cycles, the datapath before, which did not fit).
-``BASE`` takes ``fan`` per row; ``NOISE`` a cycle per row and 4.
+``BASE`` takes ``fan`` per row; ``NOISE`` a cycle per row and 4; ``VOTE`` ``r`` cycles
+per vote (one rank term a cycle: a select of ``g``, ``2 g`` or ``4 g`` and one adder),
+two more per row and about 6.
 """
 
 from __future__ import annotations
@@ -65,26 +77,32 @@ from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 
 from ...golden.arith import bits_for
-from ..bram import NO_RW_CHECK
+from ..bram import NO_RW_CHECK, RWWatch
 from ..cpu.rv32 import BUS_SIGNATURE
 from ..noise.prng import PentaryStreamCore
 from ..params import check_choice, check_int
 
-__all__ = ["OPS", "REGS", "CompactEngine", "weight_words"]
+__all__ = ["OPS", "REGS", "Z_WORDS", "CompactEngine", "weight_words"]
 
 #: ``CMD`` ops
-OPS = {"noise": 1, "base": 2, "layer": 3}
+OPS = {"noise": 1, "base": 2, "layer": 3, "vote": 4}
 #: Register indices (``width``, ``act_shift``, ``wbase``: the first of a row)
 REGS = {
     "cmd": 0,
     "x0": 1,
+    "g": 2,
+    "z_row": 3,
     "n_layers": 4,
     "pert_shift": 5,
+    "z_rows": 6,
     "width": 8,
     "act_shift": 16,
     "wbase": 24,
 }
 BIAS = 127
+#: The vote memory's words: ``VOTE`` accumulates ``Z`` of a block of rows of one layer
+#: (``z_rows * fan <= Z_WORDS``)
+Z_WORDS = 1024
 
 
 def weight_words(max_layers: int, max_width: int) -> int:
@@ -145,6 +163,9 @@ class CompactEngine(wiring.Component):
         1 or 4.
     digits : str
         ``"binomial"`` or ``"uniform"``.
+    max_population : int
+        2..4096, even: sizes ``G`` and the votes (spec 9.2: ``|g| <= 2 (N - 1)``,
+        ``|Z| <= N/2 * max|g| * 4 r``).
 
     Interface attributes
     --------------------
@@ -155,12 +176,21 @@ class CompactEngine(wiring.Component):
     """
 
     def __init__(
-        self, *, max_layers: int = 2, max_width: int = 64, rank: int = 4, digits="binomial"
+        self,
+        *,
+        max_layers: int = 2,
+        max_width: int = 64,
+        rank: int = 4,
+        digits="binomial",
+        max_population: int = 256,
     ):
         self.max_layers = check_int("max_layers", max_layers, 1, 8)
         self.max_width = check_int("max_width", max_width, 1, 127)
         self.rank = check_choice("rank", rank, (1, 4))
         self.digits = check_choice("digits", digits, ("binomial", "uniform"))
+        self.max_population = check_int("max_population", max_population, 2, 4096)
+        if max_population % 2:
+            raise ValueError(f"max_population={max_population}: must be even (2..4096)")
         self.max_fan = max_width + 1
         self.wwords = weight_words(max_layers, max_width)
         # the noise memory's row index: Cat(row, A, layer), a power of two per stream
@@ -174,6 +204,14 @@ class CompactEngine(wiring.Component):
         self.p_bits = bits_for(-p_max, p_max)
         acc_max = xb_max + p_max
         self.acc_bits = bits_for(-acc_max, acc_max) + 1  # +1: a spare bit for rshr
+        # the votes (spec 8.1, 9.2): |g| <= 2 (N - 1); a weight's term of one pair
+        # g * sum_c A[o, c] B[k, c] <= 4 r |g|; Z <= N / 2 such terms
+        g_max = 2 * (max_population - 1)
+        self.g_bits = bits_for(-g_max, g_max)
+        t_max = 4 * self.rank * g_max
+        self.t_bits = bits_for(-t_max, t_max)
+        z_max = max_population // 2 * t_max
+        self.z_bits = bits_for(-z_max, z_max)
         super().__init__({"bus": In(BUS_SIGNATURE), "busy": Out(1)})
 
     def elaborate(self, platform):
@@ -183,6 +221,9 @@ class CompactEngine(wiring.Component):
 
         # ---------------------------------------------------------------- registers
         x0 = Signal(32)
+        g = Signal(signed(self.g_bits))
+        z_row = Signal(7)
+        z_rows = Signal(8)
         n_layers = Signal(4)
         pshift = Signal(4)
         widths = Array(Signal(8, name=f"width{i}") for i in range(ml + 1))
@@ -199,6 +240,7 @@ class CompactEngine(wiring.Component):
         bmem = memory.Memory(shape=signed(self.xb_bits), depth=mw, init=[], attrs=NO_RW_CHECK)
         m.submodules.bmem = bmem
         b_rp, b_wp = bmem.read_port(), bmem.write_port()
+        z_rp, z_wp = _sliced(m, "zmem", self.z_bits, Z_WORDS)
 
         busy = Signal()
         m.d.comb += self.busy.eq(busy)
@@ -209,8 +251,9 @@ class CompactEngine(wiring.Component):
         # come a cycle later, are registered, and ``ready`` follows
         req = Signal()
         q_sel = Signal(2)
-        # the widest index a memory takes (the weights' words, the activations' 512)
-        q_addr = Signal(max(9, (self.wwords - 1).bit_length()))
+        # the widest index a memory takes (the weights' words, the activations' 512,
+        # the votes' Z_WORDS)
+        q_addr = Signal(max(9, (Z_WORDS - 1).bit_length(), (self.wwords - 1).bit_length()))
         q_write = Signal()
         q_data = Signal(32)
         act = Signal()
@@ -228,7 +271,7 @@ class CompactEngine(wiring.Component):
         ]
         r1_sel = Signal(2)
         reg_data = Signal()  # CMD's busy bit (the other registers read 0)
-        rdata = Signal(16)  # zero but in an answer's cycle (the SoC ORs the answers)
+        rdata = Signal(32)  # zero but in an answer's cycle (the SoC ORs the answers)
         m.d.sync += [r1_sel.eq(q_sel), rdata.eq(0)]
         with m.If(a1):
             with m.Switch(r1_sel):
@@ -236,12 +279,14 @@ class CompactEngine(wiring.Component):
                     m.d.sync += rdata.eq(w_rp.data)
                 with m.Case(1):
                     m.d.sync += rdata.eq(x_rp.data)
-                with m.Default():
+                with m.Case(2):
                     m.d.sync += rdata.eq(reg_data)
+                with m.Case(3):
+                    m.d.sync += rdata.eq(z_rp.data.as_signed())
         m.d.comb += [bus.ready.eq(a2), bus.rdata.eq(rdata)]
         cpu_mem = act & ~busy  # the cycle a memory access acts
         start = Signal()  # registered: the cycle after a CMD write (its op is not 0)
-        cmd = Signal(7)  # the CMD word's bits 6:0
+        cmd = Signal(7)  # the CMD word's bits 6:0 (the op: bits 2:0)
         m.d.sync += start.eq(0)
         op_shared = Signal()
         with m.If(act & (q_sel == 2)):
@@ -250,12 +295,18 @@ class CompactEngine(wiring.Component):
                 with m.Switch(q_addr[:6]):
                     with m.Case(REGS["cmd"]):
                         m.d.sync += [
-                            start.eq(q_data[:2] != 0),
+                            start.eq(q_data[:3] != 0),
                             cmd.eq(q_data[:7]),
                             op_shared.eq(q_data[7]),
                         ]
                     with m.Case(REGS["x0"]):
                         m.d.sync += x0.eq(q_data)
+                    with m.Case(REGS["g"]):
+                        m.d.sync += g.eq(q_data)
+                    with m.Case(REGS["z_row"]):
+                        m.d.sync += z_row.eq(q_data)
+                    with m.Case(REGS["z_rows"]):
+                        m.d.sync += z_rows.eq(q_data)
                     with m.Case(REGS["n_layers"]):
                         m.d.sync += n_layers.eq(q_data)
                     with m.Case(REGS["pert_shift"]):
@@ -339,6 +390,7 @@ class CompactEngine(wiring.Component):
         # the control: one-hot states (every state a flip-flop, its next value a
         # function of a few flip-flops)
         names = ("IDLE", "N_SETUP", "N_ROWS", "SETUP", "SETUP2", "XB", "ROWS", "DRAIN")
+        names += ("V_SETUP", "V_A", "V_A2", "V_K", "V_DRAIN")
         st = {n: Signal(name=f"st_{n.lower()}", init=n == "IDLE") for n in names}
 
         def goto(frm, to):
@@ -347,7 +399,7 @@ class CompactEngine(wiring.Component):
         with m.If(st["IDLE"]):
             with m.If(start):
                 m.d.sync += [busy.eq(1), layer.eq(cmd[4:7]), member.eq(0)]
-                with m.Switch(cmd[:2]):
+                with m.Switch(cmd[:3]):
                     with m.Case(OPS["noise"]):
                         m.d.sync += n_ab.eq(cmd[3])
                         m.d.comb += core.x0.valid.eq(1)  # the stream starts
@@ -358,6 +410,8 @@ class CompactEngine(wiring.Component):
                     with m.Case(OPS["layer"]):
                         m.d.sync += base_op.eq(0)
                         goto("IDLE", "SETUP")
+                    with m.Case(OPS["vote"]):
+                        goto("IDLE", "V_SETUP")
 
         # ---- NOISE: one stream's rows (A: out rows, B: fan rows); its first beat is
         # valid the cycle after x0 (the core drops what was left of the last stream)
@@ -460,6 +514,88 @@ class CompactEngine(wiring.Component):
                 with m.Else():
                     m.d.sync += member.eq(1)
                     goto("DRAIN", "SETUP")
+
+        # ---- VOTE l: Z[i] (+)= g * sum_c A[o, c] B[k, c] (spec 8.1) for the block's rows
+        # o = z_row .. z_row + z_rows - 1 and every input k of layer l (the pair's
+        # noise in the noise memory), i = (o - z_row) * fan + k; bit 7 of CMD (``first``)
+        # writes the term instead of adding it. Per row: its A row is read (V_A) and
+        # kept (V_A2); per input k (V_K): its B row is read, then r cycles take a rank
+        # term each (one select of g, 2 g or 4 g and one adder: |A| |B| is 0, 1, 2 or 4),
+        # and the cycle after the last reads and writes back Z[i]. A k every r cycles.
+        v_cc = Signal(range(r))  # V_K: the cycle of the current k (its read at 0)
+        zaddr = Signal(range(Z_WORDS))  # the vote memory's word of the next k
+        arow = Signal(3 * r)  # the row's A digits
+        m.d.sync += v_cc.eq(0)
+        with m.If(st["V_SETUP"]):
+            m.d.sync += [
+                fan_m1.eq(widths[layer]),
+                o.eq(z_row),
+                o_rem.eq(z_rows - 1),
+                o_last.eq(z_rows == 1),
+                in_rows.eq(1),
+                zaddr.eq(0),
+            ]
+            goto("V_SETUP", "V_A")
+        with m.If(st["V_A"]):  # the A row's read
+            goto("V_A", "V_A2")
+        with m.If(st["V_A2"]):
+            m.d.sync += [arow.eq(n_rp.data), in_rows.eq(0)]
+            restart_k()
+            goto("V_A2", "V_K")
+        v_issue = Signal()  # V_K reads B row k (its first cycle)
+        with m.If(st["V_K"]):
+            m.d.comb += v_issue.eq(v_cc == 0)
+            if r > 1:
+                m.d.sync += v_cc.eq(Mux(v_cc == r - 1, 0, v_cc + 1))
+            with m.If(v_cc == r - 1):
+                advance_k()
+                with m.If(k_last):
+                    with m.If(o_last):
+                        goto("V_K", "V_DRAIN")
+                    with m.Else():
+                        m.d.sync += [o.eq(o + 1), o_rem.eq(o_rem - 1), o_last.eq(o_rem == 1)]
+                        m.d.sync += in_rows.eq(1)
+                        goto("V_K", "V_A")
+        # the rank terms: ph[c] in the cycle of term c (ph[0]: the B row's data)
+        ph = Signal(r)
+        m.d.sync += ph.eq(Cat(v_issue, ph[:-1]))
+        v_addr = Signal(range(Z_WORDS))
+        with m.If(v_issue):
+            m.d.sync += [v_addr.eq(zaddr), zaddr.eq(zaddr + 1)]
+        aq = Signal(3 * r)
+        bq = Signal(3 * r)
+        da = Mux(ph[0], arow[:3], aq[:3])
+        db = Mux(ph[0], n_rp.data[:3], bq[:3])
+        m.d.sync += [
+            aq.eq(Mux(ph[0], arow, aq) >> 3),
+            bq.eq(Mux(ph[0], n_rp.data, bq) >> 3),
+        ]
+        # |a| = 2: code 010 or 110 (bit 0 clear, bit 1 set); 0: bits 1:0 clear
+        two_a, two_b = ~da[0] & da[1], ~db[0] & db[1]
+        zero = ~(da[0] | da[1]) | ~(db[0] | db[1])
+        mag = Signal(signed(self.g_bits + 2))
+        m.d.comb += mag.eq(Mux(zero, 0, Mux(two_a & two_b, g << 2, Mux(two_a | two_b, g << 1, g))))
+        v_neg = da[2] ^ db[2]
+        v_acc = Signal(signed(self.t_bits))
+        opnd = Mux(v_neg, ~mag, mag)
+        opnd = Cat(opnd, opnd[-1].replicate(self.t_bits - len(mag)))
+        base = Mux(ph[0], 0, v_acc)
+        m.d.sync += v_acc.eq((Cat(v_neg, base) + Cat(v_neg, opnd))[1 : self.t_bits + 1])
+        # the last term's cycle reads Z[i]; the next cycle writes it back
+        v_done = Signal()
+        v_waddr = Signal(range(Z_WORDS))
+        m.d.sync += [v_done.eq(ph[r - 1]), v_waddr.eq(v_addr)]
+        z_first = op_shared  # CMD bit 7
+        m.d.comb += [
+            z_wp.addr.eq(v_waddr),
+            z_wp.data.eq(v_acc + Mux(z_first, 0, z_rp.data.as_signed())),
+            z_wp.en.eq(v_done),
+        ]
+        with m.If(st["V_DRAIN"]):
+            m.d.sync += drained.eq((ph == 0) & ~v_done)
+            with m.If(drained):
+                m.d.sync += busy.eq(0)
+                goto("V_DRAIN", "IDLE")
 
         # ---- stage 1: the memories' data into registers
         xw = x_rp.data
@@ -601,5 +737,22 @@ class CompactEngine(wiring.Component):
             w_rp.addr.eq(Mux(busy, wword, q_addr)),
             b_rp.addr.eq(o),
             n_rp.addr.eq(nrow(Mux(in_rows, o, k), in_rows)),
+            z_rp.addr.eq(Mux(busy, v_addr, q_addr)),
+        ]
+        # the memories carry no_rw_check: a read whose word is used is never of an
+        # address written in its cycle. The core's accesses act only while the engine is
+        # idle, one at a time (a read or a write); the passes (XB, ROWS) read the
+        # weights, the input bank (the tail writes the other bank) and the noise rows
+        # (written only in N_ROWS), and a shared layer 0 the base products (written only
+        # by BASE); VOTE reads the noise rows and Z[i] in the last term's cycle, while it
+        # writes Z[i - 1]. The tests' collision monitor checks these conditions.
+        cpu_read = cpu_mem & ~q_write
+        passes = st["XB"] | st["ROWS"]
+        self.rw_watch = [
+            RWWatch("wmem", w_rp, w_wp, busy | cpu_read & (q_sel == 0)),
+            RWWatch("xmem", x_rp, x_wp, passes | cpu_read & (q_sel == 1)),
+            RWWatch("nmem", n_rp, n_wp, passes | st["V_A"] | st["V_K"]),
+            RWWatch("bmem", b_rp, b_wp, st["ROWS"] & shared0),
+            RWWatch("zmem", z_rp, z_wp, ph[r - 1] | cpu_read & (q_sel == 3)),
         ]
         return m

@@ -34,6 +34,7 @@ from ...golden import SPEC_VERSION
 from ..link.engine import check_frame_bytes
 from ..link.protocol import INFO_CHOICES
 from ..params import check_choice, check_int
+from .engine import Z_WORDS
 
 __all__ = [
     "DEFAULTS",
@@ -272,7 +273,7 @@ def image(params: dict[str, Any] | None = None, *, ram_bytes: int, engine: bool 
         rom_bytes=CODE_BYTES,
         ram_base=RAM_BASE + CODE_BYTES,
         ram_bytes=ram_bytes - CODE_BYTES,
-        defines={**defines(p), "ENGINE": int(engine)},
+        defines={**defines(p), "ENGINE": int(engine), "ENGINE_Z_WORDS": Z_WORDS},
     )
     stack = ram_bytes - CODE_BYTES - fw.ram_used
     if stack < MIN_STACK:

@@ -461,6 +461,7 @@ class CompactDevice(CompactSoC):
                 max_width=p["max_width"],
                 rank=p["rank"],
                 digits=p["digits"],
+                max_population=p["max_population"],
             )
         else:
             engine = None

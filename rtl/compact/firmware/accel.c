@@ -93,8 +93,9 @@ int running(void) { return busy_flag; }
 #define EW ((volatile uint32_t *)0x30000000u)
 #define EX ((volatile uint32_t *)0x34000000u)
 #define ER ((volatile uint32_t *)0x38000000u)
-enum { E_CMD, E_X0, E_NL = 4, E_PSHIFT, E_WIDTH = 8, E_ACT = 16, E_WBASE = 24 };
-enum { OP_NOISE = 1, OP_BASE, OP_LAYER };
+#define EZ ((volatile int32_t *)0x3C000000u) /* the votes of VOTE's block of rows */
+enum { E_CMD, E_X0, E_G, E_ZROW, E_NL, E_PSHIFT, E_ZROWS, E_WIDTH = 8, E_ACT = 16, E_WBASE = 24 };
+enum { OP_NOISE = 1, OP_BASE, OP_LAYER, OP_VOTE };
 static inline uint16_t w_get(uint32_t i) { return (uint16_t)EW[i]; }
 static inline void w_set(uint32_t i, uint16_t v) { EW[i] = v; }
 #else
@@ -251,8 +252,10 @@ static int members_ok(void) {
 }
 
 /* ------------------------------------------------------------------ EVAL (spec 5, 6, 7.1) */
+#if !ENGINE
 static int8_t noise_a[MAX_LAYERS][MAX_WIDTH * RANK]; /* A_j (out x r) of each layer */
 static int8_t noise_b[MAX_LAYERS][MAX_FAN * RANK];   /* B_j (fan x r) */
+#endif
 static unsigned rank_shift(void) { return RANK == 1 ? 0 : RANK == 4 ? 1 : RANK == 16 ? 2 : 3; }
 
 #if !ENGINE /* the forward pass in software (the datapath's, without it) */
@@ -404,9 +407,8 @@ static void engine_logits(unsigned n_out, int8_t *yp, int8_t *ym) {
 /* EVAL on the datapath: per shared sample its base product, then per pair the noise
  * and every layer of both members; per-member inputs: per pair its noise, then every
  * sample of both members */
-static int eval_engine(uint32_t batch_base) {
-    unsigned pop = regs[R_POPULATION], batch = regs[R_BATCH], shared = regs[R_SHARED];
-    unsigned n_in = width(0), n_out = width(n_layers());
+/* the network's registers of the datapath, and the step's stream start states */
+static void engine_setup(void) {
     engine_keys();
     ER[E_NL] = n_layers();
     ER[E_PSHIFT] = rank_shift() + regs[R_SIGMA_SHIFT];
@@ -415,6 +417,12 @@ static int eval_engine(uint32_t batch_base) {
         ER[E_ACT + l] = regs[R_ACT_SHIFT0 + l];
         ER[E_WBASE + l] = layer_base[l];
     }
+}
+
+static int eval_engine(uint32_t batch_base) {
+    unsigned pop = regs[R_POPULATION], batch = regs[R_BATCH], shared = regs[R_SHARED];
+    unsigned n_in = width(0), n_out = width(n_layers());
+    engine_setup();
     static int8_t yp[MAX_WIDTH], ym[MAX_WIDTH];
     if (shared) {
         for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
@@ -545,16 +553,81 @@ static int shape(void) {
 }
 
 /* ------------------------------------------------------------------ VOTE + APPLY (spec 8) */
-#define Z_ROWS (1024 / MAX_FAN > 0 ? (1024 / MAX_FAN < MAX_WIDTH ? 1024 / MAX_FAN : MAX_WIDTH) : 1)
-static int32_t zbuf[Z_ROWS][MAX_FAN];
+/* the moves of rows o0 .. o0 + rows - 1 of layer l (spec 8.2-8.4), their votes z[i] at
+ * i = (o - o0) * fan + k */
+static void apply_rows(unsigned l, unsigned o0, unsigned rows, unsigned fan,
+                       int32_t (*z)(unsigned i)) {
+    for (unsigned r = 0; r < rows; r++) {
+        uint32_t i0 = (o0 + r) * fan;
+        wcursor rd = wc_at(layer_base[l], i0), wr = rd;
+        for (unsigned k = 0; k < fan; k++) {
+            int32_t v = z(r * fan + k);
+            int move = (v > (int32_t)theta) - (v < -(int32_t)theta);
+            int w = wc_next(&rd);
+#if PENTARY
+            w = sat(w + move, -2, 2);
+#else
+            int8_t *lv = &mem_latent[latent_base[l] + i0 + k];
+            *lv = (int8_t)sat(*lv + move, -VMAX, VMAX);
+            w = pquant(*lv, regs[R_LATENT_SHIFT]);
+#endif
+            wc_put(&wr, w);
+        }
+    }
+}
 
-static int vote_apply(unsigned l) {
+static int vote_checks(unsigned l) {
     unsigned pop = regs[R_POPULATION], n_out = width(l + 1), fan = width(l) + 1;
     if ((pop & 1) || pop < 2 || pop > MAX_POPULATION || n_out < 1 || n_out > MAX_WIDTH ||
         fan < 1 || fan > MAX_FAN) {
         set_error(10);
         return 1;
     }
+    return 0;
+}
+
+#if ENGINE
+/* VOTE on the datapath: per block of rows whose votes fill its Z memory, per pair with
+ * g != 0, the pair's noise of the layer (NOISE A, B) and its votes (VOTE; the first
+ * writes them, the others add); then the block's moves from the Z memory */
+static int32_t z_engine(unsigned i) { return EZ[i]; }
+static int32_t z_none(unsigned i) { (void)i; return 0; }
+
+static int vote_apply(unsigned l) {
+    if (vote_checks(l)) return 1;
+    unsigned pop = regs[R_POPULATION], n_out = width(l + 1), fan = width(l) + 1;
+    unsigned block = ENGINE_Z_WORDS / fan;
+    if (block > n_out) block = n_out;
+    for (unsigned o0 = 0; o0 < n_out; o0 += block) {
+        unsigned rows = n_out - o0 < block ? n_out - o0 : block, first = 1;
+        ER[E_ZROW] = o0;
+        ER[E_ZROWS] = rows;
+        for (unsigned j = 0; j < pop / 2; j++) {
+            int32_t g = mem_g[j];
+            if (!g) continue;
+            if ((j & 15) == 0 && service()) return 1;
+            for (unsigned ab = 0; ab < 2; ab++) {
+                ER[E_X0] = stream_x0[j][l][ab];
+                engine_run(OP_NOISE | ab << 3, l, 0);
+            }
+            ER[E_G] = (uint32_t)g;
+            engine_run(OP_VOTE, l, first);
+            first = 0;
+        }
+        apply_rows(l, o0, rows, fan, first ? z_none : z_engine);
+    }
+    return 0;
+}
+#else
+/* VOTE in software: per block of rows whose votes fill zbuf, per pair with g != 0, the
+ * pair's noise rows of the block (regenerated from its keys) and its votes */
+#define Z_ROWS (1024 / MAX_FAN > 0 ? (1024 / MAX_FAN < MAX_WIDTH ? 1024 / MAX_FAN : MAX_WIDTH) : 1)
+static int32_t zbuf[Z_ROWS * MAX_FAN];
+static int32_t z_soft(unsigned i) { return zbuf[i]; }
+
+static int vote_apply(unsigned l) {
+    if (vote_checks(l)) return 1;
+    unsigned pop = regs[R_POPULATION], n_out = width(l + 1), fan = width(l) + 1;
     uint32_t key = run_key(regs[R_SEED]), step = regs[R_STEP];
 #if QUANTIZED
     unsigned f = rank_shift() + regs[R_SIGMA_SHIFT];
@@ -562,8 +635,7 @@ static int vote_apply(unsigned l) {
     int8_t *a = noise_a[0], *b = noise_b[0];
     for (unsigned o0 = 0; o0 < n_out; o0 += Z_ROWS) {
         unsigned rows = n_out - o0 < Z_ROWS ? n_out - o0 : Z_ROWS;
-        for (unsigned r = 0; r < rows; r++)
-            for (unsigned k = 0; k < fan; k++) zbuf[r][k] = 0;
+        for (unsigned i = 0; i < rows * fan; i++) zbuf[i] = 0;
         for (unsigned j = 0; j < pop / 2; j++) {
             int32_t g = mem_g[j];
             if (!g) continue;
@@ -571,6 +643,7 @@ static int vote_apply(unsigned l) {
             stream_digits(stream_state(key, step, j, l, 0), o0 * RANK, rows * RANK, a);
             stream_digits(stream_state(key, step, j, l, 1), 0, fan * RANK, b);
             for (unsigned r = 0; r < rows; r++) {
+                int32_t *zr = &zbuf[r * fan];
 #if !QUANTIZED
                 int32_t ga[RANK];
                 for (unsigned c = 0; c < RANK; c++) ga[c] = dmul(g, a[r * RANK + c]);
@@ -579,35 +652,20 @@ static int vote_apply(unsigned l) {
 #if QUANTIZED
                     int32_t d = 0;
                     for (unsigned c = 0; c < RANK; c++) d += dmul(a[r * RANK + c], b[k * RANK + c]);
-                    zbuf[r][k] += dmul(g, pquant(d, f));
+                    zr[k] += dmul(g, pquant(d, f));
 #else
                     int32_t z = 0;
                     for (unsigned c = 0; c < RANK; c++) z += dmul(ga[c], b[k * RANK + c]);
-                    zbuf[r][k] += z;
+                    zr[k] += z;
 #endif
                 }
             }
         }
-        for (unsigned r = 0; r < rows; r++) {
-            uint32_t i0 = (o0 + r) * fan;
-            wcursor rd = wc_at(layer_base[l], i0), wr = rd;
-            for (unsigned k = 0; k < fan; k++) {
-                int32_t z = zbuf[r][k];
-                int move = (z > (int32_t)theta) - (z < -(int32_t)theta);
-                int w = wc_next(&rd);
-#if PENTARY
-                w = sat(w + move, -2, 2);
-#else
-                int8_t *v = &mem_latent[latent_base[l] + i0 + k];
-                *v = (int8_t)sat(*v + move, -VMAX, VMAX);
-                w = pquant(*v, regs[R_LATENT_SHIFT]);
-#endif
-                wc_put(&wr, w);
-            }
-        }
+        apply_rows(l, o0, rows, fan, z_soft);
     }
     return 0;
 }
+#endif
 
 static int update(void) {
     uint32_t t = hal_cycles();
@@ -615,6 +673,9 @@ static int update(void) {
     uint32_t t1 = hal_cycles();
     regs[R_SHAPE_CYCLES] += t1 - t;
     layout();
+#if ENGINE
+    engine_setup();
+#endif
     for (unsigned l = 0; l < n_layers(); l++)
         if (vote_apply(l)) return 1;
     regs[R_UPDATE_CYCLES] += hal_cycles() - t1;
