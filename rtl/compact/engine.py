@@ -380,12 +380,24 @@ class CompactEngine(wiring.Component):
         s2 = Signal()  # stage 2 valid
         s2_xb, s2_first, s2_last, s2_row1 = Signal(), Signal(), Signal(), Signal()
 
+        # the input counter's two moves, requested by the states and applied in one
+        # place (restart first), so that its next value is one choice of three, not a
+        # chain of every state's (the iCEBreaker build's critical path once VOTE added
+        # its own)
+        k_adv = Signal()
+        k_rst = Signal()
+
         def advance_k():
             """The next input of the row (k_last: the row's last)."""
-            m.d.sync += [k.eq(k + 1), k_rem.eq(k_rem - 1), k_last.eq(k_rem == 1)]
+            m.d.comb += k_adv.eq(1)
 
         def restart_k():
+            m.d.comb += k_rst.eq(1)
+
+        with m.If(k_rst):
             m.d.sync += [k.eq(0), k_rem.eq(fan_m1), k_last.eq(0)]  # fan >= 2
+        with m.Elif(k_adv):
+            m.d.sync += [k.eq(k + 1), k_rem.eq(k_rem - 1), k_last.eq(k_rem == 1)]
 
         # the control: one-hot states (every state a flip-flop, its next value a
         # function of a few flip-flops)
@@ -396,7 +408,16 @@ class CompactEngine(wiring.Component):
         def goto(frm, to):
             m.d.sync += [st[frm].eq(0), st[to].eq(1)]
 
+        # the op's layer widths (its inputs, its outputs) into registers while idle, from
+        # CMD (loaded with ``start``): the setup states take them from flip-flops, not
+        # through the widths' multiplexers (which were the iCEBreaker build's critical
+        # path into the noise op's row count)
+        w_in = Signal(8)
+        w_out = Signal(8)
+        cmd_layer = Mux(cmd[:3] == OPS["base"], 0, cmd[4:7])
+        next_widths = Array([*widths[1:], Const(0, 8)])
         with m.If(st["IDLE"]):
+            m.d.sync += [w_in.eq(widths[cmd_layer]), w_out.eq(next_widths[cmd_layer])]
             with m.If(start):
                 m.d.sync += [busy.eq(1), layer.eq(cmd[4:7]), member.eq(0)]
                 with m.Switch(cmd[:3]):
@@ -419,8 +440,8 @@ class CompactEngine(wiring.Component):
         with m.If(st["N_SETUP"]):
             m.d.sync += [
                 n_row.eq(0),
-                n_rem.eq(Mux(n_ab, widths[layer] + 1, widths[layer + 1])),
-                n_last.eq(Mux(n_ab, widths[layer] == 0, widths[layer + 1] == 1)),
+                n_rem.eq(Mux(n_ab, w_in + 1, w_out)),
+                n_last.eq(Mux(n_ab, w_in == 0, w_out == 1)),
             ]
             goto("N_SETUP", "N_ROWS")
         with m.If(st["N_ROWS"]):
@@ -443,8 +464,8 @@ class CompactEngine(wiring.Component):
         # ---- BASE and LAYER (LAYER: member +, then from SETUP again member −)
         with m.If(st["SETUP"]):
             m.d.sync += [
-                fan_m1.eq(widths[layer]),
-                n_out.eq(widths[layer + 1]),
+                fan_m1.eq(w_in),
+                n_out.eq(w_out),
                 # the input stays in bank 0 (a shared sample serves every pair); the
                 # layers alternate between banks 1 and 2
                 bank_in.eq(Mux(layer == 0, 0, Mux(layer[0], 1, 2))),
@@ -520,15 +541,16 @@ class CompactEngine(wiring.Component):
         # noise in the noise memory), i = (o - z_row) * fan + k; bit 7 of CMD (``first``)
         # writes the term instead of adding it. Per row: its A row is read (V_A) and
         # kept (V_A2); per input k (V_K): its B row is read, then r cycles take a rank
-        # term each (one select of g, 2 g or 4 g and one adder: |A| |B| is 0, 1, 2 or 4),
-        # and the cycle after the last reads and writes back Z[i]. A k every r cycles.
+        # term each (one select of g, 2 g or 4 g: |A| |B| is 0, 1, 2 or 4; then one
+        # adder), and Z[i] is read with the last term's sum and written back the cycle
+        # after. A k every r cycles.
         v_cc = Signal(range(r))  # V_K: the cycle of the current k (its read at 0)
         zaddr = Signal(range(Z_WORDS))  # the vote memory's word of the next k
         arow = Signal(3 * r)  # the row's A digits
         m.d.sync += v_cc.eq(0)
         with m.If(st["V_SETUP"]):
             m.d.sync += [
-                fan_m1.eq(widths[layer]),
+                fan_m1.eq(w_in),
                 o.eq(z_row),
                 o_rem.eq(z_rows - 1),
                 o_last.eq(z_rows == 1),
@@ -556,7 +578,9 @@ class CompactEngine(wiring.Component):
                         m.d.sync += [o.eq(o + 1), o_rem.eq(o_rem - 1), o_last.eq(o_rem == 1)]
                         m.d.sync += in_rows.eq(1)
                         goto("V_K", "V_A")
-        # the rank terms: ph[c] in the cycle of term c (ph[0]: the B row's data)
+        # the rank terms: ph[c] in the cycle of term c's select (ph[0]: the B row's data);
+        # the select (g, 2 g or 4 g, or 0, and the sign) into registers, the sum the
+        # cycle after
         ph = Signal(r)
         m.d.sync += ph.eq(Cat(v_issue, ph[:-1]))
         v_addr = Signal(range(Z_WORDS))
@@ -573,26 +597,34 @@ class CompactEngine(wiring.Component):
         # |a| = 2: code 010 or 110 (bit 0 clear, bit 1 set); 0: bits 1:0 clear
         two_a, two_b = ~da[0] & da[1], ~db[0] & db[1]
         zero = ~(da[0] | da[1]) | ~(db[0] | db[1])
-        mag = Signal(signed(self.g_bits + 2))
-        m.d.comb += mag.eq(Mux(zero, 0, Mux(two_a & two_b, g << 2, Mux(two_a | two_b, g << 1, g))))
-        v_neg = da[2] ^ db[2]
+        t_mag = Signal(signed(self.g_bits + 2))
+        t_neg = Signal()
+        t_first = Signal()
+        m.d.sync += [
+            t_mag.eq(Mux(zero, 0, Mux(two_a & two_b, g << 2, Mux(two_a | two_b, g << 1, g)))),
+            t_neg.eq(da[2] ^ db[2]),
+            t_first.eq(ph[0]),
+        ]
         v_acc = Signal(signed(self.t_bits))
-        opnd = Mux(v_neg, ~mag, mag)
-        opnd = Cat(opnd, opnd[-1].replicate(self.t_bits - len(mag)))
-        base = Mux(ph[0], 0, v_acc)
-        m.d.sync += v_acc.eq((Cat(v_neg, base) + Cat(v_neg, opnd))[1 : self.t_bits + 1])
-        # the last term's cycle reads Z[i]; the next cycle writes it back
-        v_done = Signal()
-        v_waddr = Signal(range(Z_WORDS))
-        m.d.sync += [v_done.eq(ph[r - 1]), v_waddr.eq(v_addr)]
+        opnd = Mux(t_neg, ~t_mag, t_mag)
+        opnd = Cat(opnd, opnd[-1].replicate(self.t_bits - len(t_mag)))
+        base = Mux(t_first, 0, v_acc)
+        m.d.sync += v_acc.eq((Cat(t_neg, base) + Cat(t_neg, opnd))[1 : self.t_bits + 1])
+        # d1: the last term's sum, and the read of Z[i]; d2: Z[i] written back
+        d1, d2 = Signal(), Signal()
+        z_raddr = Signal(range(Z_WORDS))
+        z_waddr = Signal(range(Z_WORDS))
+        m.d.sync += [d1.eq(ph[r - 1]), d2.eq(d1), z_waddr.eq(z_raddr)]
+        with m.If(ph[r - 1]):
+            m.d.sync += z_raddr.eq(v_addr)
         z_first = op_shared  # CMD bit 7
         m.d.comb += [
-            z_wp.addr.eq(v_waddr),
+            z_wp.addr.eq(z_waddr),
             z_wp.data.eq(v_acc + Mux(z_first, 0, z_rp.data.as_signed())),
-            z_wp.en.eq(v_done),
+            z_wp.en.eq(d2),
         ]
         with m.If(st["V_DRAIN"]):
-            m.d.sync += drained.eq((ph == 0) & ~v_done)
+            m.d.sync += drained.eq((ph == 0) & ~d1 & ~d2)
             with m.If(drained):
                 m.d.sync += busy.eq(0)
                 goto("V_DRAIN", "IDLE")
@@ -737,15 +769,15 @@ class CompactEngine(wiring.Component):
             w_rp.addr.eq(Mux(busy, wword, q_addr)),
             b_rp.addr.eq(o),
             n_rp.addr.eq(nrow(Mux(in_rows, o, k), in_rows)),
-            z_rp.addr.eq(Mux(busy, v_addr, q_addr)),
+            z_rp.addr.eq(Mux(busy, z_raddr, q_addr)),
         ]
         # the memories carry no_rw_check: a read whose word is used is never of an
         # address written in its cycle. The core's accesses act only while the engine is
         # idle, one at a time (a read or a write); the passes (XB, ROWS) read the
         # weights, the input bank (the tail writes the other bank) and the noise rows
         # (written only in N_ROWS), and a shared layer 0 the base products (written only
-        # by BASE); VOTE reads the noise rows and Z[i] in the last term's cycle, while it
-        # writes Z[i - 1]. The tests' collision monitor checks these conditions.
+        # by BASE); VOTE reads the noise rows, and Z[i] in the cycle of the last term's
+        # sum, while it writes Z[i - 1]. The tests' collision monitor checks these conditions.
         cpu_read = cpu_mem & ~q_write
         passes = st["XB"] | st["ROWS"]
         self.rw_watch = [
@@ -753,6 +785,6 @@ class CompactEngine(wiring.Component):
             RWWatch("xmem", x_rp, x_wp, passes | cpu_read & (q_sel == 1)),
             RWWatch("nmem", n_rp, n_wp, passes | st["V_A"] | st["V_K"]),
             RWWatch("bmem", b_rp, b_wp, st["ROWS"] & shared0),
-            RWWatch("zmem", z_rp, z_wp, ph[r - 1] | cpu_read & (q_sel == 3)),
+            RWWatch("zmem", z_rp, z_wp, d1 | cpu_read & (q_sel == 3)),
         ]
         return m
