@@ -41,6 +41,13 @@ __all__ = ["Device", "DeviceError", "Trainer", "check_build", "open_device", "si
 #: The memories whose words the device returns sign-extended.
 SIGNED_MEMORIES = {"latent", "scores", "g", "logits"}
 
+#: The longest wait between STATUS polls during a RUN on the simulated compact device.
+#: Its firmware answers each poll between two pairs (a few thousand cycles); polled every
+#: 10 ms of wall time, the simulation (about 3 M cycles a second) would spend a large
+#: part of its cycles on them, where the board (42 M cycles a second, polled as often)
+#: spends little: 0.2 s of the simulation is about 10 ms of the board.
+SIM_COMPACT_POLL_S = 0.2
+
 
 class DeviceError(Exception):
     """The device refused a request, stopped answering, or does not fit the job."""
@@ -63,6 +70,8 @@ class Device:
     def __init__(self, transport, *, timeout: float = 2.0, retries: int = 3, name="device"):
         self.transport = transport
         self.timeout, self.retries, self.name = timeout, retries, name
+        #: the longest wait between two STATUS polls while a RUN goes on (seconds)
+        self.poll_s = 0.01
         self._reader = FrameReader()
         self._pending: list[bytes] = []
         self._seq = 0
@@ -218,7 +227,7 @@ class Device:
                 self.reset()
                 raise DeviceError(f"{self.name}: RUN {kind} still busy after {timeout:g} s; reset")
             time.sleep(wait)
-            wait = min(wait * 2, 0.01)
+            wait = min(wait * 2, self.poll_s)
         if st["error"]:
             raise DeviceError(
                 f"{self.name}: RUN {kind} ended with error flags: "
@@ -509,6 +518,8 @@ def open_device(
     else:
         transport = open_transport(spec)
     dev = Device(transport, timeout=timeout, name=spec)
+    if spec == "sim-compact":
+        dev.poll_s = SIM_COMPACT_POLL_S
     try:
         dev.info()
     except BaseException:

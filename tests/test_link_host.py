@@ -186,3 +186,28 @@ def test_serial_without_a_rate_tries_each_board_rate_then_names_them():
     msg = str(e.value)
     assert "no pentegg device answered at 3000000 or 2000000 baud" in msg
     assert "\n" not in msg
+
+
+@pytest.mark.parametrize("poll_s", [0.01, 0.2])
+def test_run_polls_status_with_doubling_waits_up_to_poll_s(monkeypatch, poll_s):
+    """RUN, then STATUS until not busy: the waits between polls double from 0.1 ms up to
+    the device's ``poll_s`` (0.01 s; the simulated compact device's is larger, so that
+    its firmware does not spend its cycles answering polls: SIM_COMPACT_POLL_S)."""
+    import pentegg.device as device
+
+    sleeps = []
+    monkeypatch.setattr(device.time, "sleep", sleeps.append)
+
+    def script(frame, n):
+        if frame[2] == Cmd.STATUS:
+            busy = int(n < 14)
+            return _framed(_response(frame[1], frame[2], 0, struct.pack("<3I", busy, 0, 0)))
+        return _framed(_response(frame[1], frame[2], 0))
+
+    dev = Device(ScriptedTransport(script), timeout=0.05)
+    dev.poll_s = poll_s
+    dev.run("train")
+    assert len(sleeps) == 13
+    assert sleeps[0] == pytest.approx(1e-4) and sleeps[1] == pytest.approx(2e-4)
+    assert max(sleeps) == pytest.approx(poll_s) and sleeps[-1] == pytest.approx(poll_s)
+    assert device.SIM_COMPACT_POLL_S >= 0.1
