@@ -88,7 +88,8 @@ def _case(rng, rank):
 def _engine_forward(cfg, weights, step, pairs, xs, shared):
     """The engine's logits of members (2 j, 2 j + 1) of each pair ``j`` in ``pairs`` (run
     one after another) for inputs ``xs`` (two vectors; equal when shared)."""
-    eng = CompactEngine(max_layers=3, max_width=11, rank=cfg.rank)
+    # max_layers 8: the widest register map (every register at its own index)
+    eng = CompactEngine(max_layers=8, max_width=11, rank=cfg.rank)
     out = {}
 
     async def bench(ctx):

@@ -51,8 +51,8 @@ Bus (the core's; word address bits 25:24 select):
           ``shared``: LAYER 0 takes the base products, or VOTE's ``first``; read: bit 0
           busy), 1 ``X0`` (NOISE's start state), 2 ``G`` (VOTE's ``g``), 3 ``Z_ROW``,
           6 ``Z_ROWS`` (VOTE's block), 4 ``N_LAYERS``, 5 ``PERT_SHIFT`` (``k = log4(r) +
-          sigma_shift``), ``8 + i`` ``WIDTH i``, ``16 + l`` ``ACT_SHIFT l``, ``24 + l``
-          ``WBASE l`` (layer ``l``'s first weight word)
+          sigma_shift``), ``16 + l`` ``ACT_SHIFT l``, ``24 + l`` ``WBASE l`` (layer
+          ``l``'s first weight word), ``32 + i`` ``WIDTH i``
 3         the votes: word ``i`` (read only; ``z_bits``, sign-extended to 32)
 ========  =========================================================================
 
@@ -95,9 +95,9 @@ REGS = {
     "n_layers": 4,
     "pert_shift": 5,
     "z_rows": 6,
-    "width": 8,
     "act_shift": 16,
     "wbase": 24,
+    "width": 32,  # max_layers + 1 of them (up to 9: past 24 + 8 would meet the others)
 }
 BIAS = 127
 #: The vote memory's words: ``VOTE`` accumulates ``Z`` of a block of rows of one layer

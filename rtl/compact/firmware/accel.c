@@ -94,7 +94,7 @@ int running(void) { return busy_flag; }
 #define EX ((volatile uint32_t *)0x34000000u)
 #define ER ((volatile uint32_t *)0x38000000u)
 #define EZ ((volatile int32_t *)0x3C000000u) /* the votes of VOTE's block of rows */
-enum { E_CMD, E_X0, E_G, E_ZROW, E_NL, E_PSHIFT, E_ZROWS, E_WIDTH = 8, E_ACT = 16, E_WBASE = 24 };
+enum { E_CMD, E_X0, E_G, E_ZROW, E_NL, E_PSHIFT, E_ZROWS, E_ACT = 16, E_WBASE = 24, E_WIDTH = 32 };
 enum { OP_NOISE = 1, OP_BASE, OP_LAYER, OP_VOTE };
 static inline uint16_t w_get(uint32_t i) { return (uint16_t)EW[i]; }
 static inline void w_set(uint32_t i, uint16_t v) { EW[i] = v; }
