@@ -51,10 +51,8 @@ Bus (the core's; word address bits 25:24 select):
           ``shared``: LAYER 0 takes the base products, or VOTE's ``first``; read: bit 0
           busy), 1 ``X0`` (NOISE's start state), 2 ``G`` (VOTE's ``g``), 3 ``Z_ROW``,
           6 ``Z_ROWS`` (VOTE's block), 4 ``N_LAYERS``, 5 ``PERT_SHIFT`` (``k = log4(r) +
-          sigma_shift``), 7 ``LABEL``, 8 ``MARGIN`` (the score's), 10 ``SCORE_PLUS``,
-          11 ``SCORE_MINUS`` (read: each member's spec 7.1 term of the last LAYER of
-          the last layer, sign-extended), ``16 + l`` ``ACT_SHIFT l``, ``24 + l`` ``WBASE
-          l`` (layer ``l``'s first weight word), ``32 + i`` ``WIDTH i``
+          sigma_shift``), ``16 + l`` ``ACT_SHIFT l``, ``24 + l`` ``WBASE l`` (layer
+          ``l``'s first weight word), ``32 + i`` ``WIDTH i``
 3         the votes: word ``i`` (read only; ``z_bits``, sign-extended to 32)
 ========  =========================================================================
 
@@ -97,10 +95,6 @@ REGS = {
     "n_layers": 4,
     "pert_shift": 5,
     "z_rows": 6,
-    "label": 7,
-    "margin": 8,
-    "score_plus": 10,
-    "score_minus": 11,
     "act_shift": 16,
     "wbase": 24,
     "width": 32,  # max_layers + 1 of them (up to 9: past 24 + 8 would meet the others)
@@ -276,7 +270,7 @@ class CompactEngine(wiring.Component):
             a2.eq(a1),
         ]
         r1_sel = Signal(2)
-        reg_data = Signal(32)  # CMD's busy bit, the scores (the other registers read 0)
+        reg_data = Signal()  # CMD's busy bit (the other registers read 0)
         rdata = Signal(32)  # zero but in an answer's cycle (the SoC ORs the answers)
         m.d.sync += [r1_sel.eq(q_sel), rdata.eq(0)]
         with m.If(a1):
@@ -295,20 +289,8 @@ class CompactEngine(wiring.Component):
         cmd = Signal(7)  # the CMD word's bits 6:0 (the op: bits 2:0)
         m.d.sync += start.eq(0)
         op_shared = Signal()
-        # the two members' score terms of the last LAYER (below)
-        label = Signal(7)
-        margin = Signal(8)
-        s_plus = Signal(signed(10))
-        s_minus = Signal(signed(10))
         with m.If(act & (q_sel == 2)):
-            m.d.sync += reg_data.eq(0)
-            with m.Switch(q_addr[:6]):
-                with m.Case(REGS["cmd"]):
-                    m.d.sync += reg_data.eq(busy)
-                with m.Case(REGS["score_plus"]):
-                    m.d.sync += reg_data.eq(s_plus)
-                with m.Case(REGS["score_minus"]):
-                    m.d.sync += reg_data.eq(s_minus)
+            m.d.sync += reg_data.eq((q_addr[:6] == REGS["cmd"]) & busy)
             with m.If(q_write):
                 with m.Switch(q_addr[:6]):
                     with m.Case(REGS["cmd"]):
@@ -325,10 +307,6 @@ class CompactEngine(wiring.Component):
                         m.d.sync += z_row.eq(q_data)
                     with m.Case(REGS["z_rows"]):
                         m.d.sync += z_rows.eq(q_data)
-                    with m.Case(REGS["label"]):
-                        m.d.sync += label.eq(q_data)
-                    with m.Case(REGS["margin"]):
-                        m.d.sync += margin.eq(q_data)
                     with m.Case(REGS["n_layers"]):
                         m.d.sync += n_layers.eq(q_data)
                     with m.Case(REGS["pert_shift"]):
@@ -769,28 +747,6 @@ class CompactEngine(wiring.Component):
         m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v | t6_v)
         with m.If(t6_v | s2 & s2_last & base_op):
             m.d.sync += w_o.eq(w_o + 1)
-
-        # ---- the score (spec 7.1) of the member whose last layer the tail writes:
-        # min(y[label] - max_{c != label} y[c], margin), or the margin with no other
-        # logit; latched for the member (SCORE_PLUS, SCORE_MINUS) when its layer drains
-        y_lab = Signal(signed(8))
-        y_oth = Signal(signed(8))
-        have_oth = Signal()
-        with m.If(st["SETUP"]):
-            m.d.sync += have_oth.eq(0)
-        with m.If(t6_v & last_layer):
-            with m.If(w_o == label):
-                m.d.sync += y_lab.eq(t6_h)
-            with m.Elif(~have_oth | (t6_h.as_signed() > y_oth)):
-                m.d.sync += [y_oth.eq(t6_h), have_oth.eq(1)]
-        diff = Signal(signed(10))
-        m.d.comb += diff.eq(y_lab - y_oth)
-        term = Mux(have_oth & (diff < margin), diff, margin)
-        with m.If(st["DRAIN"] & drained & last_layer & ~base_op):
-            with m.If(member):
-                m.d.sync += s_minus.eq(term)
-            with m.Else():
-                m.d.sync += s_plus.eq(term)
 
         # ---- the activation memory's write port: the tail's member (its byte), or the core's
         with m.If(t6_v):

@@ -94,8 +94,7 @@ int running(void) { return busy_flag; }
 #define EX ((volatile uint32_t *)0x34000000u)
 #define ER ((volatile uint32_t *)0x38000000u)
 #define EZ ((volatile int32_t *)0x3C000000u) /* the votes of VOTE's block of rows */
-enum { E_CMD, E_X0, E_G, E_ZROW, E_NL, E_PSHIFT, E_ZROWS, E_LABEL, E_MARGIN, E_SP = 10, E_SM,
-       E_ACT = 16, E_WBASE = 24, E_WIDTH = 32 };
+enum { E_CMD, E_X0, E_G, E_ZROW, E_NL, E_PSHIFT, E_ZROWS, E_ACT = 16, E_WBASE = 24, E_WIDTH = 32 };
 enum { OP_NOISE = 1, OP_BASE, OP_LAYER, OP_VOTE };
 static inline uint16_t w_get(uint32_t i) { return (uint16_t)EW[i]; }
 static inline void w_set(uint32_t i, uint16_t v) { EW[i] = v; }
@@ -340,7 +339,6 @@ static const int8_t *member_forward(int sign, const int8_t *x0, int shared) {
 
 #endif
 
-#if !ENGINE /* the datapath computes the terms itself (SCORE_PLUS, SCORE_MINUS) */
 static int32_t score_term(const int8_t *y, unsigned label, unsigned n_out) {
     int32_t margin = (int32_t)regs[R_MARGIN];
     if (n_out == 1) return margin;
@@ -350,7 +348,6 @@ static int32_t score_term(const int8_t *y, unsigned label, unsigned n_out) {
     int32_t t = y[label] - other;
     return t < margin ? t : margin;
 }
-#endif
 
 /* the evaluator's checks (its error flags 0-6) */
 static int eval_checks(void) {
@@ -428,7 +425,6 @@ static int eval_engine(uint32_t batch_base) {
     engine_setup();
     static int8_t yp[MAX_WIDTH], ym[MAX_WIDTH];
     if (shared) {
-        ER[E_MARGIN] = regs[R_MARGIN];
         for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
         for (unsigned b = 0; b < batch; b++) {
             uint32_t idx = mem_batch[(batch_base + b) % BATCH_WORDS], at = idx * n_in;
@@ -442,14 +438,13 @@ static int eval_engine(uint32_t batch_base) {
                 EX[k] = x | x << 8;
             }
             engine_run(OP_BASE, 0, 0);
-            ER[E_LABEL] = label;
             for (unsigned j = 0; j < pop / 2; j++) {
                 if (service()) return 1;
                 engine_noise(j);
                 for (unsigned l = 0; l < n_layers(); l++) engine_run(OP_LAYER, l, 1);
-                /* the members' spec 7.1 terms, from the engine (sign-extended) */
-                mem_scores[2 * j] += (int32_t)ER[E_SP];
-                mem_scores[2 * j + 1] += (int32_t)ER[E_SM];
+                engine_logits(n_out, yp, ym);
+                mem_scores[2 * j] += score_term(yp, label, n_out);
+                mem_scores[2 * j + 1] += score_term(ym, label, n_out);
             }
         }
         return 0;
