@@ -106,17 +106,21 @@ def build(
     build_dir: str | Path,
     *,
     core_name: str = "",
-    seed: int = 1,
+    seed: int | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> BuildResult:
     """Build ``board``'s top around ``core(clock_hz=..., baud=..., **params)`` in
     ``build_dir``; returns resources and timing. ``params["clock_mhz"]``, if there, is the
     board's (the core clock, :meth:`Board.clock`), the rest the core's. ``seed`` is
-    nextpnr's placement seed (1..2**31-1; 1, nextpnr's own default, unless given). Raises
+    nextpnr's placement seed (1..2**31-1); None: :data:`AUTO_SEEDS` in turn, the next
+    while nextpnr's router stalls (:class:`RouterStall`; the synthesis is kept). Raises
     :class:`BuildError`, or ValueError for a clock the board does not have."""
     t0 = time.monotonic()
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed < 1 << 31:
+    if seed is not None and (
+        isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed < 1 << 31
+    ):
         raise ValueError(f"seed={seed!r} is not an integer in 1..{(1 << 31) - 1}")
+    seeds = AUTO_SEEDS if seed is None else (seed,)
     params = dict(params)
     clock = board.clock(params.pop("clock_mhz", None), core_name, params)
     work = Path(build_dir).resolve()
@@ -141,7 +145,7 @@ def build(
         nextpnr_opts=" ".join(
             (
                 "--report report.json --timing-allow-fail",
-                f"--seed {seed}",
+                f"--seed {seeds[0]}",
                 *board.nextpnr_options(params),
             )
         ),
@@ -163,7 +167,7 @@ def build(
         if synth_line:
             ys = script[: synth_line.start(1)] + command + script[synth_line.end(1) :]
             (work / "top.ys").write_text(ys)
-        rc, flow = _run_script(work, env, list(_STAGES[board.family]), progress), name
+        (rc, seed), flow = _run_seeds(work, env, list(_STAGES[board.family]), progress, seeds), name
         if rc == 0 or i == len(flows) - 1 or not _abc9_failed(work):
             break
         why = _failure(work, rc)
@@ -219,7 +223,43 @@ def _abc9_failed(work: Path) -> bool:
 #: (at least; :class:`RouterStall`) before the build stops: a placement it cannot route
 #: makes it loop for ever (seen on the UP5K: 6,177 arcs left for ten minutes, from the
 #: routing's second second on, where every other seed routed in seconds)
-ROUTER_STALL_S = 300.0
+ROUTER_STALL_S = 120.0
+
+#: the placement seeds a build without ``--seed`` tries in turn while the router stalls
+#: (the iCEBreaker's compact build at 79 % of the UP5K's logic cells: some placements
+#: do not route, one seed in five to three in five depending on the netlist)
+AUTO_SEEDS = (1, 2, 3, 4)
+
+
+class RouterStalled(BuildError):
+    """nextpnr's router stalled (:class:`RouterStall`); the build's tools are stopped."""
+
+
+def _run_seeds(work: Path, env, stages: list, progress, seeds) -> tuple[int, int]:
+    """Run the build plan's script (:func:`_run_script`) with ``seeds[0]``; while the
+    router stalls and seeds are left, place and route again with the next one (the
+    script without its synthesis: the netlist is kept). Returns (exit status, seed)."""
+    tried = []
+    for i, seed in enumerate(seeds):
+        if i:
+            script = (work / "build_top.sh").read_text()
+            script = re.sub(r"--seed \d+", f"--seed {seed}", script)
+            script = re.sub(r'^"\$YOSYS".*$', "", script, flags=re.M)
+            (work / "build_top.sh").write_text(script)
+            (work / "top.tim").unlink(missing_ok=True)
+        try:
+            return _run_script(work, env, stages if not i else [], progress), seed
+        except RouterStalled as e:
+            tried.append(seed)
+            if i == len(seeds) - 1:
+                if len(tried) > 1:
+                    raise RouterStalled(f"{e} (seeds {', '.join(map(str, tried))})") from None
+                raise
+            progress(
+                f"the router stalled at --seed {seed}; placing again with --seed {seeds[i + 1]}"
+            )
+    raise AssertionError("no seed")
+
 
 #: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time
 _ROUTER_LINE = re.compile(rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|", re.M)
@@ -276,7 +316,7 @@ def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:
             if polls % 20 == 0 and watch.stalled():  # every 2 s
                 os.killpg(proc.pid, signal.SIGTERM)
                 proc.wait()
-                raise BuildError(
+                raise RouterStalled(
                     f"nextpnr's router made no progress for {watch.clock() - watch.since:.0f} s "
                     f"({watch.best:,} arcs left): this placement does not route; try "
                     f"another --seed (log: {work / 'top.tim'})"

@@ -85,10 +85,11 @@ def register(sub) -> None:
     p.add_argument(
         "--seed",
         type=int,
-        default=1,
+        default=None,
         metavar="N",
-        help="nextpnr's placement seed, 1..2147483647 (default 1): another placement of "
-        "the same design, for a build whose timing is close",
+        help="nextpnr's placement seed, 1..2147483647: another placement of the same "
+        "design, for a build whose timing is close (default: 1, then 2, 3, 4 while "
+        "nextpnr's router stalls)",
     )
     p.add_argument("--json", action="store_true", help="end with one JSON object line")
     p.add_argument(
@@ -145,7 +146,7 @@ def _say(line: str, t0: float) -> None:
 def run_build(args) -> int:
     if args.target and not args.program:
         raise HardwareError(f"--{args.target} needs --program")
-    if not 1 <= args.seed < 1 << 31:
+    if args.seed is not None and not 1 <= args.seed < 1 << 31:
         raise HardwareError(f"--seed {args.seed} is not in 1..{(1 << 31) - 1}")
     try:
         from .boards import boards

@@ -505,3 +505,36 @@ def test_compact_core_refuses_sram_programming(tmp_path):
     r = pentegg("build", "--board", "icebreaker", "--program", "--sram")
     assert r.returncode == 2
     assert r.stderr.count("\n") == 1 and "boots its firmware from the SPI flash" in r.stderr
+
+
+def test_a_build_without_a_seed_places_again_with_the_next_seed_when_the_router_stalls(
+    tmp_path, monkeypatch
+):
+    """Without ``--seed`` a stalled router makes the build place and route again with the
+    next of AUTO_SEEDS, keeping the synthesis (the script's Yosys step is not run
+    again); with a seed given, the stall is the build's error."""
+    from pentegg.boards import build as b
+
+    yosys = tmp_path / "fake_yosys"
+    yosys.write_text("#!/bin/sh\necho run >> yosys_runs\n")
+    yosys.chmod(0o755)
+    script = (
+        '"$YOSYS" -q -l top.rpt top.ys\n'
+        'SEED=$(echo "--seed 1" | cut -d" " -f2)\n'
+        f"""if [ "$SEED" = 1 ]; then printf '%s' '{ROUTER_LOG}' > top.tim; """
+        "while true; do sleep 0.1; done; fi\n"
+        'echo "seed $SEED" > routed\n'
+    )
+    monkeypatch.setattr(b, "ROUTER_STALL_S", 0.5)
+    env = {**os.environ, "YOSYS": str(yosys)}
+    lines = []
+    (tmp_path / "build_top.sh").write_text(script)
+    assert b._run_seeds(tmp_path, env, [], lines.append, b.AUTO_SEEDS) == (0, 2)
+    assert (tmp_path / "routed").read_text() == "seed 2\n"
+    assert (tmp_path / "yosys_runs").read_text() == "run\n"
+    assert lines == ["the router stalled at --seed 1; placing again with --seed 2"]
+    assert b.AUTO_SEEDS[:2] == (1, 2)
+
+    (tmp_path / "build_top.sh").write_text(script)
+    with pytest.raises(b.RouterStalled, match=r"router made no progress .*--seed"):
+        b._run_seeds(tmp_path, env, [], lines.append, (1,))
