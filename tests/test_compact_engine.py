@@ -67,6 +67,18 @@ class Bus:
         return cycles
 
 
+def _simulate(eng, bench):
+    """Run ``bench`` against the engine with the collision monitor on its memories (they
+    carry no_rw_check: no used read of a word written in its cycle)."""
+    watch = CollisionMonitor(lambda: eng.rw_watch)
+    sim = Simulator(eng)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_process(watch.process())
+    sim.run()
+    watch.check()
+
+
 def _case(rng, rank):
     n_layers = rng.choice([1, 2, 3])
     layers = tuple(rng.choice([1, 2, 3, 5, 8, 11]) for _ in range(n_layers + 1))
@@ -130,14 +142,7 @@ def _engine_forward(cfg, weights, step, pairs, xs, shared):
                 [(v >> 8 & 0xFF) - ((v >> 8 & 0x80) << 1) for v in y],
             ]
 
-    # the memories carry no_rw_check: no used read of a word written in its cycle
-    watch = CollisionMonitor(lambda: eng.rw_watch)
-    sim = Simulator(eng)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.add_process(watch.process())
-    sim.run()
-    watch.check()
+    _simulate(eng, bench)
     return out
 
 
@@ -198,13 +203,7 @@ def _engine_votes(cfg, step, g, layer, blocks):
             z = [w - (1 << 32) if w >> 31 else w for w in words]
             out[z_row] = np.array(z).reshape(z_rows, fan)
 
-    watch = CollisionMonitor(lambda: eng.rw_watch)
-    sim = Simulator(eng)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.add_process(watch.process())
-    sim.run()
-    watch.check()
+    _simulate(eng, bench)
     return out
 
 
