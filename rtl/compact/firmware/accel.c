@@ -404,6 +404,35 @@ static void engine_logits(unsigned n_out, int8_t *yp, int8_t *ym) {
     }
 }
 
+/* both members' score terms of the sample (spec 7.1, as score_term) added to their scores
+ * sc[0] (member +) and sc[1] (member -), from the last layer's bank: one read per output
+ * row for both. The bytes are compared with their sign bits flipped (x ^ 0x80 orders
+ * int8 as unsigned), so no sign extension; a difference of two is the same. */
+static void engine_scores(unsigned n_out, unsigned label, int32_t *sc) {
+    int32_t margin = (int32_t)regs[R_MARGIN];
+    if (n_out == 1) {
+        sc[0] += margin;
+        sc[1] += margin;
+        return;
+    }
+    volatile uint32_t *bank = &EX[128 * (1 + ((n_layers() - 1) & 1))];
+    int32_t op = 0, om = 0, lp = 0, lm = 0; /* largest other (flipped: >= 0), the label's */
+    for (unsigned o = 0; o < n_out; o++) {
+        uint32_t v = bank[o] ^ 0x8080u;
+        int32_t yp = (int32_t)(v & 0xFF), ym = (int32_t)(v >> 8);
+        if (o == label) {
+            lp = yp;
+            lm = ym;
+        } else {
+            if (yp > op) op = yp;
+            if (ym > om) om = ym;
+        }
+    }
+    int32_t tp = lp - op, tm = lm - om;
+    sc[0] += tp < margin ? tp : margin;
+    sc[1] += tm < margin ? tm : margin;
+}
+
 /* EVAL on the datapath: per shared sample its base product, then per pair the noise
  * and every layer of both members; per-member inputs: per pair its noise, then every
  * sample of both members */
@@ -442,9 +471,7 @@ static int eval_engine(uint32_t batch_base) {
                 if (service()) return 1;
                 engine_noise(j);
                 for (unsigned l = 0; l < n_layers(); l++) engine_run(OP_LAYER, l, 1);
-                engine_logits(n_out, yp, ym);
-                mem_scores[2 * j] += score_term(yp, label, n_out);
-                mem_scores[2 * j + 1] += score_term(ym, label, n_out);
+                engine_scores(n_out, label, &mem_scores[2 * j]);
             }
         }
         return 0;
@@ -553,26 +580,54 @@ static int shape(void) {
 }
 
 /* ------------------------------------------------------------------ VOTE + APPLY (spec 8) */
-/* the moves of rows o0 .. o0 + rows - 1 of layer l (spec 8.2-8.4), their votes z[i] at
- * i = (o - o0) * fan + k */
-static void apply_rows(unsigned l, unsigned o0, unsigned rows, unsigned fan,
-                       int32_t (*z)(unsigned i)) {
-    for (unsigned r = 0; r < rows; r++) {
-        uint32_t i0 = (o0 + r) * fan;
-        wcursor rd = wc_at(layer_base[l], i0), wr = rd;
-        for (unsigned k = 0; k < fan; k++) {
-            int32_t v = z(r * fan + k);
-            int move = (v > (int32_t)theta) - (v < -(int32_t)theta);
-            int w = wc_next(&rd);
-#if PENTARY
-            w = sat(w + move, -2, 2);
+#if !PENTARY
+/* PQUANT(v, latent_shift) & 7 (the digit's code, spec 1.2) of every latent value v =
+ * -VMAX..VMAX at [v + VMAX], made once per update from pquant itself */
+static uint8_t code_of_latent[2 * VMAX + 1];
+
+static void latent_codes(void) {
+    for (int v = -VMAX; v <= VMAX; v++)
+        code_of_latent[v + VMAX] = (uint8_t)(pquant(v, regs[R_LATENT_SHIFT]) & 7);
+}
 #else
-            int8_t *lv = &mem_latent[latent_base[l] + i0 + k];
-            *lv = (int8_t)sat(*lv + move, -VMAX, VMAX);
-            w = pquant(*lv, regs[R_LATENT_SHIFT]);
+/* sat(d + move, -2, 2) & 7 for the code c of d (spec 1.2) at [move + 1][c] */
+static const uint8_t code_moved[3][8] = {
+    {7, 0, 1, 7, 7, 7, 6, 6}, /* move -1 */
+    {0, 1, 2, 0, 0, 0, 6, 7}, /* move 0 */
+    {1, 2, 2, 1, 1, 1, 7, 0}, /* move +1 (the invalid codes 3-5 read as 0) */
+};
 #endif
-            wc_put(&wr, w);
+
+/* the moves (spec 8.2-8.4) of weights i0 .. i0 + n - 1 of layer l (a block of whole rows,
+ * contiguous in the row-major layout), their votes at z[i - i0] (z NULL: every vote 0).
+ * A packed word (spec 1.3) at a time: read once, its five codes shifted out as the new
+ * ones shift in (shifts by constants: the core shifts 4 bits a cycle), written once. */
+static void apply_range(unsigned l, uint32_t i0, uint32_t n, const volatile int32_t *z) {
+    int32_t t = (int32_t)theta;
+    uint32_t end = i0 + n, i = i0 - i0 % 5, word = layer_base[l] + i0 / 5;
+#if !PENTARY
+    int8_t *lv = &mem_latent[latent_base[l]];
+#endif
+    while (i < end) {
+        uint32_t w0 = w_get(word), w = w0, out = 0;
+        for (unsigned p = 0; p < 5; p++, i++) {
+            uint32_t code = w & 7;
+            w >>= 3;
+            if (i >= i0 && i < end) {
+                int32_t v = z ? z[i - i0] : 0;
+                int move = (v > t) - (v < -t);
+#if PENTARY
+                code = code_moved[move + 1][code];
+#else
+                int32_t x = lv[i] + move;
+                x = x > VMAX ? VMAX : x < -VMAX ? -VMAX : x;
+                lv[i] = (int8_t)x;
+                code = code_of_latent[x + VMAX];
+#endif
+            }
+            out = out >> 3 | code << 12;
         }
+        w_set(word++, (uint16_t)(out | (w0 & 0x8000u)));
     }
 }
 
@@ -590,8 +645,6 @@ static int vote_checks(unsigned l) {
 /* VOTE on the datapath: per block of rows whose votes fill its Z memory, per pair with
  * g != 0, the pair's noise of the layer (NOISE A, B) and its votes (VOTE; the first
  * writes them, the others add); then the block's moves from the Z memory */
-static int32_t z_engine(unsigned i) { return EZ[i]; }
-static int32_t z_none(unsigned i) { (void)i; return 0; }
 
 static int vote_apply(unsigned l) {
     if (vote_checks(l)) return 1;
@@ -614,7 +667,7 @@ static int vote_apply(unsigned l) {
             engine_run(OP_VOTE, l, first);
             first = 0;
         }
-        apply_rows(l, o0, rows, fan, first ? z_none : z_engine);
+        apply_range(l, o0 * fan, rows * fan, first ? 0 : EZ);
     }
     return 0;
 }
@@ -623,7 +676,6 @@ static int vote_apply(unsigned l) {
  * pair's noise rows of the block (regenerated from its keys) and its votes */
 #define Z_ROWS (1024 / MAX_FAN > 0 ? (1024 / MAX_FAN < MAX_WIDTH ? 1024 / MAX_FAN : MAX_WIDTH) : 1)
 static int32_t zbuf[Z_ROWS * MAX_FAN];
-static int32_t z_soft(unsigned i) { return zbuf[i]; }
 
 static int vote_apply(unsigned l) {
     if (vote_checks(l)) return 1;
@@ -661,7 +713,7 @@ static int vote_apply(unsigned l) {
                 }
             }
         }
-        apply_rows(l, o0, rows, fan, z_soft);
+        apply_range(l, o0 * fan, rows * fan, zbuf);
     }
     return 0;
 }
@@ -675,6 +727,9 @@ static int update(void) {
     layout();
 #if ENGINE
     engine_setup();
+#endif
+#if !PENTARY
+    latent_codes();
 #endif
     for (unsigned l = 0; l < n_layers(); l++)
         if (vote_apply(l)) return 1;
