@@ -17,7 +17,9 @@ other through one datapath (the UP5K's logic cells are its limit, not its cycles
   ``acc± = x± . W_l[o]^T`` (or the base product: layer 0 of a shared sample) and
   ``h± = act(acc± ± rshr((x± . B) . A[o]^T, k))`` (spec 5.3: ``rshr`` by the layer's
   shift, saturated to 0..127, or to -127..127 in the last layer), into the member's byte
-  of the other bank;
+  of the other bank. Layer 0 of a shared sample is one pass for both members: their
+  input, ``x . B``, base product and ``p = (x . B) . A[o]^T`` are the same (spec 6.2), so
+  each row's ``p`` goes through the tail twice, with ``+`` and with ``−``;
 * ``VOTE l``: the pair's votes of layer ``l`` (spec 8.1, low-rank: ``g A B^T``) for a
   block of rows: ``Z[(o - z_row) fan + k] (+)= g * sum_c A[o, c] B[k, c]`` for the rows
   ``o = z_row .. z_row + z_rows - 1`` and every input ``k`` (``fan = width l + 1``;
@@ -62,9 +64,11 @@ in every other cycle); an access to a memory waits while an op runs (the firmwar
 
 Throughput: a pass takes a cycle per input (``fan``). ``LAYER`` takes, per member,
 ``fan`` cycles for ``x.B`` (all ``r`` sums at once), ``fan`` per output row (``r + 2`` at
-least: the finish's; a shared layer 0 takes ``r + 2``) and about 12 to set up and drain:
-for 64-16-10 at rank 4, 409 cycles for layer 1 and 347 for a shared layer 0 (202 and
-240 with both members in the same cycles, the datapath before, which did not fit).
+least: the finish's) and about 12 to set up and drain: for 64-16-10 at rank 4, 409
+cycles for layer 1. A shared layer 0 takes ``fan`` for ``x.B`` and ``r + 3`` per row for
+both members at once: 189 cycles for 64-16-10 (347 when it took the members in turn,
+``r + 2`` a row each; 240 with both members in the same cycles throughout, the datapath
+before, which did not fit).
 ``BASE`` takes ``fan`` per row; ``NOISE`` a cycle per row and 4; ``VOTE`` ``r`` cycles
 per vote (one rank term a cycle: a select of ``g``, ``2 g`` or ``4 g`` and one adder),
 two more per row and about 6.
@@ -529,7 +533,7 @@ class CompactEngine(wiring.Component):
             # registered: nothing enters the pipeline here, so it stays empty
             m.d.sync += drained.eq(~s1 & ~s2 & ~fin_busy & ~tail_busy)
             with m.If(drained):
-                with m.If(base_op | member):
+                with m.If(base_op | member | shared0):  # a shared layer 0: both at once
                     m.d.sync += busy.eq(0)
                     goto("DRAIN", "IDLE")
                 with m.Else():
@@ -682,8 +686,11 @@ class CompactEngine(wiring.Component):
         # ---- the finish: a row's sum (or the base product) and its A row wait here;
         # cycles fc = 0 .. r-1 take a rank term (FA: xb[fc] and the A row's low digit, the
         # A row shifting), FB accumulates p; cycle r + 1 hands the row to the tail; a row
-        # every r + 2 cycles
-        fc = Signal(range(r + 2))
+        # every r + 2 cycles. A shared layer 0 serves both members in one pass (their
+        # input, x.B, base product and p are the same; only p's sign differs, spec 6.2):
+        # cycle r + 1 hands member +'s row to the tail and cycle r + 2 member −'s, a row
+        # every r + 3 cycles
+        fc = Signal(range(r + 3))
         fin_acc = Signal(signed(self.xb_bits))
         fin_a = Signal(3 * r)
         with m.If(s2 & s2_last & ~base_op):
@@ -695,10 +702,12 @@ class CompactEngine(wiring.Component):
             ]
         with m.Elif(fin_busy):
             m.d.sync += [fc.eq(fc + 1), fin_a.eq(fin_a >> 3)]
-            with m.If(fc == max(r - 2, 0)):
-                # the next row's end may issue: it reaches the finish as fc = r + 1 ends
+            # the next row's end may issue: it reaches the finish as the last cycle
+            # (fc = r + 1, or r + 2 in a shared layer 0) ends
+            pend_end = Mux(shared0, r - 1, r - 2) if r > 1 else 0
+            with m.If(fc == pend_end):
                 m.d.sync += pend.eq(0)
-            with m.If(fc == r + 1):
+            with m.If(fc == Mux(shared0, r + 2, r + 1)):
                 m.d.sync += fin_busy.eq(0)
         cbits = max(1, (r - 1).bit_length())
         fa = Signal()
@@ -717,7 +726,18 @@ class CompactEngine(wiring.Component):
 
         # ---- the tail: rshr(v, s) = ((2 v >> s) + 1) >> 1 (s >= 0); T1 takes p and the
         # row's sum as the next row's end may replace them
-        feed = fin_busy & (fc == r + 1)
+        feed = fin_busy & ((fc == r + 1) | (fc == r + 2))
+        # the fed row's member (0: +), down the tail with it
+        t1_m, t2_m, t4_m, t5_m, t6_m = (Signal(name=f"t{i}_m") for i in (1, 2, 4, 5, 6))
+        t3_m = Signal()
+        m.d.sync += [
+            t1_m.eq(member | (fc == r + 2)),
+            t2_m.eq(t1_m),
+            t3_m.eq(t2_m),
+            t4_m.eq(t3_m),
+            t5_m.eq(t4_m),
+            t6_m.eq(t5_m),
+        ]
         t1_v = Signal()
         t1_u = Signal(signed(self.p_bits + 1))
         t1_acc = Signal(signed(self.xb_bits))
@@ -732,7 +752,7 @@ class CompactEngine(wiring.Component):
         m.d.sync += [t2_v.eq(t1_v), t2_t.eq((t1_u + 1) >> 1), t2_acc.eq(t1_acc)]
         t3_v = Signal()
         t3_y = Signal(signed(self.acc_bits))
-        m.d.sync += [t3_v.eq(t2_v), t3_y.eq(Mux(member, t2_acc - t2_t, t2_acc + t2_t))]
+        m.d.sync += [t3_v.eq(t2_v), t3_y.eq(Mux(t2_m, t2_acc - t2_t, t2_acc + t2_t))]
         t4_v = Signal()
         t4_u = Signal(signed(self.acc_bits + 1))
         m.d.sync += [t4_v.eq(t3_v), t4_u.eq(Cat(Const(0, 1), t3_y).as_signed() >> sh_s)]
@@ -745,7 +765,9 @@ class CompactEngine(wiring.Component):
         lo = Mux(last_layer, -127, 0)
         m.d.sync += [t6_v.eq(t5_v), t6_h.eq(Mux(t5_z > 127, 127, Mux(t5_z < lo, lo, t5_z)))]
         m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v | t6_v)
-        with m.If(t6_v | s2 & s2_last & base_op):
+        # the next row written: after a row's member + in a shared layer 0 the same row's
+        # member − follows
+        with m.If(t6_v & (t6_m | ~shared0) | s2 & s2_last & base_op):
             m.d.sync += w_o.eq(w_o + 1)
 
         # ---- the activation memory's write port: the tail's member (its byte), or the core's
@@ -753,7 +775,7 @@ class CompactEngine(wiring.Component):
             m.d.comb += [
                 x_wp.addr.eq(Cat(w_o[:7], bank_out)),
                 x_wp.data.eq(Cat(t6_h, t6_h)),
-                x_wp.en.eq(Cat(~member, member)),
+                x_wp.en.eq(Cat(~t6_m, t6_m)),
             ]
         with m.Elif(cpu_mem & q_write & (q_sel == 1)):
             m.d.comb += [x_wp.addr.eq(q_addr), x_wp.data.eq(q_data), x_wp.en.eq(0b11)]
