@@ -112,6 +112,26 @@ def _status_after(dev, kind):
     return st
 
 
+@pytest.mark.parametrize("population", [2, 6, 64, 250])
+def test_rank_shaping_equals_golden_on_scores_full_of_ties(population):
+    """The firmware's centered ranks (a merge sort and a walk over runs of equal scores)
+    give golden's g for scores drawn from a few values (long runs of ties), at a
+    population that is not a power of two as well."""
+    from pentegg.golden import shape
+
+    cfg = Config(layers=(2, 8, 2), population=population)
+    rng = np.random.default_rng(population)
+    with _device(cfg) as dev:
+        dev.reset()
+        dev.write_regs(ap.config_regs(cfg, step=0, batch=4))
+        few, many = rng.integers(-3, 4, size=population), rng.integers(-500, 500, size=population)
+        for values in (few, many):
+            dev.write_mem("scores", 0, [int(v) & 0xFFFFFFFF for v in values])
+            assert _status_after(dev, "update")["error"] == 0
+            g = [int(v) for v in dev.read_mem("g", 0, population // 2)]
+            assert g == shape(values, "rank").tolist()
+
+
 @pytest.mark.parametrize(
     "regs,kind,flags",
     [

@@ -550,29 +550,56 @@ static int eval(uint32_t batch_base) {
 /* ------------------------------------------------------------------ SHAPE (spec 7.2, 8.2) */
 static uint32_t theta;
 
+/* the centered ranks c_m = 2 less_m + equal_m - N of the members' scores (spec 7.2): a
+ * merge sort of the members by score, then one walk over the runs of equal scores (N log N
+ * compares where counting takes N^2: 2.6 M cycles at population 256) */
+static uint16_t rank_order[MAX_POPULATION], rank_tmp[MAX_POPULATION];
+static int32_t rank_c[MAX_POPULATION];
+
+static void centered_ranks(unsigned pop) {
+    const int32_t *sc = mem_scores;
+    uint16_t *ord = rank_order, *tmp = rank_tmp;
+    for (unsigned i = 0; i < pop; i++) ord[i] = (uint16_t)i;
+    for (unsigned w = 1; w < pop; w *= 2) {
+        for (unsigned lo = 0; lo < pop; lo += 2 * w) {
+            unsigned mid = lo + w < pop ? lo + w : pop, hi = lo + 2 * w < pop ? lo + 2 * w : pop;
+            unsigned a = lo, b = mid, o = lo;
+            while (a < mid && b < hi) tmp[o++] = sc[ord[b]] < sc[ord[a]] ? ord[b++] : ord[a++];
+            while (a < mid) tmp[o++] = ord[a++];
+            while (b < hi) tmp[o++] = ord[b++];
+        }
+        uint16_t *t = ord;
+        ord = tmp;
+        tmp = t;
+    }
+    for (unsigned p = 0; p < pop;) {
+        unsigned e = 1;
+        int32_t s = sc[ord[p]];
+        while (p + e < pop && sc[ord[p + e]] == s) e++;
+        int32_t c = (int32_t)(2 * p + e) - (int32_t)pop; /* p members below the run, e in it */
+        for (unsigned q = p; q < p + e; q++) rank_c[ord[q]] = c;
+        p += e;
+    }
+}
+
 static int shape(void) {
     unsigned pop = regs[R_POPULATION];
     if ((pop & 1) || pop < 2 || pop > MAX_POPULATION) {
         set_error(9);
         return 1;
     }
+    if (!regs[R_SHAPING]) centered_ranks(pop);
+    if (service()) return 1;
     uint64_t sum = 0;
     for (unsigned j = 0; j < pop / 2; j++) {
         int32_t s0 = mem_scores[2 * j], s1 = mem_scores[2 * j + 1], g;
         if (regs[R_SHAPING]) {
             g = (s0 > s1) - (s0 < s1);
-        } else { /* c_m = 2 less_m + equal_m - N; g_j = c_2j - c_2j+1 */
-            int32_t c0 = -(int32_t)pop, c1 = -(int32_t)pop;
-            for (unsigned i = 0; i < pop; i++) {
-                int32_t si = mem_scores[i];
-                c0 += (si < s0) * 2 + (si == s0);
-                c1 += (si < s1) * 2 + (si == s1);
-            }
-            g = c0 - c1;
+        } else { /* g_j = c_2j - c_2j+1 */
+            g = rank_c[2 * j] - rank_c[2 * j + 1];
         }
         mem_g[j] = (int16_t)g;
         sum += (uint64_t)((int64_t)g * g);
-        if ((j & 63) == 63 && service()) return 1;
     }
     theta = (uint32_t)(((uint64_t)regs[R_TAU] * isqrt64(sum)) >> 4);
     regs[R_THETA] = theta;
