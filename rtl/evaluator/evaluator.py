@@ -269,11 +269,26 @@ class PopulationEvaluator(wiring.Component):
         # bank's word is padded to whole groups, the lanes read their own 6 bits of it
         G = p.noise_group
         groups = -(-L // G)
-        if G > 1:
+        fill_addr = fill.w_addr[:nbits]
+        if p.noise_buffers == 2:
+            fill_addr = Cat(fill_addr, seq.fill_buf)
+        staged = G > 1 and not quant
+        if staged:
+            # the fill's write, registered before the staging memory: its address is the
+            # staging memory's read address, its lane the write enables' decode (the fill's
+            # state through its write multiplexer into the staging memory's read and
+            # write enables was the 128-lane ULX3S build's critical path at 60 MHz in
+            # both builds at f499881 and e0c074c: 16.5 ns, 14.1 of it routing)
+            f_en = Signal(name="fill_we")
+            f_addr = Signal.like(fill_addr, name="fill_wa", reset_less=True)
+            f_data = [Signal(6, name=f"fill_wd{b}", reset_less=True) for b in range(2)]
             # the group and the position in it of the lane being written (ROMs, no divide)
-            w_grp = Signal(range(max(groups, 2)))
-            w_pos = Signal(range(G))
-            m.d.comb += [
+            w_grp = Signal(range(max(groups, 2)), reset_less=True)
+            w_pos = Signal(range(G), reset_less=True)
+            m.d.sync += [
+                f_en.eq(fill.w_en),
+                f_addr.eq(fill_addr),
+                *(f_data[b].eq(fill.w_data[b].as_value()) for b in range(2)),
                 w_grp.eq(Array(C(j // G, w_grp.shape()) for j in range(L))[fill.w_lane]),
                 w_pos.eq(Array(C(j % G, w_pos.shape()) for j in range(L))[fill.w_lane]),
             ]
@@ -308,9 +323,9 @@ class PopulationEvaluator(wiring.Component):
             )
             m.d.sync += [wp.addr.eq(wq.addr), wp.data.eq(wq.data), wp.en.eq(wq.en)]
             w_late.append(wp.en.any())
-            wr_addr = fill.w_addr[:nbits]
+            wr_addr = f_addr if staged else fill_addr
             if p.noise_buffers == 2:
-                rd_addr, wr_addr = Cat(rd_addr, seq.nbuf), Cat(wr_addr, seq.fill_buf)
+                rd_addr = Cat(rd_addr, seq.nbuf)
             m.d.comb += [rp.addr.eq(rd_addr), rp.en.eq(1), wq.addr.eq(wr_addr)]
             if quant:  # one digit of each of lanes w_lane .. w_lane + G - 1: E[i, k]
                 G = fill.generators
@@ -344,18 +359,18 @@ class PopulationEvaluator(wiring.Component):
                 m.submodules[f"noise_stage{b}"] = stage
                 s_rp = stage.read_port(domain="comb")
                 s_wp = stage.write_port(granularity=6)
-                new = fill.w_data[b].as_value()
+                new = f_data[b]
                 m.d.comb += [
-                    s_rp.addr.eq(fill.w_addr[:nbits]),
-                    s_wp.addr.eq(fill.w_addr[:nbits]),
+                    s_rp.addr.eq(f_addr[:nbits]),
+                    s_wp.addr.eq(f_addr[:nbits]),
                     s_wp.data.eq(Cat(*([new] * (G - 1)))),
-                    s_wp.en.eq(Cat(fill.w_en & (w_pos == q) for q in range(G - 1))),
+                    s_wp.en.eq(Cat(f_en & (w_pos == q) for q in range(G - 1))),
                 ]
                 fields = [Mux(w_pos == q, new, s_rp.data[6 * q : 6 * q + 6]) for q in range(G - 1)]
                 word = Cat(*fields, new)
                 m.d.comb += [
                     wq.data.eq(Cat(*([word] * groups))),
-                    wq.en.eq(Mux(fill.w_en, 1 << w_grp, 0)),
+                    wq.en.eq(Mux(f_en, 1 << w_grp, 0)),
                 ]
             reg = Signal(slot, name=f"noise_rd{b}", reset_less=True)  # data: no reset
             m.d.sync += reg.eq(rp.data)
@@ -431,7 +446,7 @@ class PopulationEvaluator(wiring.Component):
             eng.loaded.eq(ld.loaded),
             ld.release.eq(eng.release),
             seq.drained.eq(drained),
-            seq.fill_busy.eq(fill.busy | w_late[0] | w_late[1]),
+            seq.fill_busy.eq(fill.busy | w_late[0] | w_late[1] | (f_en if staged else 0)),
             seq.bad_label.eq(ld.bad_label),
         ]
         for l in range(p.max_layers):
