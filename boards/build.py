@@ -113,7 +113,8 @@ def build(
     ``build_dir``; returns resources and timing. ``params["clock_mhz"]``, if there, is the
     board's (the core clock, :meth:`Board.clock`), the rest the core's. ``seed`` is
     nextpnr's placement seed (1..2**31-1); None: :data:`AUTO_SEEDS` in turn, the next
-    while nextpnr's router stalls (:class:`RouterStall`; the synthesis is kept). Raises
+    while nextpnr's router stalls (:class:`RouterStall`) or the placement misses the
+    clock (the synthesis is kept; the last seed's result stands). Raises
     :class:`BuildError`, or ValueError for a clock the board does not have."""
     t0 = time.monotonic()
     if seed is not None and (
@@ -123,6 +124,7 @@ def build(
     seeds = AUTO_SEEDS if seed is None else (seed,)
     params = dict(params)
     clock = board.clock(params.pop("clock_mhz", None), core_name, params)
+    clock_mhz = clock.hz / 1e6
     work = Path(build_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)
     for stale in ("top.json", "top.asc", "top.config", board.bitstream, "report.json"):
@@ -167,7 +169,13 @@ def build(
         if synth_line:
             ys = script[: synth_line.start(1)] + command + script[synth_line.end(1) :]
             (work / "top.ys").write_text(ys)
-        (rc, seed), flow = _run_seeds(work, env, list(_STAGES[board.family]), progress, seeds), name
+        (rc, seed), flow = (
+            _run_seeds(
+                work, env, list(_STAGES[board.family]), progress, seeds,
+                missed=lambda: _timing_missed(work, board.family, clock_mhz),
+            ),
+            name,
+        )  # fmt: skip
         if rc == 0 or i == len(flows) - 1 or not _abc9_failed(work):
             break
         why = _failure(work, rc)
@@ -184,7 +192,6 @@ def build(
         firmware.write_bytes(image)
     res = read_report(work / "report.json", board.family)
     fmax = res.pop("fmax_mhz")
-    clock_mhz = clock.hz / 1e6
     return BuildResult(
         board=board.name,
         core=core_name,
@@ -203,6 +210,18 @@ def build(
         firmware_offset=top.core.flash_offset if firmware else None,
         **res,
     )
+
+
+def _timing_missed(work: Path, family: str, clock_mhz: float) -> str | None:
+    """Why the placement just routed misses the clock (its report's fmax below it), or
+    None (met, or no report to tell)."""
+    try:
+        fmax = read_report(work / "report.json", family)["fmax_mhz"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if fmax is None or fmax >= clock_mhz:
+        return None
+    return f"timing not met ({fmax:.1f} MHz < {clock_mhz:g} MHz)"
 
 
 def _abc9_failed(work: Path) -> bool:
@@ -227,7 +246,9 @@ ROUTER_STALL_S = 120.0
 
 #: the placement seeds a build without ``--seed`` tries in turn while the router stalls
 #: (the iCEBreaker's compact build at 79 % of the UP5K's logic cells: some placements
-#: do not route, one seed in five to three in five depending on the netlist)
+#: do not route, one seed in five to three in five depending on the netlist) or the
+#: placement misses the clock (the 128-lane ULX3S build at 60 MHz: 57.46 MHz at seed 1,
+#: 65.31 at seed 2, the same netlist)
 AUTO_SEEDS = (1, 2, 3, 4)
 
 
@@ -235,10 +256,13 @@ class RouterStalled(BuildError):
     """nextpnr's router stalled (:class:`RouterStall`); the build's tools are stopped."""
 
 
-def _run_seeds(work: Path, env, stages: list, progress, seeds) -> tuple[int, int]:
+def _run_seeds(
+    work: Path, env, stages: list, progress, seeds, missed=lambda: None
+) -> tuple[int, int]:
     """Run the build plan's script (:func:`_run_script`) with ``seeds[0]``; while the
-    router stalls and seeds are left, place and route again with the next one (the
-    script without its synthesis: the netlist is kept). Returns (exit status, seed)."""
+    router stalls, or the placement misses timing (``missed()``: why, or None), and seeds
+    are left, place and route again with the next one (the script without its
+    synthesis: the netlist is kept). Returns (exit status, seed)."""
     tried = []
     for i, seed in enumerate(seeds):
         if i:
@@ -248,7 +272,12 @@ def _run_seeds(work: Path, env, stages: list, progress, seeds) -> tuple[int, int
             (work / "build_top.sh").write_text(script)
             (work / "top.tim").unlink(missing_ok=True)
         try:
-            return _run_script(work, env, stages if not i else [], progress), seed
+            rc = _run_script(work, env, stages if not i else [], progress)
+            why = missed() if rc == 0 and i < len(seeds) - 1 else None
+            if why is None:
+                return rc, seed
+            progress(f"{why} at --seed {seed}; placing again with --seed {seeds[i + 1]}")
+            continue
         except RouterStalled as e:
             tried.append(seed)
             if i == len(seeds) - 1:

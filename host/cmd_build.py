@@ -89,7 +89,7 @@ def register(sub) -> None:
         metavar="N",
         help="nextpnr's placement seed, 1..2147483647: another placement of the same "
         "design, for a build whose timing is close (default: 1, then 2, 3, 4 while "
-        "nextpnr's router stalls)",
+        "nextpnr's router stalls or timing is not met)",
     )
     p.add_argument("--json", action="store_true", help="end with one JSON object line")
     p.add_argument(

@@ -500,6 +500,51 @@ def test_a_stalled_router_stops_the_build_with_one_line(tmp_path, monkeypatch):
         b._run_script(tmp_path, dict(os.environ), [], lambda line: None)
 
 
+def test_a_build_without_a_seed_places_again_with_the_next_seed_when_timing_is_missed(tmp_path):
+    """Without ``--seed`` a placement that routes but misses the clock (its report's
+    fmax below it) is placed and routed again with the next seed, the synthesis kept,
+    until one meets it; the last seed's result stands when none does, and a given seed
+    is never retried."""
+    from pentegg.boards import build as b
+
+    yosys = tmp_path / "fake_yosys"
+    yosys.write_text("#!/bin/sh\necho run >> yosys_runs\n")
+    yosys.chmod(0o755)
+
+    def script(fmax_by_seed, first):
+        cases = "".join(f"{seed}) F={f};; " for seed, f in fmax_by_seed.items())
+        report = '{"utilization": {}, "fmax": {"clk": {"achieved": %s}}}'
+        return (
+            '"$YOSYS" -q -l top.rpt top.ys\n'
+            f'SEED=$(echo "--seed {first}" | cut -d" " -f2)\n'
+            f'case "$SEED" in {cases}esac\n'
+            'echo "$SEED" >> placed\n'
+            f"""printf '{report}' "$F" > report.json\n"""
+        )
+
+    env = {**os.environ, "YOSYS": str(yosys)}
+
+    def run(fmax_by_seed, seeds):
+        for f in ("placed", "yosys_runs"):
+            (tmp_path / f).unlink(missing_ok=True)
+        (tmp_path / "build_top.sh").write_text(script(fmax_by_seed, seeds[0]))
+        lines = []
+        missed = lambda: b._timing_missed(tmp_path, "ecp5", 60.0)  # noqa: E731
+        result = b._run_seeds(tmp_path, env, [], lines.append, seeds, missed=missed)
+        placed = (tmp_path / "placed").read_text().split()
+        assert (tmp_path / "yosys_runs").read_text() == "run\n"
+        return result, placed, lines
+
+    result, placed, lines = run({1: 57.46, 2: 65.31, 3: 70.0}, b.AUTO_SEEDS)
+    assert result == (0, 2) and placed == ["1", "2"]
+    assert lines == ["timing not met (57.5 MHz < 60 MHz) at --seed 1; placing again with --seed 2"]
+    result, placed, lines = run({1: 50.0, 2: 51.0, 3: 52.0, 4: 53.0}, b.AUTO_SEEDS)
+    assert result == (0, 4) and placed == ["1", "2", "3", "4"] and len(lines) == 3
+    result, placed, lines = run({7: 50.0}, (7,))
+    assert result == (0, 7) and placed == ["7"] and lines == []
+    assert b._timing_missed(tmp_path, "ecp5", 50.0) is None
+
+
 def test_compact_core_refuses_sram_programming(tmp_path):
     """The compact core boots its firmware from the flash: --sram is refused, one line."""
     r = pentegg("build", "--board", "icebreaker", "--program", "--sram")
