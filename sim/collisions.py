@@ -3,7 +3,7 @@ memories carry :data:`~pentegg.rtl.bram.NO_RW_CHECK`)."""
 
 from __future__ import annotations
 
-__all__ = ["CollisionMonitor"]
+__all__ = ["CollisionMonitor", "simulate_watched"]
 
 
 class CollisionMonitor:
@@ -43,3 +43,18 @@ class CollisionMonitor:
                 f"{len(c)} used reads of a word written in the same cycle; "
                 f"first: cycle {c[0][0]}, memory {c[0][1]}, address {c[0][2]}"
             )
+
+
+def simulate_watched(dut, testbench, watches, *, period: float = 1e-6) -> None:
+    """Run ``testbench`` against ``dut`` in the Amaranth simulator (one clock domain of
+    ``period``) with a :class:`CollisionMonitor` on ``watches``; raises AssertionError
+    naming the first collision once the testbench has ended."""
+    from amaranth.sim import Simulator
+
+    monitor = CollisionMonitor(watches)
+    sim = Simulator(dut)
+    sim.add_clock(period)
+    sim.add_testbench(testbench)
+    sim.add_process(monitor.process())
+    sim.run()
+    monitor.check()

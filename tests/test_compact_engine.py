@@ -13,7 +13,6 @@ import random
 
 import numpy as np
 import pytest
-from amaranth.sim import Simulator
 
 from pentegg.golden import Config
 from pentegg.golden.digit import pack
@@ -22,7 +21,7 @@ from pentegg.golden.model import make_noise
 from pentegg.golden.prng import AB_A, AB_B, stream_state
 from pentegg.golden.update import accumulate_z
 from pentegg.rtl.compact.engine import OPS, REGS, CompactEngine
-from pentegg.sim.collisions import CollisionMonitor
+from pentegg.sim.collisions import simulate_watched
 
 SEED = int(os.environ.get("PENTEGG_SEED", "0")) or random.randrange(1 << 30)
 
@@ -65,18 +64,6 @@ class Bus:
             cycles += 1
             assert cycles < 100_000, "the engine did not finish"
         return cycles
-
-
-def _simulate(eng, bench):
-    """Run ``bench`` against the engine with the collision monitor on its memories (they
-    carry no_rw_check: no used read of a word written in its cycle)."""
-    watch = CollisionMonitor(lambda: eng.rw_watch)
-    sim = Simulator(eng)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.add_process(watch.process())
-    sim.run()
-    watch.check()
 
 
 def _case(rng, rank):
@@ -142,7 +129,7 @@ def _engine_forward(cfg, weights, step, pairs, xs, shared):
                 [(v >> 8 & 0xFF) - ((v >> 8 & 0x80) << 1) for v in y],
             ]
 
-    _simulate(eng, bench)
+    simulate_watched(eng, bench, lambda: eng.rw_watch)
     return out
 
 
@@ -203,7 +190,7 @@ def _engine_votes(cfg, step, g, layer, blocks):
             z = [w - (1 << 32) if w >> 31 else w for w in words]
             out[z_row] = np.array(z).reshape(z_rows, fan)
 
-    _simulate(eng, bench)
+    simulate_watched(eng, bench, lambda: eng.rw_watch)
     return out
 
 

@@ -16,7 +16,7 @@ from pentegg.golden.digit import pack
 from pentegg.rtl.accelerator import Accelerator
 from pentegg.sim import harness
 from pentegg.sim.accelerator_host import golden_steps, load_words, random_job
-from pentegg.sim.collisions import CollisionMonitor
+from pentegg.sim.collisions import simulate_watched
 from pentegg.sim.evaluator_bench import evaluator_watches
 from pentegg.sim.scoreboard import Scoreboard
 
@@ -61,13 +61,7 @@ def run_on(dut: Accelerator, script):
         await script(sender(ctx, dut))
 
     ev = evaluator_watches(dut.evaluator)
-    watch = CollisionMonitor(lambda: [*ev(), *dut.votes.rw_watch, *dut.rw_watch])
-    sim = Simulator(dut)
-    sim.add_clock(1e-6)
-    sim.add_process(watch.process())
-    sim.add_testbench(bench)
-    sim.run()
-    watch.check()
+    simulate_watched(dut, bench, lambda: [*ev(), *dut.votes.rw_watch, *dut.rw_watch])
 
 
 async def wait_idle(send, max_layers, limit=2_000_000):

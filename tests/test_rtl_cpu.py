@@ -34,7 +34,7 @@ from pentegg.rtl.cpu import toolchain as fwtool
 from pentegg.rtl.cpu.rv32 import CycleCounter
 from pentegg.rtl.cpu.toolchain import FirmwareError, ToolNotFound, build_firmware
 from pentegg.sim import harness
-from pentegg.sim.collisions import CollisionMonitor
+from pentegg.sim.collisions import simulate_watched
 from pentegg.sim.rv32_iss import RV32ISS, Asm, Memory, encode
 from pentegg.sim.rv32_soc import RAM_BASE, RV32SoC
 
@@ -57,7 +57,6 @@ def run_core(words, *, ram_init=None, slave="bram", max_cycles=20_000, **core):
     """Run ``words`` (ROM at 0) until the core halts; registers, RAM, cycles, pc. A
     register read whose word is used in the cycle its address is written fails it."""
     soc = RV32SoC(words, RAM_WORDS, ram_init=ram_init, **SLAVES[slave], **core)
-    monitor = CollisionMonitor(lambda: soc.core.rw_watch)
     out = {}
 
     async def bench(ctx):
@@ -72,12 +71,7 @@ def run_core(words, *, ram_init=None, slave="bram", max_cycles=20_000, **core):
         out["x"] = [0] + [ctx.get(soc.core.regfile.data[i]) for i in range(1, 32)]
         out["ram"] = [ctx.get(soc.ram.data[i]) for i in range(RAM_WORDS)]
 
-    sim = Simulator(soc)
-    sim.add_clock(1e-6)
-    sim.add_testbench(bench)
-    sim.add_process(monitor.process())
-    sim.run()
-    monitor.check()
+    simulate_watched(soc, bench, lambda: soc.core.rw_watch)
     return out
 
 
