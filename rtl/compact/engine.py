@@ -728,16 +728,10 @@ class CompactEngine(wiring.Component):
         # row's sum as the next row's end may replace them
         feed = fin_busy & ((fc == r + 1) | (fc == r + 2))
         # the fed row's member (0: +), down the tail with it
-        t1_m, t2_m, t4_m, t5_m, t6_m = (Signal(name=f"t{i}_m") for i in (1, 2, 4, 5, 6))
-        t3_m = Signal()
-        m.d.sync += [
-            t1_m.eq(member | (fc == r + 2)),
-            t2_m.eq(t1_m),
-            t3_m.eq(t2_m),
-            t4_m.eq(t3_m),
-            t5_m.eq(t4_m),
-            t6_m.eq(t5_m),
-        ]
+        t_m = [Signal(name=f"t{i}_m") for i in range(1, 7)]  # T1 .. T6
+        m.d.sync += [t_m[0].eq(member | (fc == r + 2))]
+        m.d.sync += [t_m[i].eq(t_m[i - 1]) for i in range(1, 6)]
+        t2_m, t6_m = t_m[1], t_m[5]
         t1_v = Signal()
         t1_u = Signal(signed(self.p_bits + 1))
         t1_acc = Signal(signed(self.xb_bits))

@@ -617,12 +617,15 @@ static void latent_codes(void) {
         code_of_latent[v + VMAX] = (uint8_t)(pquant(v, regs[R_LATENT_SHIFT]) & 7);
 }
 #else
-/* sat(d + move, -2, 2) & 7 for the code c of d (spec 1.2) at [move + 1][c] */
-static const uint8_t code_moved[3][8] = {
-    {7, 0, 1, 7, 7, 7, 6, 6}, /* move -1 */
-    {0, 1, 2, 0, 0, 0, 6, 7}, /* move 0 */
-    {1, 2, 2, 1, 1, 1, 7, 0}, /* move +1 (the invalid codes 3-5 read as 0) */
-};
+/* sat(d + move, -2, 2) & 7 for the code c of d (spec 1.2) at [move + 1][c], made once
+ * per update from digit_of_code and sat (the invalid codes 3-5 read as 0) */
+static uint8_t code_moved[3][8];
+
+static void pentary_codes(void) {
+    for (int m = -1; m <= 1; m++)
+        for (unsigned c = 0; c < 8; c++)
+            code_moved[m + 1][c] = (uint8_t)(sat(digit_of_code(c) + m, -2, 2) & 7);
+}
 #endif
 
 /* the moves (spec 8.2-8.4) of weights i0 .. i0 + n - 1 of layer l (a block of whole rows,
@@ -646,8 +649,7 @@ static void apply_range(unsigned l, uint32_t i0, uint32_t n, const volatile int3
 #if PENTARY
                 code = code_moved[move + 1][code];
 #else
-                int32_t x = lv[i] + move;
-                x = x > VMAX ? VMAX : x < -VMAX ? -VMAX : x;
+                int32_t x = sat(lv[i] + move, -VMAX, VMAX);
                 lv[i] = (int8_t)x;
                 code = code_of_latent[x + VMAX];
 #endif
@@ -755,7 +757,9 @@ static int update(void) {
 #if ENGINE
     engine_setup();
 #endif
-#if !PENTARY
+#if PENTARY
+    pentary_codes();
+#else
     latent_codes();
 #endif
     for (unsigned l = 0; l < n_layers(); l++)

@@ -79,10 +79,12 @@ uint32_t run_key(uint32_t seed);
 uint32_t stream_state(uint32_t run_key, uint32_t step, uint32_t pair, uint32_t layer, uint32_t ab);
 void stream_digits(uint32_t state, uint32_t skip, uint32_t n, int8_t *out);
 int32_t rshr(int32_t x, unsigned s);
-int32_t sat(int32_t x, int32_t lo, int32_t hi);
 int pquant(int32_t x, unsigned f);
 uint32_t isqrt64(uint64_t n);
 int digit_of_code(unsigned code);
+
+/* 0.3 saturation (inline: the update applies it to every weight) */
+static inline int32_t sat(int32_t x, int32_t lo, int32_t hi) { return x < lo ? lo : x > hi ? hi : x; }
 
 /* x times a digit (-2..2): a select and a negation, never a multiplication (the RV32I
  * core has no multiplier; spec 1.2) */

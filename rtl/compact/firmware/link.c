@@ -173,9 +173,9 @@ static void handle(int cobs_err) {
 }
 
 /* one received byte through the COBS decoder (rtl/link/cobs.py CobsDecoder): returns 1
- * when a non-empty frame ended and was handled */
-/* not inlined into link_poll: a run polls the link between pairs, and the byte handling's
- * register saves cost that poll about 200 cycles when no byte is waiting */
+ * when a non-empty frame ended and was handled. Not inlined into link_poll: a run polls
+ * the link between pairs, and this function's register saves would run on every poll,
+ * also when no byte is waiting */
 __attribute__((noinline)) static int rx_byte(uint8_t byte) {
     if (byte == 0) { /* a delimiter */
         int was = started, err = left != 0;

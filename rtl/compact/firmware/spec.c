@@ -5,8 +5,7 @@
 /* 0.2 rounding shift, ties towards +infinity (arithmetic shift of a signed value) */
 int32_t rshr(int32_t x, unsigned s) { return s ? (x + (1 << (s - 1))) >> s : x; }
 
-/* 0.3 */
-int32_t sat(int32_t x, int32_t lo, int32_t hi) { return x < lo ? lo : x > hi ? hi : x; }
+/* 0.3 sat: fw.h (inline) */
 
 /* 0.4 floor(sqrt(n)), bit by bit */
 uint32_t isqrt64(uint64_t n) {
