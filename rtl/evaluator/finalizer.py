@@ -39,7 +39,7 @@ and the margin states in bank ``L % 2``). An op goes through four windows of ``T
   ``vc_i +- t_i`` shifted by ``s_l``; the last shift and the saturation spill two cycles
   into the next window.
 * **U**: ``h_0``, ``h_1`` go to the activation memory or out; ``u_{l+1}`` is read,
-  updated and written back, ``r`` entries, writes two cycles behind the reads (spilling
+  updated and written back, ``r`` entries, writes three cycles behind the reads (spilling
   into the next window), or the margin state is updated (read in the first cycle, the
   new state registered in the third, written and its score term pushed in the fourth).
 
@@ -567,9 +567,9 @@ class Finalizer(wiring.Component):
             u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc)
         )
         c.bankU = bankU = _ubank(opU)
-        # u updates: writes two cycles after the reads (delay line); the margin state: read
-        # at wc 0, data at wc 2, the new state registered then and written at wc 3; STORE
-        # writes at wc 2, 3
+        # u updates: the sum two cycles after the reads (delay line), written a cycle
+        # later from the datapath's register; the margin state: read at wc 0, data at
+        # wc 2, the new state registered then and written at wc 3; STORE writes at wc 2, 3
         c.wr = wr = [Signal(name=f"wr{j}{sfx}") for j in range(2)]
         c.wr_addr = wr_addr = [Signal(ua_bits, name=f"wra{j}{sfx}") for j in range(2)]
         c.wr_bank = wr_bank = [Signal(name=f"wrb{j}{sfx}") for j in range(2)]
@@ -909,6 +909,19 @@ class Finalizer(wiring.Component):
         t0, c0 = _digit_times(bcol[0], hW[0])
         t1, c1 = _digit_times(bcol[1], hW[1])
         m.d.comb += upd.eq(old + t0 + t1 + c0 + c1)
+        # the update leaves through a register, written a cycle later (three after its
+        # read: column c at wc c + 3, the last spilling to wc 2 of the next window): the
+        # digit products and the adder into the bank's write data were the 128-lane
+        # ULX3S build's critical path at 475d2ed (60 MHz, seed 1: 17.40 ns, 14.36 of it
+        # routing). No write collides: a STORE (wc 2, 3) never follows an update in a
+        # group (a sample's u-row ops follow its last layer's), a margin state is written
+        # at wc 3; the next reader of the column reads it later (U: at wc c of the next
+        # window; P: at wc c + 1)
+        wr_d = sig(1, "wrd")
+        wr_da = sig(len(wr_addr[1]), "wrda")
+        wr_db = sig(1, "wrdb")
+        upd_d = sig(signed(uw), "updd")
+        m.d.sync += [wr_d.eq(wr[1]), wr_da.eq(wr_addr[1]), wr_db.eq(wr_bank[1]), upd_d.eq(upd)]
 
         # margin state: low byte the label's logit, high byte the largest other logit.
         # wc 1: which rows are the label's (the op and the labels are stable in U);
@@ -964,11 +977,11 @@ class Finalizer(wiring.Component):
                     wp.data.eq(new_state),
                     wp.en.eq(bankU == b),
                 ]
-            with m.Elif(wr[1]):
+            with m.Elif(wr_d):
                 m.d.comb += [
-                    wp.addr.eq(wr_addr[1]),
-                    wp.data.eq(upd),
-                    wp.en.eq(wr_bank[1] == b),
+                    wp.addr.eq(wr_da),
+                    wp.data.eq(upd_d),
+                    wp.en.eq(wr_db == b),
                 ]
 
         # hidden activations: this group's lane i of the op in U
