@@ -20,7 +20,7 @@ from pentegg.golden.forward import population_forward
 from pentegg.golden.model import make_noise
 from pentegg.golden.prng import AB_A, AB_B, stream_state
 from pentegg.golden.update import accumulate_z
-from pentegg.rtl.compact.engine import OPS, REGS, CompactEngine
+from pentegg.rtl.compact.engine import OPS, REGS, SLOT_SHIFT, SLOTS, CompactEngine
 from pentegg.sim.collisions import simulate_watched
 
 SEED = int(os.environ.get("PENTEGG_SEED", "0")) or random.randrange(1 << 30)
@@ -57,8 +57,12 @@ class Bus:
     async def reg(self, name: str, value: int, offset: int = 0):
         await self.write(2, REGS[name] + offset, value)
 
-    async def run(self, op: str, layer: int = 0, shared: bool = False, ab: int = 0) -> int:
-        await self.reg("cmd", OPS[op] | ab << 3 | layer << 4 | int(shared) << 7)
+    async def run(
+        self, op: str, layer: int = 0, shared: bool = False, ab: int = 0, slot: int = 0
+    ) -> int:
+        await self.reg(
+            "cmd", OPS[op] | ab << 3 | layer << 4 | int(shared) << 7 | slot << SLOT_SHIFT
+        )
         cycles = 0
         while await self.read(2, REGS["cmd"]) & 1:
             cycles += 1
@@ -84,6 +88,44 @@ def _case(rng, rank):
     return cfg, weights
 
 
+async def _load_network(bus, cfg, weights):
+    """The weights and the network's registers, as the firmware writes them."""
+    words, bases = [], []
+    for w in weights:
+        bases.append(len(words))
+        words += [int(v) for v in pack(w)]
+    for i, v in enumerate(words):
+        await bus.write(0, i, v)
+    await bus.reg("n_layers", cfg.n_layers)
+    await bus.reg("pert_shift", cfg.pert_shift())
+    for i, w in enumerate(cfg.layers):
+        await bus.reg("width", w, i)
+    for l, s in enumerate(cfg.shifts()):
+        await bus.reg("act_shift", s, l)
+        await bus.reg("wbase", bases[l], l)
+
+
+async def _pair_noise(bus, cfg, step, j):
+    for l in range(cfg.n_layers):  # the firmware mixes the keys (spec 2.3)
+        for ab in (AB_A, AB_B):
+            await bus.reg("x0", int(stream_state(cfg.seed, step, j, l, ab)))
+            await bus.run("noise", l, ab=ab)
+
+
+async def _read_logits(bus, cfg):
+    """Both members' logits from the last layer's bank."""
+    bank = 1 + ((cfg.n_layers - 1) & 1)
+    y = [await bus.read(1, 128 * bank + o) for o in range(cfg.layers[-1])]
+    return [
+        [(v & 0xFF) - ((v & 0x80) << 1) for v in y],
+        [(v >> 8 & 0xFF) - ((v >> 8 & 0x80) << 1) for v in y],
+    ]
+
+
+def _byte(v):
+    return int(v) & 0xFF
+
+
 def _engine_forward(cfg, weights, step, pairs, xs, shared):
     """The engine's logits of members (2 j, 2 j + 1) of each pair ``j`` in ``pairs`` (run
     one after another) for inputs ``xs`` (two vectors; equal when shared)."""
@@ -93,41 +135,20 @@ def _engine_forward(cfg, weights, step, pairs, xs, shared):
 
     async def bench(ctx):
         bus = Bus(ctx, eng.bus)
-        words, bases = [], []
-        for w in weights:
-            bases.append(len(words))
-            words += [int(v) for v in pack(w)]
-        for i, v in enumerate(words):
-            await bus.write(0, i, v)
-        await bus.reg("n_layers", cfg.n_layers)
-        await bus.reg("pert_shift", cfg.pert_shift())
-        for i, w in enumerate(cfg.layers):
-            await bus.reg("width", w, i)
-        for l, s in enumerate(cfg.shifts()):
-            await bus.reg("act_shift", s, l)
-            await bus.reg("wbase", bases[l], l)
+        await _load_network(bus, cfg, weights)
         for k in range(cfg.layers[0]):
-            await bus.write(1, k, (int(xs[0][k]) & 0xFF) | (int(xs[1][k]) & 0xFF) << 8)
+            await bus.write(1, k, _byte(xs[0][k]) | _byte(xs[1][k]) << 8)
         if shared:
             await bus.run("base")
         out["logits"] = {}
         for j in pairs:  # one after another, as the firmware runs them
-            for l in range(cfg.n_layers):  # the firmware mixes the keys (spec 2.3)
-                for ab in (AB_A, AB_B):
-                    await bus.reg("x0", int(stream_state(cfg.seed, step, j, l, ab)))
-                    await bus.run("noise", l, ab=ab)
+            await _pair_noise(bus, cfg, step, j)
             if not shared:
                 for k in range(cfg.layers[0]):
-                    await bus.write(1, k, (int(xs[0][k]) & 0xFF) | (int(xs[1][k]) & 0xFF) << 8)
+                    await bus.write(1, k, _byte(xs[0][k]) | _byte(xs[1][k]) << 8)
             for l in range(cfg.n_layers):
                 await bus.run("layer", l, shared)
-            bank = 1 + ((cfg.n_layers - 1) & 1)
-            n_out = cfg.layers[-1]
-            y = [await bus.read(1, 128 * bank + o) for o in range(n_out)]
-            out["logits"][j] = [
-                [(v & 0xFF) - ((v & 0x80) << 1) for v in y],
-                [(v >> 8 & 0xFF) - ((v >> 8 & 0x80) << 1) for v in y],
-            ]
+            out["logits"][j] = await _read_logits(bus, cfg)
 
     simulate_watched(eng, bench, lambda: eng.rw_watch)
     return out
@@ -162,6 +183,61 @@ def test_one_pair_forward_equals_golden(rank, shared):
                     f"seed {SEED} trial {trial} {cfg.layers} rank {rank} shared {shared}: "
                     f"member {2 * j + member} logit {bad[0]}: golden {w[bad[0]]}, engine "
                     f"{g[bad[0]]}"
+                )
+
+
+def _engine_slots(cfg, weights, step, xs, order):
+    """The engine's logits of every member for the shared samples ``xs`` (up to SLOTS),
+    sample ``s`` in slot ``s``: their BASE ops in the slot order ``order``, then per pair
+    its noise once and every layer for each slot in ``order``, as the firmware runs a
+    group of samples."""
+    eng = CompactEngine(max_layers=8, max_width=11, rank=cfg.rank)
+    out = {}
+
+    async def bench(ctx):
+        bus = Bus(ctx, eng.bus)
+        await _load_network(bus, cfg, weights)
+        x = [xs[s] if s < len(xs) else [0] * cfg.layers[0] for s in range(SLOTS)]
+        for k in range(cfg.layers[0]):
+            await bus.write(1, k, _byte(x[0][k]) | _byte(x[2][k]) << 8)
+            await bus.write(1, 384 + k, _byte(x[1][k]) | _byte(x[3][k]) << 8)
+        for s in order:
+            await bus.run("base", slot=s)
+        for j in range(cfg.pairs):
+            await _pair_noise(bus, cfg, step, j)
+            for s in order:
+                for l in range(cfg.n_layers):
+                    await bus.run("layer", l, True, slot=s)
+                out[j, s] = await _read_logits(bus, cfg)
+
+    simulate_watched(eng, bench, lambda: eng.rw_watch)
+    return out
+
+
+@pytest.mark.parametrize("rank", [1, 4])
+def test_shared_samples_in_their_slots_equal_golden(rank):
+    """Up to four shared samples at once (banks 0 and 3, low and high bytes; the base
+    memory's slots), their ops in any slot order: each sample's logits are golden's."""
+    rng = random.Random(SEED * 11 + rank)
+    for trial in range(4):
+        cfg, weights = _case(rng, rank)
+        step = rng.randrange(65535)
+        n_in = cfg.layers[0]
+        n = rng.choice([2, 3, 4])
+        xs = [
+            [rng.choice([-127, 127, rng.randint(-127, 127)]) for _ in range(n_in)] for _ in range(n)
+        ]
+        order = rng.sample(range(n), n)
+        want = population_forward(cfg, weights, make_noise(cfg, step), np.array(xs))
+        got = _engine_slots(cfg, weights, step, xs, order)
+        for (j, s), members in got.items():
+            for member in range(2):
+                g, w = np.array(members[member]), want[2 * j + member, s]
+                bad = np.flatnonzero(g != w)
+                assert not bad.size, (
+                    f"seed {SEED} trial {trial} {cfg.layers} rank {rank} slots {order}: "
+                    f"sample {s} member {2 * j + member} logit {bad[0]}: golden "
+                    f"{w[bad[0]]}, engine {g[bad[0]]}"
                 )
 
 

@@ -186,14 +186,16 @@ def test_the_compact_device_with_and_without_its_datapath_steps_equal_golden(
     [
         # layer 0's votes in two blocks of rows (16 x 65 > Z_WORDS), the pentary update
         ("digits", Config(layers=(64, 16, 10), population=32, update="pentary", tau=64), 16, 2),
-        ("xor", Config(layers=(2, 8, 2), population=16, rank=1, shaping="sign"), 4, 3),
+        # batch 3: a group of shared samples smaller than the engine's slots
+        ("xor", Config(layers=(2, 8, 2), population=16, rank=1, shaping="sign"), 3, 3),
     ],
     ids=["digits-pentary", "xor-rank1-sign"],
 )
 def test_the_datapath_votes_equal_golden(task, cfg, batch, steps):
     """The datapath's VOTE op (the update's votes): in blocks of rows when a layer's do not
     fit its Z memory, at rank 1 as at rank 4, under the pentary update and sign shaping
-    as under the defaults (above)."""
+    as under the defaults (above); the digits batch fills the engine's four sample slots
+    four times, xor's three of them."""
     _steps_equal_golden(task, cfg, batch, steps, 1)
 
 

@@ -11,7 +11,11 @@ other through one datapath (the UP5K's logic cells are its limit, not its cycles
   :class:`~pentegg.rtl.noise.prng.PentaryStreamCore`, a rank row of ``r`` digits a cycle,
   into the noise memory;
 * ``BASE``: a shared sample's layer-0 product ``x . W_0^T`` (bias input 127) into the
-  base memory, once per sample for every pair (golden shares it the same way);
+  base memory, once per sample for every pair (golden shares it the same way). The
+  engine holds four shared samples at once (slots, CMD bits 9:8: the input of slot
+  ``s`` in activation bank ``3 * (s & 1)``, low bytes for ``s < 2``, high bytes else;
+  its base products in the base memory's slot ``s``), so that the firmware generates a
+  pair's noise once for four samples;
 * ``LAYER l``: for member + (the activations' low bytes), then member − (their high
   bytes): ``x± . B`` (``r`` sums, all in one pass), then per output row ``o``:
   ``acc± = x± . W_l[o]^T`` (or the base product: layer 0 of a shared sample) and
@@ -31,15 +35,16 @@ other through one datapath (the UP5K's logic cells are its limit, not its cycles
 Memories (one read and one write port each; iCE40 block RAMs): the weights (the host's
 weight memory, spec 1.4 words: the firmware reads and writes it through the bus), the
 activations (four banks of 128 ``{x−, x+}`` byte pairs: the input in bank 0, which a
-shared sample keeps for every pair; layer ``l`` writes bank ``1 + (l & 1)`` and reads the
-one layer ``l - 1`` wrote), the noise (a word of ``r`` digits per row: row ``i`` of layer
-``l``'s ``B`` at ``2 l * 2**b + i``, of its ``A`` at ``(2 l + 1) * 2**b + i``, ``2**b``
-the least power of two above ``max_width``: addresses without adders), the base
-products, the votes (``Z_WORDS`` words of ``z_bits``). The
-weights, the activations, the noise and the votes are cut into slices of bits as narrow as one block
-RAM holding their depth is (``_sliced``), so that no multiplexer of several block RAMs'
-data lies between them and the digit selects. Every pentary product is a select of 0,
-``x`` or ``2x`` and a negation.
+shared sample keeps for every pair, the shared samples of slots 1 and 3 in bank 3;
+layer ``l`` writes bank ``1 + (l & 1)`` and reads the one layer ``l - 1`` wrote), the
+noise (a word of ``r`` digits per row: row ``i`` of layer ``l``'s ``B`` at
+``2 l * 2**b + i``, of its ``A`` at ``(2 l + 1) * 2**b + i``, ``2**b`` the least power
+of two above ``max_width``: addresses without adders), the base products (four slots
+of ``2**ceil(log2(max_width))`` rows: one block RAM at 64), the votes (``Z_WORDS``
+words of ``z_bits``). The weights, the activations, the noise and the votes are cut
+into slices of bits as narrow as one block RAM holding their depth is (``_sliced``), so
+that no multiplexer of several block RAMs' data lies between them and the digit
+selects. Every pentary product is a select of 0, ``x`` or ``2x`` and a negation.
 
 Bus (the core's; word address bits 25:24 select):
 
@@ -50,8 +55,9 @@ Bus (the core's; word address bits 25:24 select):
           ``1 + ((n_layers - 1) & 1)``
 2         registers (word = index): 0 ``CMD`` (write: bits 2:0 the op, 1 NOISE, 2 BASE,
           3 LAYER, 4 VOTE; bit 3 NOISE's stream, 0 A, 1 B; bits 6:4 the layer; bit 7
-          ``shared``: LAYER 0 takes the base products, or VOTE's ``first``; read: bit 0
-          busy), 1 ``X0`` (NOISE's start state), 2 ``G`` (VOTE's ``g``), 3 ``Z_ROW``,
+          ``shared``: LAYER 0 takes the base products, or VOTE's ``first``; bits 9:8
+          the slot of a shared sample, BASE's and a shared LAYER's (:data:`SLOTS`);
+          read: bit 0 busy), 1 ``X0`` (NOISE's start state), 2 ``G`` (VOTE's ``g``), 3 ``Z_ROW``,
           6 ``Z_ROWS`` (VOTE's block), 4 ``N_LAYERS``, 5 ``PERT_SHIFT`` (``k = log4(r) +
           sigma_shift``), ``16 + l`` ``ACT_SHIFT l``, ``24 + l`` ``WBASE l`` (layer
           ``l``'s first weight word), ``32 + i`` ``WIDTH i``
@@ -79,6 +85,7 @@ from __future__ import annotations
 from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
 
 from ...golden.arith import bits_for
 from ..bram import NO_RW_CHECK, RWWatch
@@ -86,10 +93,16 @@ from ..cpu.rv32 import BUS_SIGNATURE
 from ..noise.prng import PentaryStreamCore
 from ..params import check_choice, check_int
 
-__all__ = ["OPS", "REGS", "Z_WORDS", "CompactEngine", "weight_words"]
+__all__ = ["OPS", "REGS", "SLOTS", "SLOT_SHIFT", "Z_WORDS", "CompactEngine", "weight_words"]
 
 #: ``CMD`` ops
 OPS = {"noise": 1, "base": 2, "layer": 3, "vote": 4}
+#: Shared samples the engine holds at once (``CMD`` bits 9:8: the slot of BASE and of a
+#: shared LAYER 0): a slot's input in bank ``3 * (s & 1)`` of the activations, in the
+#: words' low (``s < 2``) or high bytes, its base products in the base memory's slot
+#: ``s``; the firmware then runs a pair's noise once for up to four samples
+SLOTS = 4
+SLOT_SHIFT = 8
 #: Register indices (``width``, ``act_shift``, ``wbase``: the first of a row)
 REGS = {
     "cmd": 0,
@@ -196,6 +209,7 @@ class CompactEngine(wiring.Component):
         if max_population % 2:
             raise ValueError(f"max_population={max_population}: must be even (2..4096)")
         self.max_fan = max_width + 1
+        self.base_row_bits = ceil_log2(max_width)
         self.wwords = weight_words(max_layers, max_width)
         # the noise memory's row index: Cat(row, A, layer), a power of two per stream
         self.row_bits = (self.max_fan - 1).bit_length()
@@ -220,7 +234,7 @@ class CompactEngine(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
-        r, ml, mw = self.rank, self.max_layers, self.max_width
+        r, ml = self.rank, self.max_layers
         bus = self.bus
 
         # ---------------------------------------------------------------- registers
@@ -241,7 +255,11 @@ class CompactEngine(wiring.Component):
         w_rp, w_wp = _sliced(m, "wmem", 16, self.wwords)
         x_rp, x_wp = _sliced(m, "xmem", 16, 512, granularity=8)
         n_rp, n_wp = _sliced(m, "nmem", 3 * r, self.nrows)
-        bmem = memory.Memory(shape=signed(self.xb_bits), depth=mw, init=[], attrs=NO_RW_CHECK)
+        # the base memory: a slot of 2**ob rows per shared sample (SLOTS of them)
+        ob = self.base_row_bits
+        bmem = memory.Memory(
+            shape=signed(self.xb_bits), depth=SLOTS << ob, init=[], attrs=NO_RW_CHECK
+        )
         m.submodules.bmem = bmem
         b_rp, b_wp = bmem.read_port(), bmem.write_port()
         z_rp, z_wp = _sliced(m, "zmem", self.z_bits, Z_WORDS)
@@ -293,6 +311,7 @@ class CompactEngine(wiring.Component):
         cmd = Signal(7)  # the CMD word's bits 6:0 (the op: bits 2:0)
         m.d.sync += start.eq(0)
         op_shared = Signal()
+        slot = Signal(2)  # CMD bits 9:8: the shared sample's slot (BASE, shared LAYER 0)
         with m.If(act & (q_sel == 2)):
             m.d.sync += reg_data.eq((q_addr[:6] == REGS["cmd"]) & busy)
             with m.If(q_write):
@@ -302,6 +321,7 @@ class CompactEngine(wiring.Component):
                             start.eq(q_data[:3] != 0),
                             cmd.eq(q_data[:7]),
                             op_shared.eq(q_data[7]),
+                            slot.eq(q_data[8:10]),
                         ]
                     with m.Case(REGS["x0"]):
                         m.d.sync += x0.eq(q_data)
@@ -356,6 +376,8 @@ class CompactEngine(wiring.Component):
         last_layer = Signal()
         shared0 = Signal()  # layer 0 takes the base products
         base_op = Signal()
+        x_hi = Signal()  # the input is in the words' high bytes (a slot 2, 3 sample)
+        b_slot = Signal(2)  # the base memory's slot
         k = Signal(8)
         k_rem = Signal(8)  # inputs after k in the row
         k_last = Signal()  # k == fan_m1
@@ -466,13 +488,18 @@ class CompactEngine(wiring.Component):
                     goto("N_ROWS", "IDLE")
 
         # ---- BASE and LAYER (LAYER: member +, then from SETUP again member −)
+        # a slot is a shared sample's (BASE, or a shared LAYER; per-member inputs: slot 0)
+        in_slot = Mux(base_op | op_shared, slot, 0)
         with m.If(st["SETUP"]):
             m.d.sync += [
                 fan_m1.eq(w_in),
                 n_out.eq(w_out),
-                # the input stays in bank 0 (a shared sample serves every pair); the
-                # layers alternate between banks 1 and 2
-                bank_in.eq(Mux(layer == 0, 0, Mux(layer[0], 1, 2))),
+                # the input stays in bank 0 (a shared sample serves every pair; slots
+                # 1 and 3 in bank 3, slots 2 and 3 in the high bytes); the layers
+                # alternate between banks 1 and 2
+                bank_in.eq(Mux(layer == 0, Mux(in_slot[0], 3, 0), Mux(layer[0], 1, 2))),
+                x_hi.eq((layer == 0) & in_slot[1]),
+                b_slot.eq(in_slot),
                 bank_out.eq(Mux(layer[0], 2, 1)),
                 last_layer.eq(layer + 1 == n_layers),
                 shared0.eq(op_shared & (layer == 0) & ~base_op),
@@ -646,7 +673,7 @@ class CompactEngine(wiring.Component):
             s2_first.eq(s1_first),
             s2_last.eq(s1_last),
             s2_row1.eq(s1_row1),
-            s2_x.eq(Mux(s1_bias, BIAS, Mux(member, xw[8:16], xw[:8]).as_signed())),
+            s2_x.eq(Mux(s1_bias, BIAS, Mux(member | x_hi, xw[8:16], xw[:8]).as_signed())),
             s2_d.eq(w_digits[s1_pos]),
             s2_n.eq(n_rp.data),
             s2_b.eq(b_rp.data),
@@ -678,7 +705,7 @@ class CompactEngine(wiring.Component):
             m.d.sync += acc.eq(sums)
         # BASE: a row's sum is its base product
         m.d.comb += [
-            b_wp.addr.eq(w_o),
+            b_wp.addr.eq(Cat(w_o[:ob], b_slot)),
             b_wp.data.eq(sums),
             b_wp.en.eq(s2 & s2_last & base_op),
         ]
@@ -783,7 +810,7 @@ class CompactEngine(wiring.Component):
         m.d.comb += [
             x_rp.addr.eq(Mux(busy, Cat(k[:7], bank_in), q_addr)),
             w_rp.addr.eq(Mux(busy, wword, q_addr)),
-            b_rp.addr.eq(o),
+            b_rp.addr.eq(Cat(o[:ob], b_slot)),
             n_rp.addr.eq(nrow(Mux(in_rows, o, k), in_rows)),
             z_rp.addr.eq(Mux(busy, z_raddr, q_addr)),
         ]

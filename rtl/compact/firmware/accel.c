@@ -96,6 +96,9 @@ int running(void) { return busy_flag; }
 #define EZ ((volatile int32_t *)0x3C000000u) /* the votes of VOTE's block of rows */
 enum { E_CMD, E_X0, E_G, E_ZROW, E_NL, E_PSHIFT, E_ZROWS, E_ACT = 16, E_WBASE = 24, E_WIDTH = 32 };
 enum { OP_NOISE = 1, OP_BASE, OP_LAYER, OP_VOTE };
+/* shared samples the engine holds at once (CMD bits 9:8, the slot): slot s's input in
+ * bank 3 * (s & 1) of the activations, low bytes for s < 2, high bytes else */
+enum { SLOTS = 4, SLOT_SHIFT = 8 };
 static inline uint16_t w_get(uint32_t i) { return (uint16_t)EW[i]; }
 static inline void w_set(uint32_t i, uint16_t v) { EW[i] = v; }
 #else
@@ -433,9 +436,9 @@ static void engine_scores(unsigned n_out, unsigned label, int32_t *sc) {
     sc[1] += tm < margin ? tm : margin;
 }
 
-/* EVAL on the datapath: per shared sample its base product, then per pair the noise
- * and every layer of both members; per-member inputs: per pair its noise, then every
- * sample of both members */
+/* EVAL on the datapath: per group of up to SLOTS shared samples their base products,
+ * then per pair the noise (once for the group) and every layer of both members for each
+ * sample; per-member inputs: per pair its noise, then every sample of both members */
 /* the network's registers of the datapath, and the step's stream start states */
 static void engine_setup(void) {
     engine_keys();
@@ -455,23 +458,36 @@ static int eval_engine(uint32_t batch_base) {
     static int8_t yp[MAX_WIDTH], ym[MAX_WIDTH];
     if (shared) {
         for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
-        for (unsigned b = 0; b < batch; b++) {
-            uint32_t idx = mem_batch[(batch_base + b) % BATCH_WORDS], at = idx * n_in;
-            unsigned label = mem_labels[idx % LABEL_WORDS];
-            if (label >= n_out) {
-                set_error(8);
-                return 1;
+        for (unsigned b = 0; b < batch; b += SLOTS) {
+            unsigned ns = batch - b < SLOTS ? batch - b : SLOTS;
+            unsigned label[SLOTS];
+            uint32_t at[SLOTS] = {0};
+            for (unsigned s = 0; s < ns; s++) {
+                uint32_t idx = mem_batch[(batch_base + b + s) % BATCH_WORDS];
+                at[s] = idx * n_in;
+                label[s] = mem_labels[idx % LABEL_WORDS];
+                if (label[s] >= n_out) {
+                    set_error(8);
+                    return 1;
+                }
             }
+            /* the inputs of slots 0, 2 into bank 0 (low, high bytes), of 1, 3 into bank 3
+             * (a slot past the batch's end reads byte 0 of sample 0: never used) */
             for (unsigned k = 0; k < n_in; k++) {
-                uint32_t x = mem_samples[(at + k) % SAMPLE_BYTES];
-                EX[k] = x | x << 8;
+                uint32_t x[SLOTS];
+                for (unsigned s = 0; s < SLOTS; s++) x[s] = mem_samples[(at[s] + k) % SAMPLE_BYTES];
+                EX[k] = x[0] | x[2] << 8;
+                EX[384 + k] = x[1] | x[3] << 8;
             }
-            engine_run(OP_BASE, 0, 0);
+            for (unsigned s = 0; s < ns; s++) engine_run(OP_BASE | s << SLOT_SHIFT, 0, 0);
             for (unsigned j = 0; j < pop / 2; j++) {
                 if (service()) return 1;
                 engine_noise(j);
-                for (unsigned l = 0; l < n_layers(); l++) engine_run(OP_LAYER, l, 1);
-                engine_scores(n_out, label, &mem_scores[2 * j]);
+                for (unsigned s = 0; s < ns; s++) {
+                    for (unsigned l = 0; l < n_layers(); l++)
+                        engine_run(OP_LAYER | (l == 0 ? s << SLOT_SHIFT : 0), l, 1);
+                    engine_scores(n_out, label[s], &mem_scores[2 * j]);
+                }
             }
         }
         return 0;
