@@ -290,19 +290,28 @@ def _run_seeds(
     raise AssertionError("no seed")
 
 
-#: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time
-_ROUTER_LINE = re.compile(rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|", re.M)
+#: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time;
+#: router2's (the ECP5 builds'): an iteration's wires and overused wires
+_ROUTER_LINE = re.compile(
+    rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|"
+    rb"|^Info:\s+iter=\d+ wires=\d+ overused=(\d+) ",
+    re.M,
+)
 
 
 class RouterStall:
-    """Watches nextpnr's log (``top.tim``) for router1's progress lines: :meth:`stalled`
-    is true once the count of arcs left to route has not reached a new low for
-    ``stall_s`` seconds, and for as long as the routing had taken until its last low
-    (a long routing of a large design may slow down without being stuck)."""
+    """Watches nextpnr's log (``top.tim``) for its router's progress lines: :meth:`stalled`
+    is true once the count still to resolve (router1: arcs left to route; router2: wires
+    used by more than one net) has not reached a new low for ``stall_s`` seconds, and for
+    as long as the routing had taken until its last low (a long routing of a large design
+    may slow down without being stuck). router2 on a congested placement reaches a low
+    and then diverges, its overused wires growing each iteration, for ever (a 128-lane
+    ULX3S build at ``0a93054``: 291 at its 46th iteration, 3,410 at its 83rd)."""
 
     def __init__(self, log: Path, stall_s: float = ROUTER_STALL_S, clock=time.monotonic):
         self.log, self.stall_s, self.clock = log, stall_s, clock
         self.offset, self.best, self.since, self.start = 0, None, None, None
+        self.unit = "arcs left"
 
     def stalled(self) -> bool:
         try:
@@ -313,9 +322,11 @@ class RouterStall:
             return False
         cut = chunk.rfind(b"\n") + 1  # whole lines only
         self.offset += cut
-        for left in _ROUTER_LINE.findall(chunk[:cut]):
-            if self.best is None or int(left) < self.best:
-                self.best, self.since = int(left), self.clock()
+        for arcs, overused in _ROUTER_LINE.findall(chunk[:cut]):
+            left = int(arcs or overused)
+            self.unit = "arcs left" if arcs else "wires overused"
+            if self.best is None or left < self.best:
+                self.best, self.since = left, self.clock()
                 if self.start is None:
                     self.start = self.since
         if self.since is None:
@@ -347,7 +358,7 @@ def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:
                 proc.wait()
                 raise RouterStalled(
                     f"nextpnr's router made no progress for {watch.clock() - watch.since:.0f} s "
-                    f"({watch.best:,} arcs left): this placement does not route; try "
+                    f"({watch.best:,} {watch.unit}): this placement does not route; try "
                     f"another --seed (log: {work / 'top.tim'})"
                 )
             time.sleep(0.1)

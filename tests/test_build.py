@@ -487,6 +487,27 @@ def test_router_stall_is_seen_when_no_new_low_of_arcs_left(tmp_path):
     assert watch.stalled()
 
 
+def test_router2_growing_overuse_is_seen_as_a_stall(tmp_path):
+    """router2's lines (the ECP5 builds'): the overused wires reach a low, then grow
+    each iteration (a congested placement diverges) -> stalled once the window has passed
+    with no new low; the error names the unit."""
+    from pentegg.boards.build import RouterStall
+
+    def line(i, over):
+        return f"Info:     iter={i} wires={1000 + i} overused={over} overuse={over} archfail=NA\n"
+
+    log, now = tmp_path / "top.tim", [0.0]
+    watch = RouterStall(log, stall_s=10, clock=lambda: now[0])
+    log.write_text("".join(line(i, o) for i, o in enumerate((72095, 4749, 291), 1)))
+    assert not watch.stalled() and (watch.best, watch.unit) == (291, "wires overused")
+    now[0] = 9.0
+    with open(log, "a") as f:
+        f.write(line(4, 376) + line(5, 1522))
+    assert not watch.stalled() and watch.best == 291
+    now[0] = 10.5
+    assert watch.stalled()
+
+
 def test_a_stalled_router_stops_the_build_with_one_line(tmp_path, monkeypatch):
     """A build whose router stalls is stopped (its tools killed) with a BuildError that
     says so and suggests another seed, instead of running for ever."""
