@@ -386,13 +386,6 @@ static void engine_run(uint32_t op, unsigned layer, unsigned shared) {
     engine_wait();
 }
 
-/* a sample's logits read from the engine (engine_fetch), their score terms not yet
- * added: held_scores computes them while the engine runs the next sample's last layer */
-static struct {
-    uint16_t raw[MAX_WIDTH]; /* the last layer's bank: {y-, y+} per output row */
-    unsigned n_out, label, pending;
-    int32_t *sc;
-} held;
 
 /* the start states of every stream of the step (spec 2.3), mixed once per step: the
  * engine expands a stream's digits from its start state */
@@ -423,35 +416,24 @@ static void engine_logits(unsigned n_out, int8_t *yp, int8_t *ym) {
     }
 }
 
-/* both members' score terms of the sample (spec 7.1, as score_term), to be added to
- * their scores sc[0] (member +) and sc[1] (member -): the last layer's bank read now,
- * one word per output row for both (the engine is idle), the terms added later by
- * held_scores (the core's compares take longer than the reads: about 90 cycles a row) */
-static void engine_fetch(unsigned n_out, unsigned label, int32_t *sc) {
-    if (n_out == 1) { /* no other class: the margin (spec 7.1) */
-        int32_t margin = (int32_t)regs[R_MARGIN];
+/* both members' score terms of a sample (spec 7.1, as score_term) added to their scores
+ * sc[0] (member +) and sc[1] (member -), from the last layer's words y, {y-, y+} per
+ * output row (the engine's bank or a copy of it): one read per row for both. The bytes
+ * are compared with their sign bits flipped (x ^ 0x80 orders int8 as unsigned), so no
+ * sign extension; a difference of two is the same. Inlined: a call costs xor's step
+ * about 2 %. */
+static inline __attribute__((always_inline)) void
+add_score_terms(const volatile uint32_t *y, unsigned n_out, unsigned label, int32_t *sc) {
+    int32_t margin = (int32_t)regs[R_MARGIN];
+    if (n_out == 1) {
         sc[0] += margin;
         sc[1] += margin;
         return;
     }
-    volatile uint32_t *bank = &EX[128 * (1 + ((n_layers() - 1) & 1))];
-    for (unsigned o = 0; o < n_out; o++) held.raw[o] = (uint16_t)bank[o];
-    held.n_out = n_out;
-    held.label = label;
-    held.sc = sc;
-    held.pending = 1;
-}
-
-/* the held terms added. The bytes are compared with their sign bits flipped (x ^ 0x80
- * orders int8 as unsigned), so no sign extension; a difference of two is the same. */
-static void held_scores(void) {
-    unsigned n_out = held.n_out, label = held.label;
-    int32_t margin = (int32_t)regs[R_MARGIN], *sc = held.sc;
-    held.pending = 0;
     int32_t op = 0, om = 0, lp = 0, lm = 0; /* largest other (flipped: >= 0), the label's */
     for (unsigned o = 0; o < n_out; o++) {
-        uint32_t v = held.raw[o] ^ 0x8080u;
-        int32_t yp = (int32_t)(v & 0xFF), ym = (int32_t)(v >> 8);
+        uint32_t v = y[o] ^ 0x8080u;
+        int32_t yp = (int32_t)(v & 0xFF), ym = (int32_t)(v >> 8 & 0xFF);
         if (o == label) {
             lp = yp;
             lm = ym;
@@ -463,6 +445,31 @@ static void held_scores(void) {
     int32_t tp = lp - op, tm = lm - om;
     sc[0] += tp < margin ? tp : margin;
     sc[1] += tm < margin ? tm : margin;
+}
+
+static volatile uint32_t *logit_bank(void) { return &EX[128 * (1 + ((n_layers() - 1) & 1))]; }
+
+/* a sample's logits copied from the engine (hold_scores: the engine is idle), their
+ * score terms added by held_scores while the engine runs the next sample's last layer:
+ * where that layer takes longer than the core's compares (about 90 cycles a row) */
+static struct {
+    uint32_t raw[MAX_WIDTH];
+    unsigned n_out, label, pending;
+    int32_t *sc;
+} held;
+
+static void hold_scores(unsigned n_out, unsigned label, int32_t *sc) {
+    volatile uint32_t *bank = logit_bank();
+    for (unsigned o = 0; o < n_out; o++) held.raw[o] = bank[o];
+    held.n_out = n_out;
+    held.label = label;
+    held.sc = sc;
+    held.pending = 1;
+}
+
+static void held_scores(void) {
+    held.pending = 0;
+    add_score_terms(held.raw, held.n_out, held.label, held.sc);
 }
 
 /* EVAL on the datapath: per group of up to SLOTS shared samples their base products,
@@ -487,6 +494,11 @@ static int eval_engine(uint32_t batch_base) {
     static int8_t yp[MAX_WIDTH], ym[MAX_WIDTH];
     if (shared) {
         for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
+        /* a sample's score terms wait for the next sample's last layer when that takes
+         * longer than their compares (2 fan (n_out + 1) cycles against about 90 n_out:
+         * fan >= 48); a narrow layer's are added at once (xor's 8 inputs) */
+        unsigned defer = width(n_layers() - 1) + 1 >= 48;
+        volatile uint32_t *bank = logit_bank();
         for (unsigned b = 0; b < batch; b += SLOTS) {
             unsigned ns = batch - b < SLOTS ? batch - b : SLOTS;
             unsigned label[SLOTS];
@@ -517,10 +529,13 @@ static int eval_engine(uint32_t batch_base) {
                     for (unsigned l = 0; l < nl; l++) {
                         engine_start(OP_LAYER | (l == 0 ? s << SLOT_SHIFT : 0), l, 1);
                         /* the sample before's terms while the last layer runs */
-                        if (l == nl - 1 && held.pending) held_scores();
+                        if (defer && l == nl - 1 && held.pending) held_scores();
                         engine_wait();
                     }
-                    engine_fetch(n_out, label[s], &mem_scores[2 * j]);
+                    if (defer)
+                        hold_scores(n_out, label[s], &mem_scores[2 * j]);
+                    else
+                        add_score_terms(bank, n_out, label[s], &mem_scores[2 * j]);
                 }
             }
         }
