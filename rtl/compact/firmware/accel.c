@@ -385,7 +385,6 @@ static void engine_run(uint32_t op, unsigned layer, unsigned shared) {
     engine_wait();
 }
 
-
 /* the start states of every stream of the step (spec 2.3), mixed once per step: the
  * engine expands a stream's digits from its start state */
 static uint32_t stream_x0[MAX_PAIRS][MAX_LAYERS][2];
@@ -471,9 +470,6 @@ static void held_scores(void) {
     add_score_terms(held.raw, held.n_out, held.label, held.sc);
 }
 
-/* EVAL on the datapath: per group of up to SLOTS shared samples their base products,
- * then per pair the noise (once for the group) and every layer of both members for each
- * sample; per-member inputs: per pair its noise, then every sample of both members */
 /* the network's registers of the datapath, and the step's stream start states */
 static void engine_setup(void) {
     engine_keys();
@@ -486,6 +482,9 @@ static void engine_setup(void) {
     }
 }
 
+/* EVAL on the datapath: per group of up to SLOTS shared samples their base products,
+ * then per pair the noise (once for the group) and every layer of both members for each
+ * sample; per-member inputs: per pair its noise, then every sample of both members */
 static int eval_engine(uint32_t batch_base) {
     unsigned pop = regs[R_POPULATION], batch = regs[R_BATCH], shared = regs[R_SHARED];
     unsigned n_in = width(0), n_out = width(n_layers());
