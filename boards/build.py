@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rtl.synth import honour_no_rw_check, synth_flows
+from ..rtl.synth import ROUTER_STALL_S, RouterStall, honour_no_rw_check, synth_flows
 from ..rtl.toolchain import ToolNotFound, amaranth_env, tool
 from .common import Board
 
@@ -238,12 +238,6 @@ def _abc9_failed(work: Path) -> bool:
     return bool(steps) and steps[-1] == "ABC9"
 
 
-#: seconds nextpnr's router (router1) may go without routing more arcs than ever before
-#: (at least; :class:`RouterStall`) before the build stops: a placement it cannot route
-#: makes it loop for ever (seen on the UP5K: 6,177 arcs left for ten minutes, from the
-#: routing's second second on, where every other seed routed in seconds)
-ROUTER_STALL_S = 120.0
-
 #: the placement seeds a build without ``--seed`` tries in turn while the router stalls
 #: (the iCEBreaker's compact build at 79 % of the UP5K's logic cells: some placements
 #: do not route, one seed in five to three in five depending on the netlist) or the
@@ -288,50 +282,6 @@ def _run_seeds(
                 f"the router stalled at --seed {seed}; placing again with --seed {seeds[i + 1]}"
             )
     raise AssertionError("no seed")
-
-
-#: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time;
-#: router2's (the ECP5 builds'): an iteration's wires and overused wires
-_ROUTER_LINE = re.compile(
-    rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|"
-    rb"|^Info:\s+iter=\d+ wires=\d+ overused=(\d+) ",
-    re.M,
-)
-
-
-class RouterStall:
-    """Watches nextpnr's log (``top.tim``) for its router's progress lines: :meth:`stalled`
-    is true once the count still to resolve (router1: arcs left to route; router2: wires
-    used by more than one net) has not reached a new low for ``stall_s`` seconds, and for
-    as long as the routing had taken until its last low (a long routing of a large design
-    may slow down without being stuck). router2 on a congested placement reaches a low
-    and then diverges, its overused wires growing each iteration, for ever (a 128-lane
-    ULX3S build at ``0a93054``: 291 at its 46th iteration, 3,410 at its 83rd)."""
-
-    def __init__(self, log: Path, stall_s: float = ROUTER_STALL_S, clock=time.monotonic):
-        self.log, self.stall_s, self.clock = log, stall_s, clock
-        self.offset, self.best, self.since, self.start = 0, None, None, None
-        self.unit = "arcs left"
-
-    def stalled(self) -> bool:
-        try:
-            with open(self.log, "rb") as f:
-                f.seek(self.offset)
-                chunk = f.read()
-        except OSError:
-            return False
-        cut = chunk.rfind(b"\n") + 1  # whole lines only
-        self.offset += cut
-        for arcs, overused in _ROUTER_LINE.findall(chunk[:cut]):
-            left = int(arcs or overused)
-            self.unit = "arcs left" if arcs else "wires overused"
-            if self.best is None or left < self.best:
-                self.best, self.since = left, self.clock()
-                if self.start is None:
-                    self.start = self.since
-        if self.since is None:
-            return False
-        return self.clock() - self.since > max(self.stall_s, self.since - self.start)
 
 
 def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:

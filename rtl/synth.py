@@ -21,6 +21,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -222,11 +223,79 @@ class SynthWrapper(Elaboratable):
         return m
 
 
-def _run(cmd: list[str], cwd: Path, log: str) -> None:
+#: seconds nextpnr's router may go without a new low of what it has left to resolve (at
+#: least; :class:`RouterStall`) before a build or synthesis run stops: a placement it
+#: cannot route makes it loop for ever (seen on the UP5K: 6,177 arcs left for ten
+#: minutes, from the routing's second second on, where every other seed routed in
+#: seconds; `pentegg synth compact --param engine=1` at 71ef5e4, seed 1, still routing
+#: after 25 minutes, where seed 2 took minutes)
+ROUTER_STALL_S = 120.0
+
+#: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time;
+#: router2's (the ECP5 builds'): an iteration's wires and overused wires
+_ROUTER_LINE = re.compile(
+    rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|"
+    rb"|^Info:\s+iter=\d+ wires=\d+ overused=(\d+) ",
+    re.M,
+)
+
+
+class RouterStall:
+    """Watches nextpnr's log (``top.tim``) for its router's progress lines: :meth:`stalled`
+    is true once the count still to resolve (router1: arcs left to route; router2: wires
+    used by more than one net) has not reached a new low for ``stall_s`` seconds, and for
+    as long as the routing had taken until its last low (a long routing of a large design
+    may slow down without being stuck). router2 on a congested placement reaches a low
+    and then diverges, its overused wires growing each iteration, for ever (a 128-lane
+    ULX3S build at ``0a93054``: 291 at its 46th iteration, 3,410 at its 83rd)."""
+
+    def __init__(self, log: Path, stall_s: float = ROUTER_STALL_S, clock=time.monotonic):
+        self.log, self.stall_s, self.clock = log, stall_s, clock
+        self.offset, self.best, self.since, self.start = 0, None, None, None
+        self.unit = "arcs left"
+
+    def stalled(self) -> bool:
+        try:
+            with open(self.log, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return False
+        cut = chunk.rfind(b"\n") + 1  # whole lines only
+        self.offset += cut
+        for arcs, overused in _ROUTER_LINE.findall(chunk[:cut]):
+            left = int(arcs or overused)
+            self.unit = "arcs left" if arcs else "wires overused"
+            if self.best is None or left < self.best:
+                self.best, self.since = left, self.clock()
+                if self.start is None:
+                    self.start = self.since
+        if self.since is None:
+            return False
+        return self.clock() - self.since > max(self.stall_s, self.since - self.start)
+
+
+def _run(cmd: list[str], cwd: Path, log: str, watch_router: bool = False) -> None:
+    """Run a tool with its output in ``cwd / log``; with ``watch_router`` (nextpnr) stop
+    it, with a :class:`SynthError` that says so, when its router stalls
+    (:class:`RouterStall`): a placement it cannot route makes it run for ever."""
+    watch = RouterStall(cwd / log, ROUTER_STALL_S) if watch_router else None
     with open(cwd / log, "w") as f:
-        r = subprocess.run(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
-    if r.returncode != 0:
-        raise SynthError(f"{Path(cmd[0]).name} failed (exit {r.returncode}); log: {cwd / log}")
+        proc = subprocess.Popen(cmd, cwd=cwd, stdout=f, stderr=subprocess.STDOUT)
+        polls = 0
+        while proc.poll() is None:
+            polls += 1
+            if watch is not None and polls % 20 == 0 and watch.stalled():  # every 2 s
+                proc.kill()
+                proc.wait()
+                raise SynthError(
+                    f"nextpnr's router made no progress for {watch.clock() - watch.since:.0f} "
+                    f"s ({watch.best:,} {watch.unit}): this placement does not route; try "
+                    f"another --seed (log: {cwd / log})"
+                )
+            time.sleep(0.1)
+    if proc.returncode != 0:
+        raise SynthError(f"{Path(cmd[0]).name} failed (exit {proc.returncode}); log: {cwd / log}")
 
 
 _PARAM = re.compile(r"^(\s*parameter \\COLLISION_X_MASK )(\d+)'[01]+\s*$")
@@ -582,6 +651,7 @@ def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthR
                 ],
                 work,
                 log,
+                watch_router=True,
             )
         except SynthError:
             # a design larger than the device: its utilisation is in the log, no fmax

@@ -3,6 +3,7 @@
 
 import json
 import subprocess
+import sys
 
 import pytest
 from amaranth import Cat, Module, ResetInserter, Signal
@@ -280,3 +281,21 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     for c in copies:
         drivers = (tmp_path / f"{c}.sel").read_text().split()
         assert len(drivers) == 2, (c, drivers)
+
+
+def test_a_stalled_nextpnr_stops_synthesis_with_one_line(tmp_path, monkeypatch):
+    """synth's nextpnr run under the router watch: a router that stops making progress
+    is killed and named in a SynthError suggesting another seed, instead of a run that
+    never ends (a stand-in nextpnr writes router2 lines, then hangs)."""
+    from pentegg.rtl import synth as s
+
+    script = tmp_path / "fake_nextpnr.py"
+    script.write_text(
+        "import sys, time\n"
+        "print('Info:     iter=1 wires=10 overused=291 overuse=291 archfail=NA', flush=True)\n"
+        "while True:\n"
+        "    time.sleep(0.1)\n"
+    )
+    monkeypatch.setattr(s, "ROUTER_STALL_S", 0.5)
+    with pytest.raises(s.SynthError, match=r"router made no progress .*291 wires overused.*--seed"):
+        s._run([sys.executable, str(script)], tmp_path, "nextpnr.log", watch_router=True)
