@@ -361,14 +361,9 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
 
 
 def _stretch(m: Module, strobe: Signal, bits: int = 20) -> Signal:
-    """High for 2**bits cycles (about 22 ms at 48 MHz) after each ``strobe``, from a
-    cycle later: the strobe is registered first (the link decoder's state through the
-    receive strobe into this counter was the 128-lane ULX3S build's critical path at
-    0fdc5da, 60 MHz, seed 2: 16.46 ns, 14.50 of it routing)."""
+    """High for 2**bits cycles (about 22 ms at 48 MHz) after each ``strobe``."""
     count = Signal(bits)
-    strobe_d = Signal()
-    m.d.sync += strobe_d.eq(strobe)
-    with m.If(strobe_d):
+    with m.If(strobe):
         m.d.sync += count.eq((1 << bits) - 1)
     with m.Elif(count != 0):
         m.d.sync += count.eq(count - 1)
