@@ -20,3 +20,11 @@ def pentegg_cmd() -> list[str]:
 
 def pytest_configure(config):
     os.environ.setdefault("PYTHONHASHSEED", "0")
+    # Under pytest-xdist (`./run test` runs two or more workers) each worker builds its
+    # cocotb simulations in a tree of its own: two workers running the same module and
+    # parameters would otherwise compile into, and read results from, the same
+    # directory (sim/harness.py build_dir). The native-build and firmware caches are
+    # safe to share (a lock, an atomic rename).
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker and "PENTEGG_SIM_BUILD" not in os.environ:
+        os.environ["PENTEGG_SIM_BUILD"] = str(ROOT / "build" / "sim" / worker)

@@ -1,6 +1,8 @@
 """The simulation harness itself: scoreboard messages, build directories, seeds, waves,
 the stream driver and sink (through a FIFO loopback), and failure reporting."""
 
+import os
+
 import numpy as np
 import pytest
 
@@ -53,6 +55,16 @@ def test_build_dirs_are_unique(tmp_path, monkeypatch):
     assert all(str(d).startswith(str(tmp_path)) for d in dirs)
     # the same configuration maps to the same directory (rebuilds are skipped)
     assert harness.build_dir("lrgen", {"rank": 4}, "icarus", False) in dirs
+
+
+def test_each_xdist_worker_builds_simulations_in_its_own_tree():
+    """`./run test` runs pytest-xdist workers: two of them compiling the same module and
+    parameters into one directory would read each other's results (tests/conftest.py)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if worker is None:
+        pytest.skip("not under pytest-xdist")
+    d = harness.build_dir("lrgen", {"rank": 4}, "icarus", False)
+    assert worker in d.parts, d
 
 
 def test_seed_from_environment(monkeypatch, capsys):
