@@ -23,7 +23,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..rtl.synth import ROUTER_STALL_S, RouterStall, honour_no_rw_check, synth_flows
+from ..rtl.synth import (
+    AUTO_SEEDS,
+    ROUTER_STALL_S,
+    RouterStall,
+    honour_no_rw_check,
+    synth_flows,
+)
 from ..rtl.toolchain import ToolNotFound, amaranth_env, tool
 from .common import Board
 
@@ -236,14 +242,6 @@ def _abc9_failed(work: Path) -> bool:
     # the synthesis script's steps are numbered N.M (their own steps N.M.K...)
     steps = re.findall(r"^\d+\.\d+\. Executing (\S+)", text, re.M)
     return bool(steps) and steps[-1] == "ABC9"
-
-
-#: the placement seeds a build without ``--seed`` tries in turn while the router stalls
-#: (the iCEBreaker's compact build at 79 % of the UP5K's logic cells: some placements
-#: do not route, one seed in five to three in five depending on the netlist) or the
-#: placement misses the clock (the 128-lane ULX3S build at 60 MHz: 57.46 MHz at seed 1,
-#: 65.31 at seed 2, the same netlist)
-AUTO_SEEDS = (1, 2, 3, 4)
 
 
 class RouterStalled(BuildError):

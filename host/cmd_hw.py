@@ -72,7 +72,13 @@ def register(sub) -> None:
         help="target frequency given to nextpnr (default: 100 up5k, 250 ecp5-85; "
         "accelerator and device on ecp5-85: 75)",
     )
-    s.add_argument("--seed", type=int, default=1, help="nextpnr placement seed (default 1)")
+    s.add_argument(
+        "--seed",
+        type=int,
+        default=None,
+        help="nextpnr placement seed (default: 1, then 2, 3, 4 while the router stalls "
+        "on a placement it cannot route)",
+    )
     s.add_argument(
         "--seeds",
         type=int,
@@ -183,6 +189,8 @@ def run_synth(args) -> int:
         raise HardwareError(f"--freq {args.freq} is not a positive frequency in MHz")
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise HardwareError(f"--seeds {args.seeds} is outside 1..{MAX_SEEDS}")
+    if args.seed is not None and not 1 <= args.seed < 1 << 31:
+        raise HardwareError(f"--seed {args.seed} is outside 1..{(1 << 31) - 1}")
     try:
         r = synthesize(
             args.module,
@@ -211,15 +219,19 @@ def run_synth(args) -> int:
     wrapped = ", ".join(f"{k} {v}" for k, v in r.wrapped_utilisation.items())
     if r.placed:
         if r.placements:
-            last = args.seed + args.seeds - 1
-            target = f"nextpnr, target {r.target_mhz:g} MHz, median of seeds {args.seed}..{last}"
+            first = r.seed
+            last = first + args.seeds - 1
+            target = f"nextpnr, target {r.target_mhz:g} MHz, median of seeds {first}..{last}"
             print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
             for pl in r.placements:
                 cp = pl["critical_path"] or {}
                 where = f"{cp['from']} -> {cp['to']}, {cp['delay_ns']} ns" if cp else "-"
                 print(f"  seed {pl['seed']:<3} {pl['fmax_mhz']:.1f} MHz ({where})")
         else:
-            target = f"nextpnr, target {r.target_mhz:g} MHz, seed {args.seed}"
+            target = f"nextpnr, target {r.target_mhz:g} MHz, seed {r.seed}"
+            if r.stalled_seeds:
+                stalled = ", ".join(map(str, r.stalled_seeds))
+                target += f"; the router stalled at seed {stalled}"
             print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
         print(f"placed   with the registered test wrapper: {wrapped}")
         cp = r.critical_path

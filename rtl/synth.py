@@ -138,6 +138,21 @@ class SynthError(RuntimeError):
     """A tool failed; the message names the tool and the log file."""
 
 
+class SynthRouterStalled(SynthError):
+    """nextpnr's router stalled (:class:`RouterStall`) and was stopped."""
+
+
+#: the placement seeds tried in turn without a ``seed``: by :func:`synthesize` while
+#: nextpnr's router stalls (the 128-lane ECP5 accelerator aimed at 75 MHz at d89c850:
+#: router2 stalled at seed 1 with 23 wires overused, after 29 minutes), by a board build
+#: (boards/build.py) also while the placement misses the clock. Some placements do not
+#: route (the iCEBreaker's compact build at 79 % of the UP5K's logic cells: one seed in
+#: five to three in five depending on the netlist), and one seed's clock is not
+#: another's (the 128-lane ULX3S build at 60 MHz: 57.46 MHz at seed 1, 65.31 at seed
+#: 2, the same netlist)
+AUTO_SEEDS = (1, 2, 3, 4)
+
+
 @dataclass
 class SynthResult:
     module: str
@@ -163,6 +178,10 @@ class SynthResult:
     #: netlist was placed with several (``seeds`` > 1); ``fmax_mhz`` is then their
     #: median and ``critical_path`` that of the placement at or just below the median
     placements: list[dict[str, Any]] | None = None
+    #: the placement seed of the figures (the first of them with ``seeds`` > 1)
+    seed: int | None = None
+    #: seeds whose placement nextpnr's router could not route (stopped, then the next)
+    stalled_seeds: list[int] | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -288,7 +307,7 @@ def _run(cmd: list[str], cwd: Path, log: str, watch_router: bool = False) -> Non
             if watch is not None and polls % 20 == 0 and watch.stalled():  # every 2 s
                 proc.kill()
                 proc.wait()
-                raise SynthError(
+                raise SynthRouterStalled(
                     f"nextpnr's router made no progress for {watch.clock() - watch.since:.0f} "
                     f"s ({watch.best:,} {watch.unit}): this placement does not route; try "
                     f"another --seed (log: {cwd / log})"
@@ -550,7 +569,7 @@ def synthesize(
     params: dict[str, Any] | None = None,
     *,
     freq: float | None = None,
-    seed: int = 1,
+    seed: int | None = None,
     seeds: int = 1,
     build_dir: str | Path | None = None,
 ) -> SynthResult:
@@ -558,12 +577,16 @@ def synthesize(
 
     ``freq`` (MHz) is the target given to nextpnr (default: :func:`default_freq`, per
     device above what the designs reach, so the figure is the tool's best effort; the
-    trainer's is its issue's target); ``seed`` is nextpnr's seed. With ``seeds`` > 1
-    the one Yosys netlist is placed and routed with seeds ``seed .. seed + seeds - 1``
-    (1..:data:`MAX_SEEDS`): one placement is one sample of a spread of several MHz.
+    trainer's is its issue's target); ``seed`` is nextpnr's seed, None: the seeds of
+    :data:`AUTO_SEEDS` in turn while the router stalls (:class:`SynthRouterStalled`
+    with a ``seed``, or after the last). With ``seeds`` > 1 the one Yosys netlist is
+    placed and routed with seeds ``seed .. seed + seeds - 1`` (from 1 without ``seed``;
+    1..:data:`MAX_SEEDS`): one placement is one sample of a spread of several MHz.
     """
     if not 1 <= seeds <= MAX_SEEDS:
         raise ValueError(f"seeds={seeds} is outside 1..{MAX_SEEDS}")
+    auto = seed is None and seeds == 1
+    first = 1 if seed is None else seed
     full = resolved_params(module, params)
     work = Path(build_dir) if build_dir else _build_dir(module, device, full)
     work.mkdir(parents=True, exist_ok=True)
@@ -574,7 +597,8 @@ def synthesize(
             full,
             work,
             freq or default_freq(module, device),
-            list(range(seed, seed + seeds)),
+            list(AUTO_SEEDS) if auto else list(range(first, first + seeds)),
+            auto,
         )
     except SynthError:
         raise  # a tool failed: its logs stay in the directory the message names
@@ -588,7 +612,11 @@ def synthesize(
     return result
 
 
-def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthResult:
+def _synthesize(
+    module, dev, full, work: Path, freq, seeds: list[int], auto: bool = False
+) -> SynthResult:
+    """``auto``: ``seeds`` are alternatives, the next tried only while the router stalls;
+    otherwise every one is placed."""
     name = top_name(module)
     platform = SynthPlatform(dev.family)
     (work / "module.il").write_text(
@@ -624,11 +652,12 @@ def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthR
     if dev.family == "ecp5":
         (work / "clock.lpf").write_text(ECP5_CLOCK_LPF)
         pins = ("--lpf", "clock.lpf")
-    for seed in seeds:
+    stalled = []
+    for i, seed in enumerate(seeds):
         # one seed keeps the plain names; several name each run's files by its seed
-        sfx = "" if len(seeds) == 1 else f"-seed{seed}"
+        sfx = "" if len(seeds) == 1 or auto else f"-seed{seed}"
         log, rep = f"nextpnr{sfx}.log", f"report{sfx}.json"
-        if len(seeds) > 1:
+        if len(seeds) > 1 and not auto:
             print(
                 f"[synth] nextpnr, seed {seed} ({len(runs) + 1} of {len(seeds)})", file=sys.stderr
             )
@@ -653,6 +682,20 @@ def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthR
                 log,
                 watch_router=True,
             )
+        except SynthRouterStalled as e:
+            if not auto or i == len(seeds) - 1:
+                if stalled:
+                    raise SynthRouterStalled(
+                        f"{e} (seeds {', '.join(map(str, stalled))} stalled before it)"
+                    ) from None
+                raise
+            stalled.append(seed)
+            print(
+                f"[synth] nextpnr's router stalled at seed {seed}; placing again with seed "
+                f"{seeds[i + 1]}",
+                file=sys.stderr,
+            )
+            continue
         except SynthError:
             # a design larger than the device: its utilisation is in the log, no fmax
             # (placement fails before the seed matters: no other seed is tried)
@@ -671,6 +714,8 @@ def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthR
             if v.get("used")
         }
         runs.append({"seed": seed, "fmax_mhz": min(fmax), "critical_path": critical_path(report)})
+        if auto:
+            break
     fmax_mhz = None
     if placed:
         fmax_mhz = statistics.median(r["fmax_mhz"] for r in runs)
@@ -695,6 +740,8 @@ def _synthesize(module, dev, full, work: Path, freq, seeds: list[int]) -> SynthR
         flow=flow,
         critical_path=path,
         placements=[{**r, "fmax_mhz": round(r["fmax_mhz"], 2)} for r in runs]
-        if len(seeds) > 1 and placed
+        if len(seeds) > 1 and placed and not auto
         else None,
+        seed=runs[0]["seed"] if runs else None,
+        stalled_seeds=stalled or None,
     )

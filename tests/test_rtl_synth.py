@@ -299,3 +299,37 @@ def test_a_stalled_nextpnr_stops_synthesis_with_one_line(tmp_path, monkeypatch):
     monkeypatch.setattr(s, "ROUTER_STALL_S", 0.5)
     with pytest.raises(s.SynthError, match=r"router made no progress .*291 wires overused.*--seed"):
         s._run([sys.executable, str(script)], tmp_path, "nextpnr.log", watch_router=True)
+
+
+def test_synthesis_without_a_seed_places_again_with_the_next_when_the_router_stalls(
+    tmp_path, monkeypatch
+):
+    """Without a seed, a placement nextpnr's router cannot route is stopped and the
+    netlist placed again with the next of AUTO_SEEDS (a stand-in nextpnr stalls at seed
+    1 and runs the real one otherwise); with ``seed=1`` the stall is the error."""
+    from pentegg.rtl import synth as s
+
+    real = tool(s.DEVICES["up5k"].nextpnr)
+    wrapper = tmp_path / "nextpnr-stalls-at-seed-1"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys, time\n"
+        "args = sys.argv[1:]\n"
+        "if args[args.index('--seed') + 1] == '1':\n"
+        "    print('Info:     iter=1 wires=10 overused=7 overuse=7 archfail=NA', flush=True)\n"
+        "    while True:\n"
+        "        time.sleep(0.1)\n"
+        f"os.execv({real!r}, [{real!r}, *args])\n"
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(s, "tool", lambda name: str(wrapper) if "nextpnr" in name else tool(name))
+    monkeypatch.setattr(s, "ROUTER_STALL_S", 0.5)
+    r = s.synthesize("pquant", "up5k", build_dir=tmp_path / "auto")
+    assert r.placed and r.fmax_mhz > 20
+    assert r.seed == 2 and r.stalled_seeds == [1] and r.placements is None
+    assert {k: r.as_json()[k] for k in ("seed", "stalled_seeds")} == {
+        "seed": 2,
+        "stalled_seeds": [1],
+    }
+    with pytest.raises(s.SynthRouterStalled, match=r"7 wires overused.*--seed"):
+        s.synthesize("pquant", "up5k", seed=1, build_dir=tmp_path / "one")
