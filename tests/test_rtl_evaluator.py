@@ -213,6 +213,63 @@ def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buff
     )
 
 
+class _WriteInFlightMonitor:
+    """Every cycle, the evaluator's "a noise write in flight" flags (``noise_late0/1``,
+    what the sequencer counts as the fill still busy) equal "a bank write enable is
+    high" (the registered writes the flag stands for)."""
+
+    def __init__(self, dut):
+        self.dut, self.bad, self.writes = dut, [], 0
+
+    def process(self):
+        async def proc(ctx):
+            dbg = self.dut.dbg
+            ports = {w.name: w.write for w in self.dut.rw_watch}
+            sigs = []
+            for b in range(2):
+                sigs += [dbg[f"noise_late{b}"], ports[f"noise{b}"].en]
+            cycle = 0
+            async for _, _, *vals in ctx.tick().sample(*sigs):
+                for b in range(2):
+                    late, en = vals[2 * b], vals[2 * b + 1]
+                    self.writes += en != 0
+                    if bool(late) != (en != 0) and not self.bad:
+                        self.bad.append((cycle, b, int(late), int(en)))
+                cycle += 1
+
+        return proc
+
+
+@pytest.mark.parametrize(
+    ("mode", "write_lanes"), [("lowrank", 1), ("lowrank", 3), ("quantized", 1)]
+)
+def test_the_write_in_flight_flag_is_high_exactly_while_a_noise_bank_is_written(mode, write_lanes):
+    """The sequencer starts a round's passes only when the fill's last registered bank
+    write has landed: the flag it reads (a flip-flop of its own, loaded with the
+    enables' condition) is high in exactly the cycles a bank's write enable is, with one
+    lane per write and with the staged three-lane writes, in both modes."""
+    if mode == "quantized" and write_lanes == 3:
+        pytest.skip("noise_write_lanes applies to low-rank mode only")
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator write in flight {mode}"))
+    layers = (5, 6, 3)
+    cfg = Config(layers=layers, population=14, rank=4, sigma_shift=0, mode=mode).validate()
+    job = EvalJob(
+        cfg,
+        init_state(cfg).weights,
+        int(rng.integers(0, 1000)),
+        samples=rng.integers(-127, 128, (4, layers[0])),
+        labels=rng.integers(0, layers[-1], 4),
+        batch_idx=rng.integers(0, 4, 2),
+    )
+    params = {"noise_write_lanes": write_lanes} if write_lanes > 1 else {}
+    dut = PopulationEvaluator(lanes=5, max_width=8, mode=mode, **params)
+    mon = _WriteInFlightMonitor(dut)
+    res = run_amaranth(job, dut, max_cycles=200_000, collisions=mon)
+    assert res["error"] == 0
+    assert mon.writes > 0, "no noise bank write seen"
+    assert not mon.bad, f"first difference (cycle, bank, flag, enables): {mon.bad[0]}"
+
+
 def test_noise_write_lanes_range_is_checked_and_groups_at_most_the_lanes():
     for bad in (0, 7):
         with pytest.raises(ValueError, match=rf"^noise_write_lanes={bad} .* 1\.\.6$"):

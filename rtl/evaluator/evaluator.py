@@ -329,6 +329,7 @@ class PopulationEvaluator(wiring.Component):
             late = Signal(name=f"noise_late{b}")
             m.d.sync += late.eq(wq.en.any() if quant else (f_en if staged else fill.w_en))
             w_late.append(late)
+            self.dbg[f"noise_late{b}"] = late
             wr_addr = f_addr if staged else fill_addr
             if p.noise_buffers == 2:
                 rd_addr = Cat(rd_addr, seq.nbuf)
