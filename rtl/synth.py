@@ -653,11 +653,12 @@ def _synthesize(
         (work / "clock.lpf").write_text(ECP5_CLOCK_LPF)
         pins = ("--lpf", "clock.lpf")
     stalled = []
+    several = len(seeds) > 1 and not auto  # every seed placed, their median reported
     for i, seed in enumerate(seeds):
-        # one seed keeps the plain names; several name each run's files by its seed
-        sfx = "" if len(seeds) == 1 or auto else f"-seed{seed}"
+        # one placement keeps the plain names; several name each run's files by its seed
+        sfx = f"-seed{seed}" if several else ""
         log, rep = f"nextpnr{sfx}.log", f"report{sfx}.json"
-        if len(seeds) > 1 and not auto:
+        if several:
             print(
                 f"[synth] nextpnr, seed {seed} ({len(runs) + 1} of {len(seeds)})", file=sys.stderr
             )
@@ -740,7 +741,7 @@ def _synthesize(
         flow=flow,
         critical_path=path,
         placements=[{**r, "fmax_mhz": round(r["fmax_mhz"], 2)} for r in runs]
-        if len(seeds) > 1 and placed and not auto
+        if several and placed
         else None,
         seed=runs[0]["seed"] if runs else None,
         stalled_seeds=stalled or None,

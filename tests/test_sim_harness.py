@@ -57,14 +57,20 @@ def test_build_dirs_are_unique(tmp_path, monkeypatch):
     assert harness.build_dir("lrgen", {"rank": 4}, "icarus", False) in dirs
 
 
-def test_each_xdist_worker_builds_simulations_in_its_own_tree():
+def test_each_xdist_worker_builds_simulations_in_its_own_tree(monkeypatch):
     """`./run test` runs pytest-xdist workers: two of them compiling the same module and
-    parameters into one directory would read each other's results (tests/conftest.py)."""
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    if worker is None:
-        pytest.skip("not under pytest-xdist")
+    parameters into one directory would read each other's results. tests/conftest.py
+    gives each worker its own tree (and leaves a PENTEGG_SIM_BUILD the user set)."""
+    import conftest
+
+    monkeypatch.delenv("PENTEGG_SIM_BUILD", raising=False)
+    monkeypatch.setenv("PYTEST_XDIST_WORKER", "gw7")
+    conftest.pytest_configure(None)
     d = harness.build_dir("lrgen", {"rank": 4}, "icarus", False)
-    assert worker in d.parts, d
+    assert "gw7" in d.parts, d
+    monkeypatch.setenv("PENTEGG_SIM_BUILD", "/elsewhere")
+    conftest.pytest_configure(None)
+    assert os.environ["PENTEGG_SIM_BUILD"] == "/elsewhere"
 
 
 def test_seed_from_environment(monkeypatch, capsys):
