@@ -30,9 +30,9 @@ group at once (lane ``i`` of each group); each group has its own datapath and tw
 and the margin states in bank ``L % 2``). An op goes through four windows of ``T`` cycles:
 
 * **P**: ``r`` noise slots ``F(l, t, c)`` (or the slot ``Ub(q)``) and ``r`` u entries are
-  read, one per cycle, data two cycles later (a u entry's address leaves through a
-  register of the group a cycle after the noise slot's, its data is used as the bank
-  gives it); ``p_0``, ``p_1`` accumulate; the lane's two sums are taken from its
+  read, one per cycle, data two cycles later (a u entry is read in its noise slot's
+  cycle, from an address register of the group loaded a cycle ahead, and its data is
+  registered in the group); ``p_0``, ``p_1`` accumulate; the lane's two sums are taken from its
   captures in the first cycle.
 * **P2**: ``vc_i = v_i + 127 * (bias digit) + rounding`` is prepared; ``p`` is kept.
 * **S**: one adder and one barrel shifter, four uses: ``rshr(p_0, k)``, ``rshr(p_1, k)``,
@@ -340,6 +340,24 @@ class Finalizer(wiring.Component):
             (wc == T - 2) & new.valid & ~hazard & (~makes_logits | l_room) & (~makes_term | t_room)
         )
 
+        # the op that enters P at the window's end, for the groups' first u read of it,
+        # which leaves a cycle before the op is in P (registers: the head and the issue
+        # state hold from cycle T - 2 to T - 1)
+        nxt = SimpleNamespace(
+            i=Signal.like(new.i, name="nxt_i"),
+            us=Signal(name="nxt_us"),
+            bank=Signal(name="nxt_bank"),
+            act=Signal(name="nxt_act"),
+            go=go,
+        )
+        with m.If(wc == T - 2):
+            m.d.sync += [
+                nxt.i.eq(new.i),
+                nxt.us.eq(new.rec.us),
+                nxt.bank.eq(pbank(new)),
+                nxt.act.eq(reads_u(new)),
+            ]
+
         # a record's ops: lanes 0..G-1 (of member 2j, then of 2j+1 for a record for both),
         # then likewise its BIAS ops if any
         last_op = iss_i == G - 1
@@ -443,6 +461,7 @@ class Finalizer(wiring.Component):
                 opS,
                 opU,
                 iss_i,
+                nxt,
                 wc,
                 arr,
                 arr_first,
@@ -648,6 +667,7 @@ class Finalizer(wiring.Component):
         opS,
         opU,
         iss_i,
+        nxt,
         wc,
         arr,
         arr_first,
@@ -704,22 +724,32 @@ class Finalizer(wiring.Component):
         def copy(shape, name):
             return sig(shape, name, attrs={REPLICA_ATTR: 1})
 
-        # P's u reads leave through the group's own registers, a cycle after the shared
-        # op and window count that make them (column c at wc c + 1; the last spills into
-        # the next window, where the bank is still P's: the op ahead in U reads and writes
-        # the other one, the issuer's hazard check): the shared op in P and window count
-        # reached every group's u bank address (the 128-lane ECP5 evaluator's critical
-        # path at 804e759, 16.64 ns, 14.54 of it routing). The data is used as the bank
-        # gives it, a cycle after the address, two after the shared op: in step with the
-        # noise digits, as before.
+        # P's u reads leave through the group's own registers, loaded a cycle ahead
+        # (column c read at wc c: column 0 from the op entering P, ``nxt``, the others
+        # from the op in P and the group's window count): the shared op in P and window
+        # count reached every group's u bank address (the 128-lane ECP5 evaluator's
+        # critical path at 804e759, 16.64 ns, 14.54 of it routing). The data is
+        # registered in the group, two cycles after the read's address, in step with
+        # the noise digits: used as the bank gave it, the block RAM's output through
+        # the digit product into the p accumulator was the 128-lane ECP5 accelerator's
+        # critical path at a7010ef (15.18 ns, 7.57 of it logic).
         ra_P = copy(ceil_log2(self.u_depth), "raP")
         re_P = copy(1, "reP")
         rb_P = copy(1, "rbP")
-        m.d.sync += [
-            ra_P.eq(self._u_addr(opP.i, opP.rec.us, wc)),
-            re_P.eq(opP.valid & (wc < r) & (opP.kind == KIND_ACT)),
-            rb_P.eq(opP.rec.layer[0]),
-        ]
+        c_next = Signal(range(T), name="ucol" + sfx)
+        m.d.comb += c_next.eq(wc + 1)
+        with m.If(wc == T - 1):
+            m.d.sync += [
+                ra_P.eq(self._u_addr(nxt.i, nxt.us, Const(0, len(c_next)))),
+                re_P.eq(nxt.go & nxt.act),
+                rb_P.eq(nxt.bank),
+            ]
+        with m.Else():
+            m.d.sync += [
+                ra_P.eq(self._u_addr(opP.i, opP.rec.us, c_next)),
+                re_P.eq(opP.valid & (c_next < r) & (opP.kind == KIND_ACT)),
+                rb_P.eq(opP.rec.layer[0]),
+            ]
 
         # u banks: one read port each, addressed by P (bank pb) or U (bank ub); U's read
         # register takes its bank's data (the bank mux before it)
@@ -740,14 +770,13 @@ class Finalizer(wiring.Component):
             wports.append(wp)
         self.dbg.setdefault("uw", []).append((g, b, wp))
 
-        # P's data: from the bank it read a cycle ago; U's: registered from the bank it
-        # read two cycles ago
+        # P's and U's data: registered from the bank each read (P's a cycle ago, U's two)
         pb_d = copy(1, "pbd")
         ub_d = copy(1, "ubd")
         m.d.sync += [pb_d.eq(rb_P), ub_d.eq(bankU)]
         u_P = sig(signed(uw), "urdP")
         u_U = sig(signed(uw), "urdU")
-        m.d.comb += u_P.eq(Mux(pb_d, rports[1].data, rports[0].data))
+        m.d.sync += u_P.eq(Mux(pb_d, rports[1].data, rports[0].data))
         m.d.sync += u_U.eq(Mux(ub_d, rports[1].data, rports[0].data))
 
         # the noise digits of this group's lane of the op in P (read two cycles ago):
@@ -916,7 +945,7 @@ class Finalizer(wiring.Component):
         # routing). No write collides: a STORE (wc 2, 3) never follows an update in a
         # group (a sample's u-row ops follow its last layer's), a margin state is written
         # at wc 3; the next reader of the column reads it later (U: at wc c of the next
-        # window; P: at wc c + 1)
+        # window; P: at wc c of a later window)
         wr_d = sig(1, "wrd")
         wr_da = sig(len(wr_addr[1]), "wrda")
         wr_db = sig(1, "wrdb")
