@@ -224,10 +224,9 @@ class _WriteInFlightMonitor:
     def process(self):
         async def proc(ctx):
             dbg = self.dut.dbg
-            ports = {w.name: w.write for w in self.dut.rw_watch}
             sigs = []
             for b in range(2):
-                sigs += [dbg[f"noise_late{b}"], ports[f"noise{b}"].en]
+                sigs += [dbg[f"noise_late{b}"], dbg[f"noise_we{b}"]]
             cycle = 0
             async for _, _, *vals in ctx.tick().sample(*sigs):
                 for b in range(2):

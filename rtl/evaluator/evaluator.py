@@ -25,14 +25,11 @@ owns them: block RAM or SPRAM); the evaluator reads them through ports with
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 from amaranth import Array, C, Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ..bram import NO_RW_CHECK, RWWatch
 from .e_fill import EFill
 from .finalizer import Finalizer, logits_layout, record_layout
 from .lane import PairLane
@@ -42,6 +39,7 @@ from .params import EvaluatorParams, rank_shift
 from .pass_engine import ACTIVITY_LAYOUT, PassEngine
 from .scores import ScoreAccumulator
 from .sequencer import ERROR_FLAGS, Sequencer
+from .sliced import SlicedRAM, slice_bits_for
 from .weights import WeightStreamer, pass_layout
 
 __all__ = ["PopulationEvaluator"]
@@ -242,27 +240,36 @@ class PopulationEvaluator(wiring.Component):
             m.d.comb += getattr(seq, name).eq(getattr(self, name))
         m.d.comb += [self.busy.eq(seq.busy), self.error.eq(seq.error)]
 
-        # ---- memories: activations (a byte per lane), noise (two digits per lane, x2)
+        # ---- memories: activations (a byte per lane), noise (two digits per lane, x2),
+        # each in slices with their own read-address registers (SlicedRAM: data two
+        # cycles after the address, registered a third time for the lanes)
         # (no_rw_check: a MAC beat never reads a word written in its cycle, nor does a
         # u-row beat or the finalizer read a noise word being written: the passes wait for
         # the blocks and inputs they read, the fill for the round's reads. The tests'
-        # collision monitor checks the ``used`` conditions of ``rw_watch``.)
-        act = memory.Memory(shape=8 * L, depth=p.act_depth, init=[], attrs=NO_RW_CHECK)
+        # collision monitor checks the ``used`` conditions of ``rw_watch``, a cycle late
+        # like the reads.)
+        act = SlicedRAM(
+            width=8 * L,
+            depth=p.act_depth,
+            granule=8,
+            slice_bits=slice_bits_for(platform, p.act_depth),
+            name="act",
+        )
         m.submodules.act = act
-        a_rd = act.read_port()
-        a_wr = act.write_port(granularity=8)
-        self.rw_watch = [RWWatch("act", a_rd, a_wr, eng.act_en)]
-        m.d.comb += [a_rd.addr.eq(eng.act_addr), a_rd.en.eq(1)]
-        # the output register: data two cycles after the address (data: no reset)
+        act_used = Signal()
+        m.d.sync += act_used.eq(eng.act_en)
+        self.rw_watch = act.watches(act_used)
+        m.d.comb += act.r_addr.eq(eng.act_addr)
+        # the output register: data three cycles after the address (data: no reset)
         x_reg = Signal(8 * L, reset_less=True)
-        m.d.sync += x_reg.eq(a_rd.data)
+        m.d.sync += x_reg.eq(act.r_data)
         # the finalizer writes in its window's AW_CYCLES, the loader in the others (both
         # from registers)
         fin_w = fin.aw_any
         m.d.comb += [
-            a_wr.addr.eq(Mux(fin_w, fin.aw_addr, ld.aw_addr)),
-            a_wr.data.eq(ld.aw_data),  # the finalizer's data too (InputLoader)
-            a_wr.en.eq(Mux(fin_w, fin.aw_en, Mux(ld.aw_en, (1 << L) - 1, 0))),
+            act.w_addr.eq(Mux(fin_w, fin.aw_addr, ld.aw_addr)),
+            act.w_data.eq(ld.aw_data),  # the finalizer's data too (InputLoader)
+            act.w_en.eq(Mux(fin_w, fin.aw_en, Mux(ld.aw_en, (1 << L) - 1, 0))),
         ]
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
         # low-rank: lanes w .. w + G - 1 share a write enable (``noise_write_lanes``); the
@@ -294,13 +301,22 @@ class PopulationEvaluator(wiring.Component):
             ]
         n_data = []
         w_late = []  # a bank write in flight (the writes' registers)
+        depth = p.noise_buffers << nbits
         for b in range(2):
-            mem = memory.Memory(
-                shape=6 * G * groups, depth=p.noise_buffers << nbits, init=[], attrs=NO_RW_CHECK
+            bank = SlicedRAM(
+                width=6 * G * groups,
+                depth=depth,
+                granule=3 if quant else 6 * G,
+                slice_bits=slice_bits_for(platform, depth),
+                # the fill's writes reach the bank a cycle late, from registers (the
+                # fill's state through the lane decode into the write enables of the
+                # bank's block RAMs, spread over the lanes, was the 128-lane ECP5
+                # evaluator's critical path at 77dbac2: 17.58 ns, 15.62 of it routing);
+                # the sequencer counts the fill busy until its last write has landed
+                reg_writes=True,
+                name=f"noise{b}",
             )
-            m.submodules[f"noise{b}"] = mem
-            rp = mem.read_port()
-            wp = mem.write_port(granularity=3 if quant else 6 * G)
+            m.submodules[f"noise{b}"] = bank
             # the lanes' reads win: a u-row pass's beats (low-rank), every beat (quantized:
             # the finalizer does not use the noise there)
             if quant:
@@ -310,40 +326,32 @@ class PopulationEvaluator(wiring.Component):
                 lanes_use = eng.nz_en & (eng.nz_bank == b)
                 rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
                 used = lanes_use | fin.n_en
-            self.rw_watch.append(RWWatch(f"noise{b}", rp, wp, used))
-            # the fill's writes reach the bank a cycle late, from registers (the fill's
-            # state through the lane decode into the write enables of the bank's block
-            # RAMs, spread over the lanes, was the 128-lane ECP5 evaluator's critical path
-            # at 77dbac2: 17.58 ns, 15.62 of it routing); the sequencer counts the fill
-            # busy until its last write has landed
-            wq = SimpleNamespace(
-                addr=Signal.like(wp.addr, name=f"noise_wa{b}", reset_less=True),
-                data=Signal.like(wp.data, name=f"noise_wd{b}", reset_less=True),
-                en=Signal.like(wp.en, name=f"noise_we{b}"),
-            )
-            m.d.sync += [wp.addr.eq(wq.addr), wp.data.eq(wq.data), wp.en.eq(wq.en)]
-            # "a write in flight" (wp.en.any()) from a register of its own, loaded with
-            # the condition of the enables: the OR of the 128-lane build's enables into
-            # the sequencer was the start of the 128-lane ECP5 evaluator's critical path
-            # at d89c850 (15.40 ns, 13.06 of it routing)
+            used_d = Signal(name=f"noise_used{b}")
+            m.d.sync += used_d.eq(used)
+            self.rw_watch += bank.watches(used_d)
+            # "a write in flight" (a slice's write enable) from a register of its own,
+            # loaded with the condition of the enables: the OR of the 128-lane build's
+            # enables into the sequencer was the start of the 128-lane ECP5 evaluator's
+            # critical path at d89c850 (15.40 ns, 13.06 of it routing)
             late = Signal(name=f"noise_late{b}")
-            m.d.sync += late.eq(wq.en.any() if quant else (f_en if staged else fill.w_en))
+            m.d.sync += late.eq(bank.w_en.any() if quant else (f_en if staged else fill.w_en))
             w_late.append(late)
             self.dbg[f"noise_late{b}"] = late
+            self.dbg[f"noise_we{b}"] = bank.landing
             wr_addr = f_addr if staged else fill_addr
             if p.noise_buffers == 2:
                 rd_addr = Cat(rd_addr, seq.nbuf)
-            m.d.comb += [rp.addr.eq(rd_addr), rp.en.eq(1), wq.addr.eq(wr_addr)]
-            if quant:  # one digit of each of lanes w_lane .. w_lane + G - 1: E[i, k]
-                G = fill.generators
+            m.d.comb += [bank.r_addr.eq(rd_addr), bank.w_addr.eq(wr_addr)]
+            if quant:  # one digit of each of lanes w_lane .. w_lane + E - 1: E[i, k]
+                E = fill.generators
                 wr = fill.w_en & (fill.w_bank == b)
                 m.d.comb += [
-                    wq.data.eq(Cat(*(fill.w_e[j % G] for j in range(L) for _ in range(2)))),
-                    wq.en.eq(
+                    bank.w_data.eq(Cat(*(fill.w_e[j % E] for j in range(L) for _ in range(2)))),
+                    bank.w_en.eq(
                         Cat(
                             wr
-                            & (fill.w_lane == j - j % G)
-                            & fill.w_valid[j % G]
+                            & (fill.w_lane == j - j % E)
+                            & fill.w_valid[j % E]
                             & (fill.w_digit == d)
                             for j in range(L)
                             for d in range(2)
@@ -352,8 +360,8 @@ class PopulationEvaluator(wiring.Component):
                 ]
             elif G == 1:
                 m.d.comb += [
-                    wq.data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
-                    wq.en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
+                    bank.w_data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
+                    bank.w_en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
                 ]
             else:
                 # Every lane fills the same slots in the same order, lane after lane. The
@@ -376,15 +384,15 @@ class PopulationEvaluator(wiring.Component):
                 fields = [Mux(w_pos == q, new, s_rp.data[6 * q : 6 * q + 6]) for q in range(G - 1)]
                 word = Cat(*fields, new)
                 m.d.comb += [
-                    wq.data.eq(Cat(*([word] * groups))),
-                    wq.en.eq(Mux(f_en, 1 << w_grp, 0)),
+                    bank.w_data.eq(Cat(*([word] * groups))),
+                    bank.w_en.eq(Mux(f_en, 1 << w_grp, 0)),
                 ]
             reg = Signal(slot, name=f"noise_rd{b}", reset_less=True)  # data: no reset
-            m.d.sync += reg.eq(rp.data)
+            m.d.sync += reg.eq(bank.r_data)
             n_data.append(reg)
-            # the finalizer picks its lanes' digits from the block RAM's data and
+            # the finalizer picks its lanes' digits from the block RAMs' data and
             # registers them itself
-            m.d.comb += fin.n_data[b].eq(rp.data[: 6 * L])
+            m.d.comb += fin.n_data[b].eq(bank.r_data[: 6 * L])
 
         # ---- lanes
         # each finalizer group's lanes take their own copy of the engine's controls (the

@@ -30,11 +30,13 @@ group at once (lane ``i`` of each group); each group has its own datapath and tw
 and the margin states in bank ``L % 2``). An op goes through four windows of ``T`` cycles:
 
 * **P**: ``r`` noise slots ``F(l, t, c)`` (or the slot ``Ub(q)``) and ``r`` u entries are
-  read, one per cycle, data two cycles later (a u entry is read in its noise slot's
-  cycle, from an address register of the group loaded a cycle ahead, and its data is
-  registered in the group); ``p_0``, ``p_1`` accumulate; the lane's two sums are taken from its
+  read, one per cycle, data three cycles later (the noise slot through the banks'
+  address registers; a u entry's address leaves through a register of the group a cycle
+  after the slot's; both data registered in the group); ``p_0``, ``p_1`` accumulate (the
+  last products land in the next window); the lane's two sums are taken from its
   captures in the first cycle.
-* **P2**: ``vc_i = v_i + 127 * (bias digit) + rounding`` is prepared; ``p`` is kept.
+* **P2**: ``vc_i = v_i + 127 * (bias digit) + rounding`` is prepared; ``p`` is taken in
+  its fourth cycle.
 * **S**: one adder and one barrel shifter, four uses: ``rshr(p_0, k)``, ``rshr(p_1, k)``,
   ``vc_i +- t_i`` shifted by ``s_l``; the last shift and the saturation spill two cycles
   into the next window.
@@ -340,24 +342,6 @@ class Finalizer(wiring.Component):
             (wc == T - 2) & new.valid & ~hazard & (~makes_logits | l_room) & (~makes_term | t_room)
         )
 
-        # the op that enters P at the window's end, for the groups' first u read of it,
-        # which leaves a cycle before the op is in P (registers: the head and the issue
-        # state hold from cycle T - 2 to T - 1)
-        nxt = SimpleNamespace(
-            i=Signal.like(new.i, name="nxt_i"),
-            us=Signal(name="nxt_us"),
-            bank=Signal(name="nxt_bank"),
-            act=Signal(name="nxt_act"),
-            go=go,
-        )
-        with m.If(wc == T - 2):
-            m.d.sync += [
-                nxt.i.eq(new.i),
-                nxt.us.eq(new.rec.us),
-                nxt.bank.eq(pbank(new)),
-                nxt.act.eq(reads_u(new)),
-            ]
-
         # a record's ops: lanes 0..G-1 (of member 2j, then of 2j+1 for a record for both),
         # then likewise its BIAS ops if any
         last_op = iss_i == G - 1
@@ -427,18 +411,22 @@ class Finalizer(wiring.Component):
             self.n_en.eq(p_reads & (~is_store_P | (wc == 0))),
             self.n_addr.eq(n_ptr),
         ]
-        # reads arrive two cycles later
-        arr = [Signal(name=f"arr{j}") for j in range(2)]  # an ACT/BIAS read in flight
-        arr_first = [Signal(name=f"arrf{j}") for j in range(2)]
-        arr_store = [Signal(name=f"arrs{j}") for j in range(2)]
+        # reads arrive three cycles later (the noise banks' address registers, their
+        # block RAMs, the group's registers)
+        arr = [Signal(name=f"arr{j}") for j in range(3)]  # an ACT/BIAS read in flight
+        arr_first = [Signal(name=f"arrf{j}") for j in range(3)]
+        arr_store = [Signal(name=f"arrs{j}") for j in range(3)]
         m.d.sync += [
             arr[0].eq(p_reads & ~is_store_P),
             arr_first[0].eq(p_reads & (wc == 0)),
             arr_store[0].eq(p_reads & is_store_P & (wc == 0)),
-            arr[1].eq(arr[0]),
-            arr_first[1].eq(arr_first[0]),
-            arr_store[1].eq(arr_store[0]),
         ]
+        for j in (1, 2):
+            m.d.sync += [
+                arr[j].eq(arr[j - 1]),
+                arr_first[j].eq(arr_first[j - 1]),
+                arr_store[j].eq(arr_store[j - 1]),
+            ]
         # the control of the P2, S and U stages: the shared copy serves the outputs
         # (activation address, logits, terms) and, with one group, the group
         ctl = self._stage_control(m, opP2, opS, opU, wc, "", self)
@@ -461,7 +449,6 @@ class Finalizer(wiring.Component):
                 opS,
                 opU,
                 iss_i,
-                nxt,
                 wc,
                 arr,
                 arr_first,
@@ -667,7 +654,6 @@ class Finalizer(wiring.Component):
         opS,
         opU,
         iss_i,
-        nxt,
         wc,
         arr,
         arr_first,
@@ -724,32 +710,24 @@ class Finalizer(wiring.Component):
         def copy(shape, name):
             return sig(shape, name, attrs={REPLICA_ATTR: 1})
 
-        # P's u reads leave through the group's own registers, loaded a cycle ahead
-        # (column c read at wc c: column 0 from the op entering P, ``nxt``, the others
-        # from the op in P and the group's window count): the shared op in P and window
-        # count reached every group's u bank address (the 128-lane ECP5 evaluator's
-        # critical path at 804e759, 16.64 ns, 14.54 of it routing). The data is
-        # registered in the group, two cycles after the read's address, in step with
-        # the noise digits: used as the bank gave it, the block RAM's output through
-        # the digit product into the p accumulator was the 128-lane ECP5 accelerator's
-        # critical path at a7010ef (15.18 ns, 7.57 of it logic).
+        # P's u reads leave through the group's own registers, a cycle after the shared
+        # op and window count that make them (column c at wc c + 1; the last spills into
+        # the next window, where the bank is still P's: the op ahead in U reads and writes
+        # the other one, the issuer's hazard check): the shared op in P and window count
+        # reached every group's u bank address (the 128-lane ECP5 evaluator's critical
+        # path at 804e759, 16.64 ns, 14.54 of it routing). The data is registered in the
+        # group, three cycles after the shared op, in step with the noise digits: used as
+        # the bank gave it, the block RAM's output through the digit product into the p
+        # accumulator was the 128-lane ECP5 accelerator's critical path at a7010ef
+        # (15.18 ns, 7.57 of it logic).
         ra_P = copy(ceil_log2(self.u_depth), "raP")
         re_P = copy(1, "reP")
         rb_P = copy(1, "rbP")
-        c_next = Signal(range(T), name="ucol" + sfx)
-        m.d.comb += c_next.eq(wc + 1)
-        with m.If(wc == T - 1):
-            m.d.sync += [
-                ra_P.eq(self._u_addr(nxt.i, nxt.us, Const(0, len(c_next)))),
-                re_P.eq(nxt.go & nxt.act),
-                rb_P.eq(nxt.bank),
-            ]
-        with m.Else():
-            m.d.sync += [
-                ra_P.eq(self._u_addr(opP.i, opP.rec.us, c_next)),
-                re_P.eq(opP.valid & (c_next < r) & (opP.kind == KIND_ACT)),
-                rb_P.eq(opP.rec.layer[0]),
-            ]
+        m.d.sync += [
+            ra_P.eq(self._u_addr(opP.i, opP.rec.us, wc)),
+            re_P.eq(opP.valid & (wc < r) & (opP.kind == KIND_ACT)),
+            rb_P.eq(opP.rec.layer[0]),
+        ]
 
         # u banks: one read port each, addressed by P (bank pb) or U (bank ub); U's read
         # register takes its bank's data (the bank mux before it)
@@ -770,7 +748,7 @@ class Finalizer(wiring.Component):
             wports.append(wp)
         self.dbg.setdefault("uw", []).append((g, b, wp))
 
-        # P's and U's data: registered from the bank each read (P's a cycle ago, U's two)
+        # P's and U's data: registered from the bank each read (a cycle ago, U's two)
         pb_d = copy(1, "pbd")
         ub_d = copy(1, "ubd")
         m.d.sync += [pb_d.eq(rb_P), ub_d.eq(bankU)]
@@ -779,23 +757,23 @@ class Finalizer(wiring.Component):
         m.d.sync += u_P.eq(Mux(pb_d, rports[1].data, rports[0].data))
         m.d.sync += u_U.eq(Mux(ub_d, rports[1].data, rports[0].data))
 
-        # the noise digits of this group's lane of the op in P (read two cycles ago):
+        # the noise digits of this group's lane of the op in P (read three cycles ago):
         # picked from the banks' read data by the group's copy of the lane index and
         # registered in the group, so that the route from the lanes' bank slices to the
         # group's p accumulators starts at a register (from the evaluator's shared data
         # registers through the group's multiplexer it was the 128-lane ECP5 evaluator's
         # critical path at c58b015: 16.53 ns, 13.49 of it routing)
-        i_d = copy(len(opP.i), "id")
-        m.d.sync += i_d.eq(opP.i)
+        i_d = [copy(len(opP.i), f"id{j}") for j in range(2)]
+        m.d.sync += [i_d[0].eq(opP.i), i_d[1].eq(i_d[0])]
         nd = []
         for b in range(2):
             pick = lane_mux(
-                [self.n_data[b][j] for j in lanes], i_d, data.ArrayLayout(3, 2), f"ndsel{b}"
+                [self.n_data[b][j] for j in lanes], i_d[1], data.ArrayLayout(3, 2), f"ndsel{b}"
             )
             nd.append(sig(data.ArrayLayout(3, 2), f"nd{b}"))
             m.d.sync += nd[b].eq(pick)
-        q_d = [copy(1, f"qd{j}") for j in range(2)]
-        m.d.sync += [q_d[0].eq(opP.rec.q[0]), q_d[1].eq(q_d[0])]
+        q_d = [copy(1, f"qd{j}") for j in range(3)]
+        m.d.sync += [q_d[0].eq(opP.rec.q[0]), q_d[1].eq(q_d[0]), q_d[2].eq(q_d[1])]
 
         # ---- P: accumulate p_i = sum_c A_i,c * u_c; keep the B digits and v
         pw = p.p_bits + 1
@@ -804,16 +782,18 @@ class Finalizer(wiring.Component):
         # rshr(0, k) = 0); the u vectors below are then computed but never read
         for i in range(2 if p.mode != "quantized" else 0):
             prod, cin = _digit_times(nd[0][i], u_P)
-            with m.If(arr[1]):
-                m.d.sync += pacc[i].eq(Mux(arr_first[1], 0, pacc[i]) + prod + cin)
+            with m.If(arr[2]):
+                m.d.sync += pacc[i].eq(Mux(arr_first[2], 0, pacc[i]) + prod + cin)
         bsrP = [sig(3 * r, f"bsrP{i}") for i in range(2)]
-        with m.If(arr[1]):
+        with m.If(arr[2]):
             for i in range(2):
                 m.d.sync += bsrP[i].eq(Cat(bsrP[i][3:], nd[1][i]))
-        bbP = [sig(3, f"bbP{i}") for i in range(2)]
-        with m.If(arr_store[1]):  # Ub(q): bank q % 2 holds B_0[n0, 2q], B_0[n0, 2q+1]
+        # Ub(q): bank q % 2 holds B_0[n0, 2q], B_0[n0, 2q+1]; read at wc 0, it lands at
+        # wc 3, for P2's wc 0
+        bbP2 = [sig(3, f"bbP2_{i}") for i in range(2)]
+        with m.If(arr_store[2]):
             for i in range(2):
-                m.d.sync += bbP[i].eq(Mux(q_d[1], nd[1][i], nd[0][i]))
+                m.d.sync += bbP2[i].eq(Mux(q_d[2], nd[1][i], nd[0][i]))
         # the sums of the op's lane, taken in P's first cycle by the group's own copy of
         # the lane index: loaded with the issuer's index in the cycle the op enters P
         # (equal to opP.i whenever the op is valid), and vP loaded whatever the op (for an
@@ -832,22 +812,22 @@ class Finalizer(wiring.Component):
                 vP[0].eq(vsel[: p.acc_bits].as_signed()),
                 vP[1].eq(vsel[p.acc_bits :].as_signed()),
             ]
-        # to P2 at the window's end (p is still accumulating: taken at P2 wc 2)
+        # to P2 at the window's end (p is still accumulating: taken at P2 wc 3)
         vP2 = [sig(signed(p.acc_bits), f"vP2_{i}") for i in range(2)]
-        bbP2 = [sig(3, f"bbP2_{i}") for i in range(2)]
         with m.If(wc == T - 1):
             m.d.sync += [vP2[i].eq(vP[i]) for i in range(2)]
-            m.d.sync += [bbP2[i].eq(bbP[i]) for i in range(2)]
 
-        # ---- P2: p and the B digits (wc 2, when the last product has landed), vc
-        ps = [sig(signed(pw), f"ps{i}") for i in range(2)]
+        # ---- P2: p and the B digits (wc 3, when the last product has landed; the next
+        # op's first lands in the same cycle), vc
+        psS = [sig(signed(pw), f"psS{i}") for i in range(2)]
         bsrS = [sig(3 * r, f"bsrS{i}") for i in range(2)]
         bsrU = [sig(3 * r, f"bsrU{i}") for i in range(2)]
-        with m.If(wc == 2):
+        with m.If(wc == 3):
             # every register of this cycle's copies is read before it is written: the op
-            # in U reads bsrU (its own digits) now, the op in S gets them into bsrU now,
-            # the op in P2 moves its digits into bsrS
-            m.d.sync += [ps[i].eq(pacc[i]) for i in range(2)]
+            # in S has used psS (wc 0, 1), the op in U has read bsrU (its own digits, wc
+            # 1), the op in S gets them into bsrU now, the op in P2 moves p into psS and
+            # its digits into bsrS
+            m.d.sync += [psS[i].eq(pacc[i]) for i in range(2)]
             m.d.sync += [bsrS[i].eq(bsrP[i]) for i in range(2)]
             m.d.sync += [bsrU[i].eq(bsrS[i]) for i in range(2)]
         vc = [sig(signed(w), f"vc{i}") for i in range(2)]
@@ -857,10 +837,8 @@ class Finalizer(wiring.Component):
                 digit = Mux(store2, bbP2[i], opP2.rec.wb[i])
                 m.d.sync += vc[i].eq(vP2[i] + _times_bias(digit) + Mux(store2, 0, rs_P2))
         vcS = [sig(signed(w), f"vcS{i}") for i in range(2)]
-        psS = [sig(signed(pw), f"psS{i}") for i in range(2)]
         with m.If(wc == T - 1):
             m.d.sync += [vcS[i].eq(vc[i]) for i in range(2)]
-            m.d.sync += [psS[i].eq(ps[i]) for i in range(2)]
 
         # ---- S: one adder (wc 0..3), one barrel shifter (wc 1..3 and the next window's
         # wc 0), one saturator (wc 0, 1 of the next window, the op then in U):

@@ -13,7 +13,8 @@ it: the finalizer's completed blocks (a layer block reads the previous layer's o
 the same member), an input region loaded by the loader, the finalizer idle (a u-row
 pass reads the noise banks the finalizer also reads). A flush waits until the finalizer
 has taken the previous pass's captures. Everything the lanes receive is delayed by the
-memory latency (two cycles: block RAM register and output register) so that control,
+memory latency (three cycles: the slices' address registers, the block RAM register and
+the output register; :class:`~pentegg.rtl.evaluator.sliced.SlicedRAM`) so that control,
 digits and activations meet.
 
 Quantized mode: every pass is a layer pass that also reads the lanes' own E digits
@@ -41,7 +42,7 @@ __all__ = [
 ]
 
 #: Cycles from an activation/noise read to its data at the lanes.
-LATENCY = 2
+LATENCY = 3
 
 
 def command_layout(p: EvaluatorParams, rec_layout, noise_bits: int) -> data.StructLayout:

@@ -1,0 +1,148 @@
+"""SlicedRAM: a wide RAM whose block RAMs each take the read address from a register of
+their own.
+
+The evaluator's activation and noise memories are one word per cycle for every lane (8
+or 6 bits a lane, 768 to 1,024 bits at 128 lanes): their block RAMs lie beside the lanes
+they feed, spread over the chip, and a read address from one register reached them all
+through routing alone (the 128-lane ECP5 evaluator's critical path at ``013a584``: the
+pass engine's beat into the noise banks' read address, 15.19 ns, 14.22 of it routing).
+Here the word is cut into *slices* of whole write granules, each its own memory of about
+one block RAM's width, and each slice registers the read address in a copy of its own
+(:data:`~pentegg.rtl.evaluator.pass_engine.REPLICA_ATTR`): the placer puts every copy
+between the shared address and its block RAM, so the route is cut in two.
+
+Read latency: two cycles. ``r_data`` is the word at the ``r_addr`` of two cycles earlier
+(the address register, then the block RAM's read register). Writes are the block RAM's
+own (``w_*`` written at the end of their cycle) or, with ``reg_writes``, from a copy per
+slice of registers loaded with them (written a cycle later; ``landing``: the slices'
+write enables of the cycle).
+
+A read of a word written in the same cycle gives an unspecified word
+(:data:`~pentegg.rtl.bram.NO_RW_CHECK`): :meth:`watches` lists each slice's ports for the
+tests' collision monitor.
+"""
+
+from __future__ import annotations
+
+from amaranth import Cat, Module, Signal
+from amaranth.lib import memory, wiring
+from amaranth.lib.wiring import In, Out
+from amaranth.utils import ceil_log2
+
+from ..bram import NO_RW_CHECK, RWWatch
+from ..params import check_int
+from .pass_engine import REPLICA_ATTR
+
+__all__ = ["SlicedRAM", "slice_bits_for"]
+
+
+def slice_bits_for(platform, depth: int) -> int | None:
+    """The widest word of one block RAM at ``depth`` words: ECP5 ``DP16KD`` 36 bits up to
+    512 words, 18 up to 1,024, 9 up to 2,048 (also in simulation, ``platform`` None, so
+    that the tests see the slices). None (one slice) on the iCE40, whose 16-bit block
+    RAMs a design of a few lanes fills anyway."""
+    if getattr(platform, "family", None) == "ice40":
+        return None
+    return 36 if depth <= 512 else 18 if depth <= 1024 else 9
+
+
+class SlicedRAM(wiring.Component):
+    """``depth`` words of ``width`` bits, written in granules of ``granule`` bits.
+
+    Parameters
+    ----------
+    width, depth, granule : int
+        ``width`` a multiple of ``granule``.
+    slice_bits : int or None
+        Bits of a slice (rounded down to whole granules, at least one); None: one slice.
+    reg_writes : bool
+        The writes pass through per-slice registers (a cycle later).
+    name : str
+        Prefix of the slices' names.
+
+    Interface attributes
+    --------------------
+    r_addr : In(range(depth))
+    r_data : Out(width)
+        The word at ``r_addr`` two cycles earlier.
+    w_addr : In(range(depth)), w_data : In(width), w_en : In(width // granule)
+        A write, per granule.
+    landing : Out(width // granule)
+        The write enables reaching the memories this cycle.
+    """
+
+    def __init__(
+        self,
+        *,
+        width: int,
+        depth: int,
+        granule: int,
+        slice_bits: int | None,
+        reg_writes: bool = False,
+        name: str = "ram",
+    ):
+        check_int("granule", granule, 1, width)
+        if width % granule:
+            raise ValueError(f"SlicedRAM {name}: width {width} is not a multiple of {granule}")
+        self.width, self.depth, self.granule = width, depth, granule
+        self.reg_writes, self.name = reg_writes, name
+        n = width // granule
+        per = n if slice_bits is None else max(1, slice_bits // granule)
+        self.spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
+        self.abits = max(1, ceil_log2(depth))
+        # the slices and their ports exist from here on, for the collision monitor
+        self.mems, self.rports, self.wports = [], [], []
+        for lo, hi in self.spans:
+            mem = memory.Memory(shape=(hi - lo) * granule, depth=depth, init=[], attrs=NO_RW_CHECK)
+            self.mems.append(mem)
+            self.rports.append(mem.read_port())
+            self.wports.append(mem.write_port(granularity=granule))
+        super().__init__(
+            {
+                "r_addr": In(self.abits),
+                "r_data": Out(width),
+                "w_addr": In(self.abits),
+                "w_data": In(width),
+                "w_en": In(n),
+                "landing": Out(n),
+            }
+        )
+
+    @property
+    def slices(self) -> int:
+        return len(self.spans)
+
+    def watches(self, used) -> list[RWWatch]:
+        """Each slice's read and write port; ``used``: the read of the cycle (at the
+        registered address) is consumed."""
+        return [
+            RWWatch(f"{self.name}.{s}", rp, wp, used)
+            for s, (rp, wp) in enumerate(zip(self.rports, self.wports, strict=True))
+        ]
+
+    def elaborate(self, platform):
+        m = Module()
+        g = self.granule
+        copy = {REPLICA_ATTR: 1} if self.slices > 1 else {}
+        datas = []
+        for s, ((lo, hi), mem, rp, wp) in enumerate(
+            zip(self.spans, self.mems, self.rports, self.wports, strict=True)
+        ):
+            m.submodules[f"{self.name}{s}"] = mem
+            ra = Signal(self.abits, name=f"{self.name}_ra{s}", reset_less=True, attrs=copy)
+            m.d.sync += ra.eq(self.r_addr)
+            m.d.comb += [rp.addr.eq(ra), rp.en.eq(1)]
+            datas.append(rp.data)
+            w = (self.w_addr, self.w_data[lo * g : hi * g], self.w_en[lo:hi])
+            if self.reg_writes:
+                regs = (
+                    Signal(self.abits, name=f"{self.name}_wa{s}", reset_less=True, attrs=copy),
+                    Signal((hi - lo) * g, name=f"{self.name}_wd{s}", reset_less=True),
+                    Signal(hi - lo, name=f"{self.name}_we{s}"),
+                )
+                m.d.sync += [r.eq(v) for r, v in zip(regs, w, strict=True)]
+                w = regs
+            m.d.comb += [wp.addr.eq(w[0]), wp.data.eq(w[1]), wp.en.eq(w[2])]
+            m.d.comb += self.landing[lo:hi].eq(wp.en)
+        m.d.comb += self.r_data.eq(Cat(*datas))
+        return m
