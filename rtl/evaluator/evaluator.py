@@ -253,6 +253,12 @@ class PopulationEvaluator(wiring.Component):
             depth=p.act_depth,
             granule=8,
             slice_bits=slice_bits_for(platform, p.act_depth),
+            # the writes too, a cycle late: the choice between the finalizer's and the
+            # loader's address and enables reached every block RAM from one LUT, like
+            # the noise banks' read address (a pass's first read reaches the block RAMs
+            # two cycles or more after its block or input region is marked written: it
+            # is taken a cycle after the mark at the earliest, its address registered)
+            reg_writes=True,
             name="act",
         )
         m.submodules.act = act
