@@ -128,7 +128,7 @@ class SlicedRAM(wiring.Component):
         for s, ((lo, hi), mem, rp, wp) in enumerate(
             zip(self.spans, self.mems, self.rports, self.wports, strict=True)
         ):
-            m.submodules[f"{self.name}{s}"] = mem
+            m.submodules[f"slice{s}"] = mem
             ra = Signal(self.abits, name=f"{self.name}_ra{s}", reset_less=True, attrs=copy)
             m.d.sync += ra.eq(self.r_addr)
             m.d.comb += [rp.addr.eq(ra), rp.en.eq(1)]
