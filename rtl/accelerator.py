@@ -361,8 +361,15 @@ class Accelerator(wiring.Component):
         # ---- shaper, votes, updater, init
         layer = ctl.layer
         w_arr = ev.widths  # the same values as the registers, as an indexable view
-        out = w_arr[layer + 1]
-        fan = w_arr[layer] + 1
+        # the layer's widths from registers, loaded in the controller's VOTE_SETUP cycle
+        # (the layer is new, its strobe a cycle ahead): the register file's widths
+        # through the layer's selection, the +1 and the vote accumulator's range check
+        # into the updater's state were the 128-lane ECP5 accelerator's critical path at
+        # ae202d0 (16.56 ns)
+        wb = self.params.width_bits
+        out = Signal(wb + 1, name="layer_out")
+        fan = Signal(wb + 2, name="layer_fan")
+        m.d.sync += [out.eq(w_arr[layer + 1]), fan.eq(w_arr[layer] + 1)]
         m.d.comb += [
             sh.start.eq(ctl.sh_start),
             sh.population.eq(regs.population),

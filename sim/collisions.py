@@ -45,10 +45,11 @@ class CollisionMonitor:
             )
 
 
-def simulate_watched(dut, testbench, watches, *, period: float = 1e-6) -> None:
+def simulate_watched(dut, testbench, watches, *, period: float = 1e-6, processes=()) -> None:
     """Run ``testbench`` against ``dut`` in the Amaranth simulator (one clock domain of
-    ``period``) with a :class:`CollisionMonitor` on ``watches``; raises AssertionError
-    naming the first collision once the testbench has ended."""
+    ``period``) with a :class:`CollisionMonitor` on ``watches`` (and ``processes``, more
+    background processes); raises AssertionError naming the first collision once the
+    testbench has ended."""
     from amaranth.sim import Simulator
 
     monitor = CollisionMonitor(watches)
@@ -56,5 +57,7 @@ def simulate_watched(dut, testbench, watches, *, period: float = 1e-6) -> None:
     sim.add_clock(period)
     sim.add_testbench(testbench)
     sim.add_process(monitor.process())
+    for proc in processes:
+        sim.add_process(proc)
     sim.run()
     monitor.check()

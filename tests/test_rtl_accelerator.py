@@ -52,7 +52,7 @@ def sender(ctx, dut: Accelerator):
     return send
 
 
-def run_on(dut: Accelerator, script):
+def run_on(dut: Accelerator, script, processes=()):
     """Run ``script(send)`` (``send`` from :func:`sender`), then check that no read of the
     accelerator's, the evaluator's and the vote accumulator's no_rw_check memories used a
     word written in its cycle."""
@@ -61,7 +61,25 @@ def run_on(dut: Accelerator, script):
         await script(sender(ctx, dut))
 
     ev = evaluator_watches(dut.evaluator)
-    simulate_watched(dut, bench, lambda: [*ev(), *dut.votes.rw_watch, *dut.rw_watch])
+    simulate_watched(
+        dut, bench, lambda: [*ev(), *dut.votes.rw_watch, *dut.rw_watch], processes=processes
+    )
+
+
+def layer_widths_at_starts(dut: Accelerator, seen: list):
+    """A process that appends ``(block, layer, out, fan)`` whenever the vote accumulator
+    or the updater gets its start strobe (the widths it is given then)."""
+    vo, up = dut.votes, dut.updater
+
+    async def proc(ctx):
+        sigs = (vo.start, vo.layer, vo.out, vo.fan, up.start, up.out, up.fan)
+        async for _, _, vs, layer, vout, vfan, us, uout, ufan in ctx.tick().sample(*sigs):
+            if vs:
+                seen.append(("votes", layer, vout, vfan))
+            if us:
+                seen.append(("updater", layer, uout, ufan))
+
+    return proc
 
 
 async def wait_idle(send, max_layers, limit=2_000_000):
@@ -77,6 +95,8 @@ async def wait_idle(send, max_layers, limit=2_000_000):
     [((3, 4, 2), "latent", "rank", "random"), ((2, 3, 3), "pentary", "sign", "zero")],
 )
 def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init):
+    """Two ES steps, every step's weights, latent, scores and theta equal to golden's;
+    the vote accumulator and the updater start each layer with its widths."""
     rng = np.random.default_rng(harness.pick_seed(f"accelerator {layers} {update}"))
     cfg = Config(
         layers=layers,
@@ -133,7 +153,17 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init)
                 (err,) = await send(ap.reg_read("error", ml), 1)
                 assert not status & 2, f"step {t}: error flags {ap.decode_error(err)}"
 
-    run_on(dut, script)
+    seen = []
+    run_on(dut, script, processes=[layer_widths_at_starts(dut, seen)])
+    # every layer's vote and update start with that layer's widths (from registers
+    # loaded in the controller's VOTE_SETUP cycle): (out, fan) = (n_{l+1}, n_l + 1)
+    want = [
+        (block, layer, layers[layer + 1], layers[layer] + 1)
+        for _ in range(len(ref) - 1)
+        for layer in range(len(layers) - 1)
+        for block in ("votes", "updater")
+    ]
+    assert seen == want, (seen, want)
 
 
 @pytest.mark.parametrize("lanes, mem_latency", [(2, 1), (3, 2)])

@@ -168,7 +168,7 @@ class Controller(wiring.Component):
 
         def goto(name):
             m.next = name
-            m.d.sync += phase_r.eq(codes.get(name, 0))
+            m.d.sync += phase_r.eq(codes.get(name.removesuffix("_SETUP"), 0))
             if name in strobe:
                 m.d.sync += strobe[name].eq(1)
 
@@ -204,7 +204,7 @@ class Controller(wiring.Component):
                 fail(9)
             with m.Else():
                 m.d.sync += self.layer.eq(0)
-                goto("VOTE")
+                goto("VOTE_SETUP")
 
         def after_vote():
             with m.If(self.up_error):
@@ -217,7 +217,7 @@ class Controller(wiring.Component):
                 fail(10)
             with m.Elif(self.layer + 1 < self.n_layers):
                 m.d.sync += self.layer.eq(self.layer + 1)
-                goto("VOTE")
+                goto("VOTE_SETUP")
             with m.Else():
                 goto("NEXT")
 
@@ -267,6 +267,10 @@ class Controller(wiring.Component):
                             fail(12)
             phase("EVAL", self.ev_busy, after_eval)
             phase("SHAPE", self.sh_busy, after_shape)
+            # a cycle with the new layer before its VOTE strobe: the accelerator registers
+            # the layer's widths for the vote accumulator and the updater
+            with m.State("VOTE_SETUP"):
+                goto("VOTE")
             phase("VOTE", self.vote_busy, after_vote)
             phase("APPLY", self.apply_busy, after_apply)
             phase("INIT", self.init_busy, to_idle)
