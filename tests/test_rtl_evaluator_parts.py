@@ -457,12 +457,31 @@ def test_e_fill_generators_fill_that_many_lanes_at_once(gens):
     assert abs(cycles - expect) <= expect // 100, (cycles, expect)
 
 
+def test_sliced_ram_slices_hold_what_one_block_ram_holds():
+    """A slice is the write granules one ECP5 DP16KD holds (a write enable per 9 bits:
+    four up to 512 words, two up to 1,024, one up to 2,048); one slice on the iCE40."""
+    from pentegg.rtl.evaluator.sliced import slice_granules_for
+    from pentegg.rtl.synth import SynthPlatform
+
+    ecp5, ice40 = SynthPlatform("ecp5"), SynthPlatform("ice40")
+    got = {
+        (d, g): slice_granules_for(ecp5, d, g)
+        for d in (256, 512, 1024, 2048)
+        for g in (3, 6, 8, 18)
+    }
+    assert got[512, 6] == got[256, 8] == got[512, 3] == 4  # 24, 32, 12 bits
+    assert got[512, 18] == 2 and got[1024, 18] == 1 and got[2048, 18] == 1
+    assert got[1024, 6] == 2 and got[2048, 8] == 1
+    assert slice_granules_for(None, 512, 6) == 4
+    assert slice_granules_for(ice40, 512, 6) is None
+
+
 @pytest.mark.parametrize(
-    ("width", "granule", "slice_bits", "reg_writes"),
-    [(40, 8, 16, False), (36, 18, 36, True), (30, 3, None, True), (24, 6, 36, False)],
+    ("width", "granule", "per_slice", "reg_writes"),
+    [(40, 8, 2, False), (36, 18, 2, True), (30, 3, None, True), (24, 6, 3, False)],
 )
 def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
-    width, granule, slice_bits, reg_writes
+    width, granule, per_slice, reg_writes
 ):
     """Random granule writes and reads every cycle against a model memory: ``r_data`` is
     the word at the address of two cycles earlier as the memory held it a cycle earlier,
@@ -474,10 +493,10 @@ def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
     rng = random.Random(harness.pick_seed(f"sliced ram {width} {granule} {reg_writes}"))
     depth = 8
     dut = SlicedRAM(
-        width=width, depth=depth, granule=granule, slice_bits=slice_bits, reg_writes=reg_writes
+        width=width, depth=depth, granule=granule, per_slice=per_slice, reg_writes=reg_writes
     )
     n = width // granule
-    per = n if slice_bits is None else max(1, slice_bits // granule)
+    per = n if per_slice is None else per_slice
     assert dut.slices == -(-n // per)
     mask = (1 << granule) - 1
     board = Scoreboard("sliced ram")

@@ -39,7 +39,7 @@ from .params import EvaluatorParams, rank_shift
 from .pass_engine import ACTIVITY_LAYOUT, PassEngine
 from .scores import ScoreAccumulator
 from .sequencer import ERROR_FLAGS, Sequencer
-from .sliced import SlicedRAM, slice_bits_for
+from .sliced import SlicedRAM, slice_granules_for
 from .weights import WeightStreamer, pass_layout
 
 __all__ = ["PopulationEvaluator"]
@@ -252,7 +252,7 @@ class PopulationEvaluator(wiring.Component):
             width=8 * L,
             depth=p.act_depth,
             granule=8,
-            slice_bits=slice_bits_for(platform, p.act_depth),
+            per_slice=slice_granules_for(platform, p.act_depth, 8),
             # the writes too, a cycle late: the choice between the finalizer's and the
             # loader's address and enables reached every block RAM from one LUT, like
             # the noise banks' read address (a pass's first read reaches the block RAMs
@@ -308,12 +308,13 @@ class PopulationEvaluator(wiring.Component):
         n_data = []
         w_late = []  # a bank write in flight (the writes' registers)
         depth = p.noise_buffers << nbits
+        granule = 3 if quant else 6 * G
         for b in range(2):
             bank = SlicedRAM(
                 width=6 * G * groups,
                 depth=depth,
-                granule=3 if quant else 6 * G,
-                slice_bits=slice_bits_for(platform, depth),
+                granule=granule,
+                per_slice=slice_granules_for(platform, depth, granule),
                 # the fill's writes reach the bank a cycle late, from registers (the
                 # fill's state through the lane decode into the write enables of the
                 # bank's block RAMs, spread over the lanes, was the 128-lane ECP5

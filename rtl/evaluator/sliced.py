@@ -6,10 +6,11 @@ or 6 bits a lane, 768 to 1,024 bits at 128 lanes): their block RAMs lie beside t
 they feed, spread over the chip, and a read address from one register reached them all
 through routing alone (the 128-lane ECP5 evaluator's critical path at ``013a584``: the
 pass engine's beat into the noise banks' read address, 15.19 ns, 14.22 of it routing).
-Here the word is cut into *slices* of whole write granules, each its own memory of about
-one block RAM's width, and each slice registers the read address in a copy of its own
-(:data:`~pentegg.rtl.evaluator.pass_engine.REPLICA_ATTR`): the placer puts every copy
-between the shared address and its block RAM, so the route is cut in two.
+Here the word is cut into *slices* of whole write granules, each its own memory of one
+block RAM's width (:func:`slice_granules_for`), and each slice registers the read
+address in a copy of its own (:data:`~pentegg.rtl.evaluator.pass_engine.REPLICA_ATTR`):
+the placer puts every copy between the shared address and its block RAM, so the route
+is cut in two.
 
 Read latency: two cycles. ``r_data`` is the word at the ``r_addr`` of two cycles earlier
 (the address register, then the block RAM's read register). Writes are the block RAM's
@@ -33,17 +34,20 @@ from ..bram import NO_RW_CHECK, RWWatch
 from ..params import check_int
 from .pass_engine import REPLICA_ATTR
 
-__all__ = ["SlicedRAM", "slice_bits_for"]
+__all__ = ["SlicedRAM", "slice_granules_for"]
 
 
-def slice_bits_for(platform, depth: int) -> int | None:
-    """The widest word of one block RAM at ``depth`` words: ECP5 ``DP16KD`` 36 bits up to
-    512 words, 18 up to 1,024, 9 up to 2,048 (also in simulation, ``platform`` None, so
-    that the tests see the slices). None (one slice) on the iCE40, whose 16-bit block
-    RAMs a design of a few lanes fills anyway."""
+def slice_granules_for(platform, depth: int, granule: int) -> int | None:
+    """Write granules of ``granule`` bits that one block RAM of ``depth`` words holds:
+    the ECP5's ``DP16KD`` has a write enable per 9 bits, four of them up to 512 words
+    (36 bits), two up to 1,024, one up to 2,048, and a granule takes whole ones (four
+    6-bit lane slots, or two 18-bit writes of three lanes). Also in simulation
+    (``platform`` None), so that the tests see the slices. None (one slice) on the iCE40,
+    whose 16-bit block RAMs a design of a few lanes fills anyway."""
     if getattr(platform, "family", None) == "ice40":
         return None
-    return 36 if depth <= 512 else 18 if depth <= 1024 else 9
+    enables = 4 if depth <= 512 else 2 if depth <= 1024 else 1
+    return max(1, enables // -(-granule // 9))
 
 
 class SlicedRAM(wiring.Component):
@@ -53,8 +57,8 @@ class SlicedRAM(wiring.Component):
     ----------
     width, depth, granule : int
         ``width`` a multiple of ``granule``.
-    slice_bits : int or None
-        Bits of a slice (rounded down to whole granules, at least one); None: one slice.
+    per_slice : int or None
+        Granules of a slice (:func:`slice_granules_for`); None: one slice.
     reg_writes : bool
         The writes pass through per-slice registers (a cycle later).
     name : str
@@ -77,7 +81,7 @@ class SlicedRAM(wiring.Component):
         width: int,
         depth: int,
         granule: int,
-        slice_bits: int | None,
+        per_slice: int | None,
         reg_writes: bool = False,
         name: str = "ram",
     ):
@@ -87,7 +91,7 @@ class SlicedRAM(wiring.Component):
         self.width, self.depth, self.granule = width, depth, granule
         self.reg_writes, self.name = reg_writes, name
         n = width // granule
-        per = n if slice_bits is None else max(1, slice_bits // granule)
+        per = n if per_slice is None else check_int("per_slice", per_slice, 1, n)
         self.spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
         self.abits = max(1, ceil_log2(depth))
         # the slices and their ports exist from here on, for the collision monitor
