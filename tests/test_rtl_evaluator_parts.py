@@ -478,7 +478,7 @@ def test_sliced_ram_slices_hold_what_one_block_ram_holds():
 
 @pytest.mark.parametrize(
     ("width", "granule", "per_slice", "reg_writes"),
-    [(40, 8, 2, False), (36, 18, 2, True), (30, 3, None, True), (24, 6, 3, False)],
+    [(40, 8, 2, False), (36, 18, 2, True), (30, 3, None, True), (24, 6, 3, False), (6, 6, 4, True)],
 )
 def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
     width, granule, per_slice, reg_writes

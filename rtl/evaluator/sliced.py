@@ -91,7 +91,8 @@ class SlicedRAM(wiring.Component):
         self.width, self.depth, self.granule = width, depth, granule
         self.reg_writes, self.name = reg_writes, name
         n = width // granule
-        per = n if per_slice is None else check_int("per_slice", per_slice, 1, n)
+        # a word narrower than a block RAM's granules is one slice
+        per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
         self.spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
         self.abits = max(1, ceil_log2(depth))
         # the slices and their ports exist from here on, for the collision monitor
@@ -139,10 +140,16 @@ class SlicedRAM(wiring.Component):
             datas.append(rp.data)
             w = (self.w_addr, self.w_data[lo * g : hi * g], self.w_en[lo:hi])
             if self.reg_writes:
+                # every register a copy of the slice's own: a word that repeats one
+                # value (the noise fill's slot in every lane's field) would otherwise
+                # have its data registers merged into one driving every slice (the
+                # 128-lane ECP5 evaluator's critical path at 0a4b63e: a noise bank's
+                # write data register into another slice's block RAM, 14.67 ns, all of
+                # it routing but 0.74)
                 regs = (
                     Signal(self.abits, name=f"{self.name}_wa{s}", reset_less=True, attrs=copy),
-                    Signal((hi - lo) * g, name=f"{self.name}_wd{s}", reset_less=True),
-                    Signal(hi - lo, name=f"{self.name}_we{s}"),
+                    Signal((hi - lo) * g, name=f"{self.name}_wd{s}", reset_less=True, attrs=copy),
+                    Signal(hi - lo, name=f"{self.name}_we{s}", attrs=copy),
                 )
                 m.d.sync += [r.eq(v) for r, v in zip(regs, w, strict=True)]
                 w = regs
