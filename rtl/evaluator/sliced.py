@@ -66,10 +66,10 @@ class SlicedRAM(wiring.Component):
 
     Interface attributes
     --------------------
-    r_addr : In(range(depth))
+    r_addr : In(ceil_log2(depth))
     r_data : Out(width)
         The word at ``r_addr`` two cycles earlier.
-    w_addr : In(range(depth)), w_data : In(width), w_en : In(width // granule)
+    w_addr : In(ceil_log2(depth)), w_data : In(width), w_en : In(width // granule)
         A write, per granule.
     landing : Out(width // granule)
         The write enables reaching the memories this cycle.
