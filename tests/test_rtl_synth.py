@@ -253,8 +253,8 @@ def test_synth_wrapper_places_a_module_with_its_own_reset_without_a_domain_reset
 
 def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     """Each finalizer group registers what it needs of the shared op for itself: the
-    lane index of the op in P, twice delayed (its noise digit multiplexer), and of the op
-    entering P
+    lane index of the op in P, twice delayed (its noise digit multiplexer), the P reads'
+    last flag stage (its p accumulator), and of the op entering P
     (its capture multiplexer), and the op in S and U with their valid bits (its datapath and u bank
     control). The copies have one input each, so without the replica attribute Yosys
     made them one register driving every group (the ECP5 critical path at ed7576d; the
@@ -266,7 +266,7 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     ev = build("evaluator", {"lanes": 16})  # two groups of 8 lanes
     assert ev.params.finalizers == 2
     (tmp_path / "ev.il").write_text(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
-    copies = ["id0_g", "id1_g", "ip_g", "op_S_valid_g", "op_U_valid_g"]
+    copies = ["id0_g", "id1_g", "ip_g", "op_S_valid_g", "op_U_valid_g", "arr2_g", "arrf2_g"]
     selects = "; ".join(f"select -write {c}.sel w:*fin.{c}* %ci1 t:* %i" for c in copies)
     subprocess.run(
         [
