@@ -253,9 +253,9 @@ def test_synth_wrapper_places_a_module_with_its_own_reset_without_a_domain_reset
 
 def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     """Each finalizer group registers what it needs of the shared op for itself: the
-    lane index of the op in P, twice delayed (its noise digit multiplexer), the P reads'
-    last flag stage (its p accumulator), and of the op entering P
-    (its capture multiplexer), and the op in S and U with their valid bits (its datapath and u bank
+    lane index of the op in P, twice delayed (its noise digit multiplexer), and of the
+    op entering P (its capture multiplexer), the P reads' last flag stage (its p
+    accumulator), and the op in S and U with their valid bits (its datapath and u bank
     control). The copies have one input each, so without the replica attribute Yosys
     made them one register driving every group (the ECP5 critical path at ed7576d; the
     op in U into a group's u bank at 1d5a36a). With two groups, each copy has two driving
