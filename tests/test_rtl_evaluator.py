@@ -247,8 +247,6 @@ def test_the_write_in_flight_flag_is_high_exactly_while_a_noise_bank_is_written(
     write has landed: the flag it reads (a flip-flop of its own, loaded with the
     enables' condition) is high in exactly the cycles a bank's write enable is, with one
     lane per write and with the staged three-lane writes, in both modes."""
-    if mode == "quantized" and write_lanes == 3:
-        pytest.skip("noise_write_lanes applies to low-rank mode only")
     rng = np.random.default_rng(harness.pick_seed(f"evaluator write in flight {mode}"))
     layers = (5, 6, 3)
     cfg = Config(layers=layers, population=14, rank=4, sigma_shift=0, mode=mode).validate()
