@@ -152,7 +152,12 @@ class InputLoader(wiring.Component):
         # decision reaches only the enable and the address, not the 8 * lanes data bits
         # spread over the chip (the 128-lane ECP5 evaluator's critical path at 9e02320,
         # the loader's phase into aw_data, 18.72 ns, 16.59 of it routing)
-        got = Signal(8)  # shared: the sample byte that arrived
+        # shared: the sample byte that arrived, a copy per finalizer group (one register
+        # had driven the data logic of every lane, 128 loads a bit at 128 lanes)
+        got = [
+            Signal(8, name=f"got{g}", reset_less=True, attrs={REPLICA_ATTR: 1})
+            for g in range(p.finalizers)
+        ]
         have = Signal()
         w_en, w_addr = Signal(), Signal.like(self.aw_addr)
         m.d.sync += [self.aw_en.eq(w_en), self.aw_addr.eq(w_addr)]
@@ -188,7 +193,7 @@ class InputLoader(wiring.Component):
                 attrs={REPLICA_ATTR: 1},
             )
             m.d.sync += [fin_next.eq(fin_next2), use_common.eq(fin_next2 | self.shared)]
-            m.d.comb += common[g].eq(Mux(fin_next, self.fin_bytes[g], got))
+            m.d.comb += common[g].eq(Mux(fin_next, self.fin_bytes[g], got[g]))
             for j in range(g * p.group_lanes, min(p.lanes, (g + 1) * p.group_lanes)):
                 m.d.sync += aw_data[8 * j : 8 * j + 8].eq(
                     Mux(use_common, common[g], self.inp.payload[8 * j : 8 * j + 8])
@@ -281,7 +286,7 @@ class InputLoader(wiring.Component):
                                 next_unit(m)
                 with m.Case(4):  # shared: the byte arrives; write it replicated
                     with m.If(arrived):
-                        m.d.sync += [got.eq(self.s_data), have.eq(1)]
+                        m.d.sync += [*(c.eq(self.s_data) for c in got), have.eq(1)]
                     with m.If(have & write_ok):
                         m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
                         m.d.sync += [have.eq(0), k.eq(k + 1), phase.eq(3)]
