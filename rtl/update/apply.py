@@ -17,12 +17,13 @@ back; the old ``W`` is not needed. In pentary mode the old ``W`` words are read.
 
 from __future__ import annotations
 
-from amaranth import Const, Module, Mux, Signal, signed
+from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..evaluator.pass_engine import REPLICA_ATTR
 from ..params import check_choice, check_int
-from .votes import MAX_WIDTH, lanes_max, z_layout
+from .votes import COPY_LANES, MAX_WIDTH, lanes_max, z_layout
 
 __all__ = ["UPDATES", "WeightUpdater", "latent_shift_max"]
 
@@ -183,14 +184,12 @@ class WeightUpdater(wiring.Component):
         # lowest, with no lane multiplexer after the block RAM's unregistered output.
         s1_valid = Signal()
         s1_last = Signal()
-        s1_lane = Signal.like(lane)
         s1_n = Signal(ab)
         s1_wi = Signal(ab)
         s1_dpos = Signal.like(dpos)
         m.d.sync += [
             s1_valid.eq(walking),
             s1_last.eq(last),
-            s1_lane.eq(lane),
             s1_n.eq(n),
             s1_wi.eq(wi),
             s1_dpos.eq(dpos),
@@ -201,10 +200,16 @@ class WeightUpdater(wiring.Component):
         zsh = Signal(lanes * zb, reset_less=True)
         zw = self.z_data.as_value()
         if lanes > 1:
-            with m.If(s1_lane == 0):
-                m.d.sync += zsh.eq(zw)
-            with m.Else():
-                m.d.sync += zsh.eq(zsh[zb:])
+            # whether to load comes from registers (lane 0 decoded at stage 0), a copy per
+            # COPY_LANES entries: the decode of the lane at stage 1 had driven all lanes * z_bits
+            # multiplexers (693 at 33 lanes; the 128-lane accelerator at e4e6c56 had 251
+            # of the register's endpoints over 9.5 ns after routing)
+            for c in range(-(-lanes // COPY_LANES)):
+                load = Signal(name=f"s1_load_c{c}", reset_less=True, attrs={REPLICA_ATTR: 1})
+                m.d.sync += load.eq(lane == 0)
+                lo, hi = c * COPY_LANES * zb, min(lanes, (c + 1) * COPY_LANES) * zb
+                nxt = Cat(zsh[zb:], Const(0, zb))  # entry i + 1 into entry i
+                m.d.sync += zsh[lo:hi].eq(Mux(load, zw[lo:hi], nxt[lo:hi]))
         else:
             m.d.sync += zsh.eq(zw)
 

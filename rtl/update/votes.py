@@ -46,12 +46,14 @@ from ..evaluator.params import (
     bits_for,
     rank_shift,
 )
+from ..evaluator.pass_engine import REPLICA_ATTR
 from ..noise.keyer import StreamKeyer
 from ..noise.prng import DIGIT_DISTS, PentaryStreamCore
 from ..params import check_choice, check_int
 from ..pquant import PentaryQuantizer
 
 __all__ = [
+    "COPY_LANES",
     "MODES",
     "RANKS",
     "VoteAccumulator",
@@ -65,6 +67,9 @@ __all__ = [
 ]
 
 MAX_WIDTH = 4096
+#: Lanes per copy of the datapath's shared stage registers (valid, first, coefficient,
+#: fresh): each copy drives at most this many lanes.
+COPY_LANES = 8
 #: ``lanes`` may always be 1..64; above that up to ``max_width + 1``, a whole row of the
 #: widest layer (its bias column included) per Z word: more lanes could never be used.
 LANES_MAX = 64
@@ -404,18 +409,14 @@ class VoteAccumulator(wiring.Component):
         # stage 1 selects digit c of each lane's B row (read at issue) into a register;
         # stage 1b adds the coefficient times it to the lane's accumulator
         s1b_valid = Signal()
-        s1b_coef = Signal(signed(self.coef_bits))
-        s1b_first = Signal()
         s1b_last = Signal()
         s1b_zaddr = Signal(self.z_addr_bits)
         s1b_fresh = Signal()
         # the lanes' data registers take no reset (written before read; acc restarts at
-        # s1b_first): the reset net reaches only control state
+        # the first term): the reset net reaches only control state
         s1b_dig = [Signal(3, name=f"s1b_dig{i}", reset_less=True) for i in range(lanes)]
         m.d.sync += [
             s1b_valid.eq(s1_valid),
-            s1b_coef.eq(s1_coef),
-            s1b_first.eq(s1_first),
             s1b_last.eq(s1_last),
             s1b_zaddr.eq(s1_zaddr),
             s1b_fresh.eq(s1_fresh),
@@ -424,11 +425,30 @@ class VoteAccumulator(wiring.Component):
         for i in range(lanes):
             row = b_rd[i].data
             m.d.sync += s1b_dig[i].eq(row.word_select(s1_c, 3) if r > 1 else row)
+        # what every lane uses of stage 1b (its valid, first and coefficient) and of stage
+        # 3 (fresh) comes from copies of the registers, one per COPY_LANES lanes, so no
+        # register drives all the lanes, whose accumulators and Z block RAMs spread
+        # along the chip (the 128-lane accelerator at e4e6c56: 294 accumulator and 321
+        # Z write endpoints over 9.5 ns after routing, s1b_valid 464 loads, s3_fresh 693)
+        ngr = -(-lanes // COPY_LANES)
+
+        def copies(name, src, shape=1, reset_less=True):
+            # only a valid bit needs a reset: the others are read only with one
+            regs = [
+                Signal(shape, name=f"{name}_c{k}", reset_less=reset_less, attrs={REPLICA_ATTR: 1})
+                for k in range(ngr)
+            ]
+            m.d.sync += [c.eq(src) for c in regs]
+            return [regs[i // COPY_LANES] for i in range(lanes)]
+
+        v_c = copies("s1b_valid", s1_valid, reset_less=False)
+        first_c = copies("s1b_first", s1_first)
+        coef_c = copies("s1b_coef", s1_coef, signed(self.coef_bits))
         acc = [Signal(signed(self.acc_bits), name=f"acc{i}", reset_less=True) for i in range(lanes)]
-        with m.If(s1b_valid):
-            for i in range(lanes):
-                prod = times_digit(s1b_coef, s1b_dig[i])
-                m.d.sync += acc[i].eq(Mux(s1b_first, 0, acc[i]) + prod)
+        for i in range(lanes):
+            with m.If(v_c[i]):
+                prod = times_digit(coef_c[i], s1b_dig[i])
+                m.d.sync += acc[i].eq(Mux(first_c[i], 0, acc[i]) + prod)
 
         # stage 2: the group's sums (acc) -> contributions; Z read
         s2_valid = Signal()
@@ -443,11 +463,11 @@ class VoteAccumulator(wiring.Component):
         ]
         s3_valid = Signal()
         s3_zaddr = Signal(self.z_addr_bits)
-        s3_fresh = Signal()
         s3_add = [
             Signal(signed(self.z_bits), name=f"s3_add{i}", reset_less=True) for i in range(lanes)
         ]
-        m.d.sync += [s3_valid.eq(s2_valid), s3_zaddr.eq(s2_zaddr), s3_fresh.eq(s2_fresh)]
+        m.d.sync += [s3_valid.eq(s2_valid), s3_zaddr.eq(s2_zaddr)]
+        fresh_c = copies("s3_fresh", s2_fresh)
         for i in range(lanes):
             if self.mode == "lowrank":
                 contrib = acc[i]
@@ -476,7 +496,7 @@ class VoteAccumulator(wiring.Component):
         # stage 3: write back
         m.d.comb += [z_wr.addr.eq(s3_zaddr), z_wr.en.eq(s3_valid)]
         for i in range(lanes):
-            m.d.comb += z_wr.data[i].eq(Mux(s3_fresh, 0, s3_old[i]) + s3_add[i])
+            m.d.comb += z_wr.data[i].eq(Mux(fresh_c[i], 0, s3_old[i]) + s3_add[i])
 
         # ---- control
         bad = Signal()
