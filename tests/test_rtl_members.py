@@ -76,16 +76,18 @@ def _mem_process(dut_en, dut_addr, dut_data, image, lat):
     return proc
 
 
-def _read_words(lanes, lat, jobs, rng):
+def _read_words(lanes, lat, jobs, rng, abort=None):
     """Run the reader on each ``(population, batch, x)`` of ``jobs`` back to back on one
     instance (random back-pressure on ``inp``); returns the words of each and the
-    addresses it read."""
+    addresses it read. ``abort[i]``: job ``i``'s run is cut after that many cycles by the
+    next job's start."""
     dut = MemberReader(lanes=lanes, addr_bits=12, width_bits=8, mem_latency=lat)
     image = [0] * (1 << 12)
     got, reads = [], []
 
     async def bench(ctx):
-        for pop, batch, x in jobs:
+        for i, (pop, batch, x) in enumerate(jobs):
+            cut = abort[i] if abort else None
             flat = [int(v) & 0xFF for v in np.asarray(x).reshape(-1)]
             image[: len(flat)] = flat
             image[len(flat) :] = [0xEE] * (len(image) - len(flat))  # never read
@@ -109,7 +111,7 @@ def _read_words(lanes, lat, jobs, rng):
                 if en:
                     addrs.append(int(a))
                 cycles += 1
-                if not busy:
+                if not busy or cycles == cut:
                     break
                 assert cycles < 100_000, "the reader stalled"
             got.append(words)
@@ -140,6 +142,26 @@ def test_reader_streams_member_x_in_the_input_loaders_word_order(lanes, lat):
     for (pop, batch, x), w, g, r in zip(jobs, want, got, reads, strict=True):
         assert g == w, f"population {pop} batch {batch} n0 {x.shape[2]}"
         assert sorted(r) == list(range(x.size)), "each byte read once, nothing past them"
+
+
+@pytest.mark.parametrize("lanes, lat", [(3, 2), (20, 3)])
+def test_reader_restarted_mid_run_streams_the_new_run(lanes, lat):
+    """A start while a run's bytes are still landing (cut at every phase of a word:
+    issuing, waiting, offering) begins the new run; its words are exact (nothing of the
+    old run's landing bytes reaches them)."""
+    rng = np.random.default_rng(harness.pick_seed(f"member reader restart {lanes} {lat}"))
+    jobs, want, cuts = [], [], []
+    for cut in range(lanes + 1, 3 * (lanes + lat + 2), 3):
+        for pop, batch, n0, c in ((2 * lanes, 2, 3, cut), (2 * lanes + 2, 1, 2, None)):
+            x = rng.integers(-128, 128, size=(pop, batch, n0))
+            jobs.append((pop, batch, x))
+            cfg = Config(layers=(n0, 2), population=pop).validate()
+            want.append(EvalJob(cfg, [], 0, member_x=x).input_words(lanes))
+            cuts.append(c)
+    got, _ = _read_words(lanes, lat, jobs, rng, abort=cuts)
+    for i, (w, g, c) in enumerate(zip(want, got, cuts, strict=True)):
+        if c is None:
+            assert g == w, f"the run after the one cut at cycle {cuts[i - 1]}"
 
 
 def _beats(logits, p: EvaluatorParams, rng):

@@ -331,9 +331,10 @@ def test_vote_and_update_lanes_take_copies_of_the_shared_stage_registers(tmp_pat
     stage 3's fresh, from copies of the registers, one per COPY_LANES lanes, as the
     updater's Z shift register takes its load flag: 13 lanes, two copies (two drivers)
     of each after the flows' replica keep and Yosys's optimisation."""
+    from pentegg.rtl.evaluator.pass_engine import COPY_LANES
     from pentegg.rtl.synth import KEEP_REPLICAS
     from pentegg.rtl.update.apply import WeightUpdater
-    from pentegg.rtl.update.votes import COPY_LANES, VoteAccumulator
+    from pentegg.rtl.update.votes import VoteAccumulator
 
     lanes = COPY_LANES + 5
     votes = VoteAccumulator(lanes=lanes, rank=4, max_width=12, max_population=16)

@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
 from ..evaluator.evaluator import out_logits_layout
 from ..evaluator.params import EvaluatorParams
+from ..evaluator.pass_engine import COPY_LANES, REPLICA_ATTR
 from ..params import check_int
 
 __all__ = ["LogitWriter", "MemberReader", "MemberSizes"]
@@ -132,7 +133,8 @@ class MemberReader(wiring.Component):
     lane ``j``'s byte of a word is input ``k`` of sample ``b`` of member ``2 (first_pair
     + j) + s``, read at ``(2 (first_pair + j) + s) * stride + b * n_in + k``, zero for
     pairs past the population. One byte read per cycle: a word takes ``lanes +
-    mem_latency + 1`` cycles (more under back-pressure).
+    mem_latency + 2`` cycles (more under back-pressure); a byte reaches its lane through
+    a register (a copy per ``COPY_LANES`` lanes) and a token walking the lanes.
 
     Parameters
     ----------
@@ -204,17 +206,35 @@ class MemberReader(wiring.Component):
         # the start strobe and on inp.ready: the ECP5 build's critical path at 495e45e)
         tag_v = [Signal(name=f"tag_v{i}") for i in range(lat)]
         tag_e = [Signal(name=f"tag_e{i}") for i in range(lat)]
-        tag_j = [Signal(range(max(L, 2)), name=f"tag_j{i}") for i in range(lat)]
+        tag_f = [Signal(name=f"tag_f{i}") for i in range(lat)]  # lane 0 of a word
         issue = Signal()
-        m.d.sync += [tag_v[0].eq(issue), tag_e[0].eq(self.r_en), tag_j[0].eq(j)]
+        m.d.sync += [tag_v[0].eq(issue), tag_e[0].eq(self.r_en), tag_f[0].eq(j == 0)]
         for i in range(1, lat):
             m.d.sync += [
                 tag_v[i].eq(tag_v[i - 1]),
                 tag_e[i].eq(tag_e[i - 1]),
-                tag_j[i].eq(tag_j[i - 1]),
+                tag_f[i].eq(tag_f[i - 1]),
             ]
-        with m.If(tag_v[-1]):
-            m.d.sync += word.word_select(tag_j[-1], 8).eq(Mux(tag_e[-1], self.r_data, 0))
+        # The byte goes through a register, a copy per COPY_LANES lanes, and a token
+        # walks the lanes (a word's lanes are issued, so land, on consecutive cycles):
+        # lane j's byte register takes the copy when the token is at j. No decode of a
+        # lane index and no register reach every lane (the index decode into the word's
+        # enables and the read data into every byte: the 128-lane accelerator at
+        # e4e6c56 had 691 of the word's endpoints over 9.5 ns after routing, its worst
+        # 15.71 ns). A token still walking when a start restarts the reader leaves the
+        # word before the new run's first byte lands (STEP alone takes lanes cycles).
+        byte = Signal(8)
+        m.d.comb += byte.eq(Mux(tag_e[-1], self.r_data, 0))
+        rd = []
+        for c in range(-(-L // COPY_LANES)):
+            reg = Signal(8, name=f"rd_c{c}", reset_less=True, attrs={REPLICA_ATTR: 1})
+            m.d.sync += reg.eq(byte)
+            rd.append(reg)
+        token = Signal(L)
+        m.d.sync += token.eq(Cat(tag_v[-1] & tag_f[-1], token[:-1]))
+        for lane in range(L):
+            with m.If(token[lane]):
+                m.d.sync += word.word_select(lane, 8).eq(rd[lane // COPY_LANES])
 
         def restart():  # a start in any state begins a new run
             with m.If(self.start):
@@ -246,8 +266,10 @@ class MemberReader(wiring.Component):
                 with m.If(j == L - 1):
                     m.d.sync += [lane_off.eq(0), j.eq(0)]
                     m.next = "WAIT"
-            # WAIT: until the last byte lands (this cycle or earlier)
-            pending = Cat(*tag_v[:-1]).any() if lat > 1 else Const(0)
+            # WAIT: until the last byte lands in the word (this cycle or earlier): its data
+            # is off the memory (no tag left) and in the byte register, the token at the
+            # last lane (a lane's byte lands a cycle after its tag's last stage)
+            pending = Cat(*tag_v).any()
             with _state(m, "WAIT", restart):
                 m.d.comb += self.busy.eq(1)
                 with m.If(~pending):

@@ -34,6 +34,7 @@ from .params import EvaluatorParams
 
 __all__ = [
     "ACTIVITY_LAYOUT",
+    "COPY_LANES",
     "LATENCY",
     "REPLICA_ATTR",
     "PassEngine",
@@ -99,6 +100,10 @@ def lane_ctrl_layout() -> data.StructLayout:
 #: registers with the same input back into one (``rtl/synth.py`` keeps the registers
 #: driving wires that carry it: :func:`pentegg.rtl.synth.synth_flows`).
 REPLICA_ATTR = "pentegg_replica"
+
+#: Lanes served by one copy of a replicated register outside the evaluator's finalizer
+#: groups (the vote accumulator's and the updater's lanes, the member reader's bytes).
+COPY_LANES = 8
 
 
 class PassEngine(wiring.Component):

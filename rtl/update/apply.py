@@ -21,9 +21,9 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..evaluator.pass_engine import REPLICA_ATTR
+from ..evaluator.pass_engine import COPY_LANES, REPLICA_ATTR
 from ..params import check_choice, check_int
-from .votes import COPY_LANES, MAX_WIDTH, lanes_max, z_layout
+from .votes import MAX_WIDTH, lanes_max, z_layout
 
 __all__ = ["UPDATES", "WeightUpdater", "latent_shift_max"]
 

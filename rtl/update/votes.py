@@ -46,14 +46,13 @@ from ..evaluator.params import (
     bits_for,
     rank_shift,
 )
-from ..evaluator.pass_engine import REPLICA_ATTR
+from ..evaluator.pass_engine import COPY_LANES, REPLICA_ATTR
 from ..noise.keyer import StreamKeyer
 from ..noise.prng import DIGIT_DISTS, PentaryStreamCore
 from ..params import check_choice, check_int
 from ..pquant import PentaryQuantizer
 
 __all__ = [
-    "COPY_LANES",
     "MODES",
     "RANKS",
     "VoteAccumulator",
@@ -67,9 +66,6 @@ __all__ = [
 ]
 
 MAX_WIDTH = 4096
-#: Lanes per copy of the datapath's shared stage registers (valid, first, coefficient,
-#: fresh): each copy drives at most this many lanes.
-COPY_LANES = 8
 #: ``lanes`` may always be 1..64; above that up to ``max_width + 1``, a whole row of the
 #: widest layer (its bias column included) per Z word: more lanes could never be used.
 LANES_MAX = 64
