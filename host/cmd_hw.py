@@ -9,6 +9,8 @@
   build (``up5k``: iCEBreaker, ``ecp5-85``: ULX3S-85F; ``--param`` overrides them) and
   also print ``step_ms``: the digits default step's cycles on that datapath, measured in
   Verilator (``pentegg bench accelerator``), at the fmax found (``--no-step`` skips it).
+  ``--endpoints`` adds how many timing endpoints arrive too late for each of several
+  clocks, and the register groups with the most past the target.
 
 Unknown modules, unknown parameters and out-of-range values are one-line errors, exit 2.
 """
@@ -94,6 +96,12 @@ def register(sub) -> None:
         "--no-step",
         action="store_true",
         help="accelerator, device: do not simulate the digits step for step_ms",
+    )
+    s.add_argument(
+        "--endpoints",
+        action="store_true",
+        help="also count the timing endpoints that arrive after the period of 50..150 MHz "
+        "and list the register groups with the most past the target (JSON: late_endpoints)",
     )
     s.set_defaults(func=run_synth)
 
@@ -200,6 +208,7 @@ def run_synth(args) -> int:
             seed=args.seed,
             seeds=args.seeds,
             build_dir=args.build_dir,
+            endpoints=args.endpoints,
         )
     except (SynthError, ToolNotFound) as e:
         raise HardwareError(str(e)) from None
@@ -242,6 +251,7 @@ def run_synth(args) -> int:
             )
             print(f"  via    {', '.join(cp['through']) or '-'}")
             print(f"  rtl    {', '.join(cp['rtl']) or '-'}")
+        _print_late(r)
     else:
         print("fmax     none: the design does not fit the device")
         print(f"needs    with the registered test wrapper: {wrapped}")
@@ -257,6 +267,17 @@ def run_synth(args) -> int:
     if args.json:
         print(json.dumps(record, sort_keys=False))
     return 0
+
+
+def _print_late(r) -> None:
+    """``--endpoints``: how many endpoints arrive too late for each clock, and where."""
+    late = r.late_endpoints
+    if not late:
+        return
+    counts = ", ".join(f"{n} at {f} MHz" for f, n in late["over_period"].items())
+    print(f"late     of {late['endpoints']} timing endpoints, past the period: {counts}")
+    for name, n, worst in late["groups"]:
+        print(f"  {n:>6}  {name} (worst {worst} ns)")
 
 
 def _step_time(args, r) -> dict:

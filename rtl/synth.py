@@ -182,6 +182,8 @@ class SynthResult:
     seed: int | None = None
     #: seeds whose placement nextpnr's router could not route (stopped, then the next)
     stalled_seeds: list[int] | None = None
+    #: with ``endpoints``: :func:`late_endpoints` of the placement of the figures
+    late_endpoints: dict[str, Any] | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -515,6 +517,55 @@ def critical_path(report: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
+#: the clocks :func:`late_endpoints` counts the endpoints too slow for (MHz)
+ENDPOINT_CLOCKS = (50, 60, 75, 100, 125, 150)
+
+
+def _group(name: str) -> str:
+    """The register group a timing endpoint's cell belongs to: its design signal with
+    bit, copy and lane indices folded (``ev.fin.pacc1_g3`` -> ``ev.fin.pacc1_g*``)."""
+    base = re.sub(r"\[\d+\]", "", _signal(name))
+    base = re.sub(r"_(g|c)\d+\b", r"_\1*", base)
+    base = re.sub(r"\b(lane|slice)\d+(?=\.)", r"\1*", base)
+    base = re.sub(r"\.\d+\.\d+$", "", base)  # a memory's block RAM (mem.0.3)
+    return re.sub(r"(?<=[A-Za-z_])\d+$", "#", base)
+
+
+def late_endpoints(report: dict[str, Any], target_mhz: float, top: int = 20) -> dict[str, Any]:
+    """Every timing endpoint's arrival from a nextpnr report made with
+    ``--detailed-timing-report``, summarised: ``{"endpoints", "over_period", "groups"}``.
+
+    ``over_period``: for each clock of :data:`ENDPOINT_CLOCKS` and the target, how many
+    endpoints (flip-flop and block RAM inputs) a signal reaches after that clock's
+    period: a lower bound of what fails at that clock with this placement and routing
+    (setup time and clock skew not counted; another target places differently).
+    ``groups``: the ``top`` register groups (:func:`_group`) with the most endpoints
+    past the target's period, each ``[group, endpoints, worst arrival ns]``. Where one
+    path is the critical one, this says how many more stand behind it."""
+    arrivals = []
+    for net in report.get("detailed_net_timings", []):
+        for ep in net.get("endpoints", []):
+            d = ep.get("delay")
+            a = max(d) if isinstance(d, list) else d
+            if isinstance(a, (int, float)):
+                arrivals.append((a, ep.get("cell", "?")))
+    clocks = sorted({*ENDPOINT_CLOCKS, round(target_mhz, 2)})
+    over = {f"{f:g}": sum(a > 1000 / f for a, _ in arrivals) for f in clocks}
+    period = 1000 / target_mhz
+    groups: dict[str, list] = {}
+    for a, cell in arrivals:
+        if a > period:
+            g = groups.setdefault(_group(cell), [0, 0.0])
+            g[0] += 1
+            g[1] = max(g[1], a)
+    ranked = sorted(groups.items(), key=lambda kv: (-kv[1][0], -kv[1][1], kv[0]))[:top]
+    return {
+        "endpoints": len(arrivals),
+        "over_period": over,
+        "groups": [[name, n, round(worst, 2)] for name, (n, worst) in ranked],
+    }
+
+
 def _failed_placement(log: Path) -> dict[str, str]:
     """``{resource: "used/available"}`` from nextpnr's "Device utilisation" block when it
     could not place the design for lack of cells; empty otherwise."""
@@ -572,6 +623,7 @@ def synthesize(
     seed: int | None = None,
     seeds: int = 1,
     build_dir: str | Path | None = None,
+    endpoints: bool = False,
 ) -> SynthResult:
     """Synthesize ``module`` for ``device`` and place and route it (see module docstring).
 
@@ -582,6 +634,9 @@ def synthesize(
     with a ``seed``, or after the last). With ``seeds`` > 1 the one Yosys netlist is
     placed and routed with seeds ``seed .. seed + seeds - 1`` (from 1 without ``seed``;
     1..:data:`MAX_SEEDS`): one placement is one sample of a spread of several MHz.
+    ``endpoints``: nextpnr also reports every timing endpoint's arrival, summarised in
+    the result's ``late_endpoints`` (:func:`late_endpoints`; the report grows to tens
+    of megabytes for the largest designs).
     """
     if not 1 <= seeds <= MAX_SEEDS:
         raise ValueError(f"seeds={seeds} is outside 1..{MAX_SEEDS}")
@@ -599,6 +654,7 @@ def synthesize(
             freq or default_freq(module, device),
             list(AUTO_SEEDS) if auto else list(range(first, first + seeds)),
             auto,
+            endpoints,
         )
     except SynthError:
         raise  # a tool failed: its logs stay in the directory the message names
@@ -613,7 +669,7 @@ def synthesize(
 
 
 def _synthesize(
-    module, dev, full, work: Path, freq, seeds: list[int], auto: bool = False
+    module, dev, full, work: Path, freq, seeds: list[int], auto: bool = False, endpoints=False
 ) -> SynthResult:
     """``auto``: ``seeds`` are alternatives, the next tried only while the router stalls;
     otherwise every one is placed."""
@@ -678,6 +734,7 @@ def _synthesize(
                     str(seed),
                     "--report",
                     rep,
+                    *(("--detailed-timing-report",) if endpoints else ()),
                 ],
                 work,
                 log,
@@ -714,16 +771,20 @@ def _synthesize(
             for k, v in report.get("utilization", {}).items()
             if v.get("used")
         }
-        runs.append({"seed": seed, "fmax_mhz": min(fmax), "critical_path": critical_path(report)})
+        run = {"seed": seed, "fmax_mhz": min(fmax), "critical_path": critical_path(report)}
+        if endpoints:
+            run["late_endpoints"] = late_endpoints(report, target)
+        runs.append(run)
         if auto:
             break
     fmax_mhz = None
+    late = None
     if placed:
         fmax_mhz = statistics.median(r["fmax_mhz"] for r in runs)
         # the critical path of the placement at or just below the median
-        path = max((r for r in runs if r["fmax_mhz"] <= fmax_mhz), key=lambda r: r["fmax_mhz"])[
-            "critical_path"
-        ]
+        median = max((r for r in runs if r["fmax_mhz"] <= fmax_mhz), key=lambda r: r["fmax_mhz"])
+        path = median["critical_path"]
+        late = median.get("late_endpoints")
     return SynthResult(
         module=module,
         device=dev.name,
@@ -740,9 +801,17 @@ def _synthesize(
         target_mhz=target,
         flow=flow,
         critical_path=path,
-        placements=[{**r, "fmax_mhz": round(r["fmax_mhz"], 2)} for r in runs]
+        placements=[
+            {
+                k: v
+                for k, v in {**r, "fmax_mhz": round(r["fmax_mhz"], 2)}.items()
+                if k != "late_endpoints"
+            }
+            for r in runs
+        ]
         if several and placed
         else None,
         seed=runs[0]["seed"] if runs else None,
         stalled_seeds=stalled or None,
+        late_endpoints=late,
     )

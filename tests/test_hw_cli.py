@@ -187,6 +187,26 @@ def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tm
     assert one["fmax_mhz"] == j["placements"][1]["fmax_mhz"]
 
 
+def test_synth_endpoints_counts_late_endpoints_per_clock_and_names_their_groups():
+    """``--endpoints``: nextpnr reports every endpoint's arrival; the JSON counts those
+    past each clock's period (more at faster clocks, none past a period far above the
+    module's fmax) and names the register groups past the target's."""
+    r = pentegg("synth", "lrgen", "--device", "ecp5-85", "--freq", "400", "--endpoints", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout.strip().splitlines()[-1])
+    late = j["late_endpoints"]
+    over = late["over_period"]
+    assert list(over) == ["50", "60", "75", "100", "125", "150", "400"]
+    assert late["endpoints"] > 100
+    assert over["50"] == 0 < over["400"] <= late["endpoints"]
+    assert list(over.values()) == sorted(over.values())
+    assert late["groups"] and sum(n for _, n, _ in late["groups"]) <= over["400"]
+    assert all(worst > 2.5 for _, _, worst in late["groups"])  # past 1000 / 400 ns
+    assert "late     of" in r.stdout
+    plain = pentegg("synth", "pquant", "--device", "up5k", "--param", "width=6", "--json")
+    assert json.loads(plain.stdout.strip().splitlines()[-1])["late_endpoints"] is None
+
+
 def test_synth_on_the_ecp5_puts_the_clock_on_a_primary_clock_pin(tmp_path):
     """The wrapper's clock is constrained to G2 (PCLKT6_0): left to the placer it could
     land on a pin with no path to the global network, and router2 then failed."""

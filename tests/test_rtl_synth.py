@@ -180,6 +180,36 @@ def test_critical_path_summarises_the_clock_path_of_a_nextpnr_report():
     assert critical_path({}) is None
 
 
+def test_late_endpoints_counts_arrivals_past_each_period_by_register_group():
+    """Endpoints of a --detailed-timing-report (``delay`` a [min, max] arrival pair, or a
+    number) counted past each clock's period; the groups past the target's, most first,
+    with bit, group-copy, lane and block RAM indices folded."""
+    from pentegg.rtl.synth import late_endpoints
+
+    def net(*eps):
+        return {"net": "n", "driver": "d", "endpoints": [{"cell": c, "delay": a} for c, a in eps]}
+
+    report = {
+        "detailed_net_timings": [
+            net(("dut.ev.fin.pacc1_g3_TRELLIS_FF_Q_2", [3.0, 16.5]), ("dut.x_TRELLIS_FF_Q", 9.0)),
+            net(("dut.ev.fin.pacc1_g12_TRELLIS_FF_Q", [1.0, 14.0])),
+            net(("dut.ev.lane7.acc0_TRELLIS_FF_Q_1", 13.5), ("dut.ev.lane70.acc1$x", 15.0)),
+            net(("dut.votes.z_mem.0.3", 12.0), ("dut.init$316.v_of1_TRELLIS_FF_Q_7", 13.9)),
+        ]
+    }
+    late = late_endpoints(report, 75)
+    assert late["endpoints"] == 7
+    assert late["over_period"] == {"50": 0, "60": 0, "75": 5, "100": 6, "125": 7, "150": 7}
+    assert late["groups"] == [
+        ["ev.fin.pacc1_g*", 2, 16.5],
+        ["ev.lane*.acc#", 2, 15.0],
+        ["init", 1, 13.9],
+    ]
+    assert late_endpoints(report, 100, top=1)["groups"] == [["ev.fin.pacc1_g*", 2, 16.5]]
+    assert "70" in late_endpoints(report, 70)["over_period"]
+    assert late_endpoints({}, 75)["endpoints"] == 0
+
+
 def _replicas_rtlil(copies: int, attrs: dict) -> str:
     """One register and ``copies`` copies of it, each driving its own output."""
     m = Module()
