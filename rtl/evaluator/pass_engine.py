@@ -39,6 +39,7 @@ __all__ = [
     "REPLICA_ATTR",
     "PassEngine",
     "command_layout",
+    "lane_copies",
     "lane_ctrl_layout",
 ]
 
@@ -104,6 +105,18 @@ REPLICA_ATTR = "pentegg_replica"
 #: Lanes served by one copy of a replicated register outside the evaluator's finalizer
 #: groups (the vote accumulator's and the updater's lanes, the member reader's bytes).
 COPY_LANES = 8
+
+
+def lane_copies(m, name: str, value, lanes: int, *, reset_less: bool = True) -> list:
+    """``value`` registered (a cycle late) in copies ``{name}_c{k}``, one per
+    :data:`COPY_LANES` lanes, marked :data:`REPLICA_ATTR`; returns each of the ``lanes``
+    lanes' copy, so that no one register drives every lane."""
+    regs = [
+        Signal(value.shape(), name=f"{name}_c{k}", reset_less=reset_less, attrs={REPLICA_ATTR: 1})
+        for k in range(-(-lanes // COPY_LANES))
+    ]
+    m.d.sync += [r.eq(value) for r in regs]
+    return [regs[i // COPY_LANES] for i in range(lanes)]
 
 
 class PassEngine(wiring.Component):

@@ -21,7 +21,7 @@ from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..evaluator.pass_engine import COPY_LANES, REPLICA_ATTR
+from ..evaluator.pass_engine import lane_copies
 from ..params import check_choice, check_int
 from .votes import MAX_WIDTH, lanes_max, z_layout
 
@@ -201,15 +201,14 @@ class WeightUpdater(wiring.Component):
         zw = self.z_data.as_value()
         if lanes > 1:
             # whether to load comes from registers (lane 0 decoded at stage 0), a copy per
-            # COPY_LANES entries: the decode of the lane at stage 1 had driven all lanes * z_bits
-            # multiplexers (693 at 33 lanes; the 128-lane accelerator at e4e6c56 had 251
-            # of the register's endpoints over 9.5 ns after routing)
-            for c in range(-(-lanes // COPY_LANES)):
-                load = Signal(name=f"s1_load_c{c}", reset_less=True, attrs={REPLICA_ATTR: 1})
-                m.d.sync += load.eq(lane == 0)
-                lo, hi = c * COPY_LANES * zb, min(lanes, (c + 1) * COPY_LANES) * zb
-                nxt = Cat(zsh[zb:], Const(0, zb))  # entry i + 1 into entry i
-                m.d.sync += zsh[lo:hi].eq(Mux(load, zw[lo:hi], nxt[lo:hi]))
+            # COPY_LANES entries: the decode of the lane at stage 1 had driven all
+            # lanes * z_bits multiplexers (693 at 33 lanes; the 128-lane accelerator at
+            # e4e6c56 had 251 of the register's endpoints over 9.5 ns after routing)
+            load = lane_copies(m, "s1_load", lane == 0, lanes)
+            nxt = Cat(zsh[zb:], Const(0, zb))  # entry i + 1 into entry i
+            for i in range(lanes):
+                e = slice(i * zb, (i + 1) * zb)
+                m.d.sync += zsh[e].eq(Mux(load[i], zw[e], nxt[e]))
         else:
             m.d.sync += zsh.eq(zw)
 

@@ -46,7 +46,7 @@ from ..evaluator.params import (
     bits_for,
     rank_shift,
 )
-from ..evaluator.pass_engine import COPY_LANES, REPLICA_ATTR
+from ..evaluator.pass_engine import lane_copies
 from ..noise.keyer import StreamKeyer
 from ..noise.prng import DIGIT_DISTS, PentaryStreamCore
 from ..params import check_choice, check_int
@@ -426,20 +426,10 @@ class VoteAccumulator(wiring.Component):
         # register drives all the lanes, whose accumulators and Z block RAMs spread
         # along the chip (the 128-lane accelerator at e4e6c56: 294 accumulator and 321
         # Z write endpoints over 9.5 ns after routing, s1b_valid 464 loads, s3_fresh 693)
-        ngr = -(-lanes // COPY_LANES)
-
-        def copies(name, src, shape=1, reset_less=True):
-            # only a valid bit needs a reset: the others are read only with one
-            regs = [
-                Signal(shape, name=f"{name}_c{k}", reset_less=reset_less, attrs={REPLICA_ATTR: 1})
-                for k in range(ngr)
-            ]
-            m.d.sync += [c.eq(src) for c in regs]
-            return [regs[i // COPY_LANES] for i in range(lanes)]
-
-        v_c = copies("s1b_valid", s1_valid, reset_less=False)
-        first_c = copies("s1b_first", s1_first)
-        coef_c = copies("s1b_coef", s1_coef, signed(self.coef_bits))
+        # (only a valid bit needs a reset: the others are read only with one)
+        v_c = lane_copies(m, "s1b_valid", s1_valid, lanes, reset_less=False)
+        first_c = lane_copies(m, "s1b_first", s1_first, lanes)
+        coef_c = lane_copies(m, "s1b_coef", s1_coef, lanes)
         acc = [Signal(signed(self.acc_bits), name=f"acc{i}", reset_less=True) for i in range(lanes)]
         for i in range(lanes):
             with m.If(v_c[i]):
@@ -463,7 +453,7 @@ class VoteAccumulator(wiring.Component):
             Signal(signed(self.z_bits), name=f"s3_add{i}", reset_less=True) for i in range(lanes)
         ]
         m.d.sync += [s3_valid.eq(s2_valid), s3_zaddr.eq(s2_zaddr)]
-        fresh_c = copies("s3_fresh", s2_fresh)
+        fresh_c = lane_copies(m, "s3_fresh", s2_fresh, lanes)
         for i in range(lanes):
             if self.mode == "lowrank":
                 contrib = acc[i]
