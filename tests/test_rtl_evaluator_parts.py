@@ -478,7 +478,15 @@ def test_sliced_ram_slices_hold_what_one_block_ram_holds():
 
 @pytest.mark.parametrize(
     ("width", "granule", "per_slice", "reg_writes"),
-    [(40, 8, 2, False), (36, 18, 2, True), (30, 3, None, True), (24, 6, 3, False), (6, 6, 4, True)],
+    [
+        (40, 8, 2, 0),
+        (36, 18, 2, 1),
+        (30, 3, None, 1),
+        (24, 6, 3, 0),
+        (6, 6, 4, 1),
+        (36, 18, 1, 2),
+        (30, 3, None, 2),
+    ],
 )
 def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
     width, granule, per_slice, reg_writes
@@ -486,8 +494,9 @@ def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
     """Random granule writes and reads every cycle against a model memory: ``r_data`` is
     the word at the address of two cycles earlier as the memory held it a cycle earlier,
     across slices of a few granules or one slice, with the writes landing in their
-    cycle or, registered, a cycle later (``landing`` shows them then). A read of a word
-    written in that cycle is not compared (unspecified on a block RAM)."""
+    cycle or, through one or two registers, one or two cycles later (``landing`` shows
+    them then). A read of a word written in that cycle is not compared (unspecified on a
+    block RAM)."""
     from pentegg.rtl.evaluator.sliced import SlicedRAM
 
     rng = random.Random(harness.pick_seed(f"sliced ram {width} {granule} {reg_writes}"))
@@ -498,13 +507,14 @@ def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
     n = width // granule
     per = n if per_slice is None else per_slice
     assert dut.slices == -(-n // per)
+    assert dut.write_latency == reg_writes
     mask = (1 << granule) - 1
     board = Scoreboard("sliced ram")
     compared = []
 
     async def bench(ctx):
         mem = [0] * depth
-        pending = (0, 0, 0)  # a registered write, landing in the next cycle
+        pending = [(0, 0, 0)] * reg_writes  # registered writes, the next to land first
         history = []  # per cycle: read address, memory at the cycle's start, landing write
         for cycle in range(400):
             ra = rng.randrange(depth)
@@ -512,7 +522,7 @@ def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
             we = rng.getrandbits(n) if rng.random() < 0.7 else 0
             for sig_, v in ((dut.r_addr, ra), (dut.w_addr, wa), (dut.w_data, wd), (dut.w_en, we)):
                 ctx.set(sig_, v)
-            landing = pending if reg_writes else (wa, wd, we)
+            landing = pending[0] if reg_writes else (wa, wd, we)
             board.check(f"landing, cycle {cycle}", [landing[2]], [ctx.get(dut.landing)])
             if cycle >= 2:
                 addr = history[cycle - 2][0]
@@ -527,7 +537,18 @@ def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
                 if (le >> g) & 1:
                     keep = mem[la] & ~(mask << (g * granule))
                     mem[la] = keep | (ld & (mask << (g * granule)))
-            pending = (wa, wd, we)
+            pending = [*pending[1:], (wa, wd, we)]
 
     _run(dut, bench)
     assert len(compared) > 300
+
+
+def test_sliced_ram_checks_its_write_registers_and_width():
+    """``reg_writes`` outside 0..2 and a width that is not whole granules are refused
+    with the range or the granule named, before anything is built."""
+    from pentegg.rtl.evaluator.sliced import SlicedRAM
+
+    with pytest.raises(ValueError, match=r"reg_writes.*0\.\.2|0\.\.2.*reg_writes"):
+        SlicedRAM(width=12, depth=8, granule=6, per_slice=None, reg_writes=3)
+    with pytest.raises(ValueError, match="not a multiple of 6"):
+        SlicedRAM(width=10, depth=8, granule=6, per_slice=None)

@@ -319,8 +319,14 @@ class PopulationEvaluator(wiring.Component):
                 # fill's state through the lane decode into the write enables of the
                 # bank's block RAMs, spread over the lanes, was the 128-lane ECP5
                 # evaluator's critical path at 77dbac2: 17.58 ns, 15.62 of it routing);
-                # the sequencer counts the fill busy until its last write has landed
-                reg_writes=True,
+                # the sequencer counts the fill busy until its last write has landed.
+                # Two registers in a row since the 128-lane accelerator at e0e1384 (seed
+                # 2): the word of a staged write, the staging memory's read at the write
+                # address, spread from one place to the write data of every slice
+                # (noise0.w_addr -> noise_stage1 -> noise1_wd17, 17.48 ns, 15.77 of it
+                # routing), as the fill's write enable did in the 128-lane evaluator (its
+                # critical path at e0e1384: 14.83 ns, 13.59 routing)
+                reg_writes=2,
                 name=f"noise{b}",
             )
             m.submodules[f"noise{b}"] = bank
@@ -340,9 +346,13 @@ class PopulationEvaluator(wiring.Component):
             # loaded with the condition of the enables: the OR of the 128-lane build's
             # enables into the sequencer was the start of the 128-lane ECP5 evaluator's
             # critical path at d89c850 (15.40 ns, 13.06 of it routing)
-            late = Signal(name=f"noise_late{b}")
-            m.d.sync += late.eq(bank.w_en.any() if quant else (f_en if staged else fill.w_en))
-            w_late.append(late)
+            # (a flag per cycle of the write registers' latency)
+            entering = bank.w_en.any() if quant else (f_en if staged else fill.w_en)
+            for c in range(bank.write_latency):
+                late = Signal(name=f"noise_late{b}_{c}")
+                m.d.sync += late.eq(entering)
+                w_late.append(late)
+                entering = late
             self.dbg[f"noise_late{b}"] = late
             self.dbg[f"noise_we{b}"] = bank.landing
             wr_addr = f_addr if staged else fill_addr
@@ -468,7 +478,7 @@ class PopulationEvaluator(wiring.Component):
             eng.loaded.eq(ld.loaded),
             ld.release.eq(eng.release),
             seq.drained.eq(drained),
-            seq.fill_busy.eq(fill.busy | w_late[0] | w_late[1] | (f_en if staged else 0)),
+            seq.fill_busy.eq(fill.busy | Cat(*w_late).any() | (f_en if staged else 0)),
             seq.bad_label.eq(ld.bad_label),
         ]
         for l in range(p.max_layers):

@@ -14,9 +14,12 @@ is cut in two.
 
 Read latency: two cycles. ``r_data`` is the word at the ``r_addr`` of two cycles earlier
 (the address register, then the block RAM's read register). Writes are the block RAM's
-own (``w_*`` written at the end of their cycle) or, with ``reg_writes``, from a copy per
+own (``w_*`` written at the end of their cycle) or, with ``reg_writes`` 1, from a copy per
 slice of registers loaded with them (written a cycle later; ``landing``: the slices'
-write enables of the cycle).
+write enables of the cycle). With ``reg_writes`` 2 each slice has two such copies in a row
+(written two cycles later): the placer puts the first between the write's source and the
+second, beside the block RAM, so the route from one source to slices all over the chip is
+cut twice.
 
 A read of a word written in the same cycle gives an unspecified word
 (:data:`~pentegg.rtl.bram.NO_RW_CHECK`): :meth:`watches` lists each slice's ports for the
@@ -59,8 +62,9 @@ class SlicedRAM(wiring.Component):
         ``width`` a multiple of ``granule``.
     per_slice : int or None
         Granules of a slice (:func:`slice_granules_for`); None: one slice.
-    reg_writes : bool
-        The writes pass through per-slice registers (a cycle later).
+    reg_writes : int
+        Write registers of each slice in a row, 0..2: none (the block RAMs' own), one (a
+        cycle later) or two (two cycles later); ``write_latency``.
     name : str
         Prefix of the slices' names.
 
@@ -82,14 +86,15 @@ class SlicedRAM(wiring.Component):
         depth: int,
         granule: int,
         per_slice: int | None,
-        reg_writes: bool = False,
+        reg_writes: int = 0,
         name: str = "ram",
     ):
         check_int("granule", granule, 1, width)
+        check_int("reg_writes", int(reg_writes), 0, 2)
         if width % granule:
             raise ValueError(f"SlicedRAM {name}: width {width} is not a multiple of {granule}")
         self.width, self.depth, self.granule = width, depth, granule
-        self.reg_writes, self.name = reg_writes, name
+        self.reg_writes, self.name = int(reg_writes), name
         n = width // granule
         # a word narrower than a block RAM's granules is one slice
         per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
@@ -117,6 +122,11 @@ class SlicedRAM(wiring.Component):
     def slices(self) -> int:
         return len(self.spans)
 
+    @property
+    def write_latency(self) -> int:
+        """Cycles from a write on ``w_*`` to its ``landing``."""
+        return self.reg_writes
+
     def watches(self, used) -> list[RWWatch]:
         """Each slice's read and write port; ``used``: the read of the cycle (at the
         registered address) is consumed."""
@@ -139,6 +149,8 @@ class SlicedRAM(wiring.Component):
             m.d.comb += [rp.addr.eq(ra), rp.en.eq(1)]
             datas.append(rp.data)
             w = (self.w_addr, self.w_data[lo * g : hi * g], self.w_en[lo:hi])
+            if self.reg_writes == 2:
+                w = self._regs(m, w, f"{self.name}_v", s, copy)
             if self.reg_writes:
                 # every register a copy of the slice's own: a word that repeats one
                 # value (the noise fill's slot in every lane's field) would otherwise
@@ -146,14 +158,20 @@ class SlicedRAM(wiring.Component):
                 # 128-lane ECP5 evaluator's critical path at 0a4b63e: a noise bank's
                 # write data register into another slice's block RAM, 14.67 ns, all of
                 # it routing but 0.74)
-                regs = (
-                    Signal(self.abits, name=f"{self.name}_wa{s}", reset_less=True, attrs=copy),
-                    Signal((hi - lo) * g, name=f"{self.name}_wd{s}", reset_less=True, attrs=copy),
-                    Signal(hi - lo, name=f"{self.name}_we{s}", attrs=copy),
-                )
-                m.d.sync += [r.eq(v) for r, v in zip(regs, w, strict=True)]
-                w = regs
+                w = self._regs(m, w, f"{self.name}_w", s, copy)
             m.d.comb += [wp.addr.eq(w[0]), wp.data.eq(w[1]), wp.en.eq(w[2])]
             m.d.comb += self.landing[lo:hi].eq(wp.en)
         m.d.comb += self.r_data.eq(Cat(*datas))
         return m
+
+    def _regs(self, m, w, prefix, s, copy):
+        """The write ``w`` (address, data, enables) through registers named
+        ``{prefix}a{s}``, ``d``, ``e``."""
+        addr, data, en = w
+        regs = (
+            Signal(self.abits, name=f"{prefix}a{s}", reset_less=True, attrs=copy),
+            Signal(len(data), name=f"{prefix}d{s}", reset_less=True, attrs=copy),
+            Signal(len(en), name=f"{prefix}e{s}", attrs=copy),
+        )
+        m.d.sync += [r.eq(v) for r, v in zip(regs, (addr, data, en), strict=True)]
+        return regs
