@@ -389,7 +389,7 @@ def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):
     drivers of each after the flows' replica keep and Yosys's optimisation."""
     from pentegg.rtl.evaluator.sliced import SlicedRAM
 
-    ram = SlicedRAM(width=36, depth=64, granule=6, per_slice=2, reg_writes=True, name="nz")
+    ram = SlicedRAM(width=36, depth=64, granule=6, per_slice=2, writes="registered", name="nz")
     m = Module()
     m.submodules.nz = ram
     i = Signal(6)
@@ -411,6 +411,45 @@ def test_sliced_ram_slices_keep_their_own_address_and_write_registers(tmp_path):
     assert ram.slices == 3
     for c in regs:
         assert len(got[c]) >= 3, (c, got[c])
+
+
+def test_sliced_ram_broadcast_writes_keep_a_first_level_copy_per_four_slices(tmp_path):
+    """A broadcast write passes through a copy of itself per WRITE_FANOUT slices before
+    the slices' own registers: the copies have one input each, so without the replica
+    attribute Yosys made them one register driving every slice, the source's fanout the
+    tree is there to cut. Nine slices: three first-level copies of the unit and the
+    index, each feeding its four slices (the last one), each slice's data register still
+    its own."""
+    from pentegg.rtl.evaluator.sliced import WRITE_FANOUT, SlicedRAM
+
+    ram = SlicedRAM(width=54, depth=64, granule=6, per_slice=1, writes="broadcast", name="nz")
+    m = Module()
+    m.submodules.nz = ram
+    i = Signal(6)
+    o = Signal(54)
+    m.d.comb += [
+        ram.r_addr.eq(i),
+        ram.w_addr.eq(i),
+        ram.w_unit.eq(i),
+        ram.w_index.eq(i[:4]),
+        ram.w_valid.eq(i[5]),
+        o.eq(ram.r_data),
+    ]
+    got = _optimised_selection(
+        tmp_path,
+        "s",
+        rtlil.convert(m, name="s", ports=[i, o]),
+        {
+            **{c: f"w:*{c}* %ci1 t:*dff* %i" for c in ("nz_vu", "nz_vi", "nz_wd")},
+            # the flip-flops each copy's unit drives: its slices' data registers
+            **{f"on{k}": f"w:*nz_vu{k} %co1 t:*dff* %i" for k in range(3)},
+        },
+    )
+    assert ram.slices == 9 and WRITE_FANOUT == 4
+    assert len(got["nz_vu"]) == len(got["nz_vi"]) == 3, got
+    assert len(got["nz_wd"]) >= 9, got
+    # copy k feeds slices 4k .. 4k + 3 (the last copy slice 8 alone)
+    assert [len(got[f"on{k}"]) for k in range(3)] == [4, 4, 1], got
 
 
 def test_a_stalled_nextpnr_stops_synthesis_with_one_line(tmp_path, monkeypatch):

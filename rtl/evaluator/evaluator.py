@@ -258,7 +258,7 @@ class PopulationEvaluator(wiring.Component):
             # the noise banks' read address (a pass's first read reaches the block RAMs
             # two cycles or more after its block or input region is marked written: it
             # is taken a cycle after the mark at the earliest, its address registered)
-            reg_writes=True,
+            writes="registered",
             name="act",
         )
         m.submodules.act = act
@@ -320,13 +320,14 @@ class PopulationEvaluator(wiring.Component):
                 # bank's block RAMs, spread over the lanes, was the 128-lane ECP5
                 # evaluator's critical path at 77dbac2: 17.58 ns, 15.62 of it routing);
                 # the sequencer counts the fill busy until its last write has landed.
-                # Two registers in a row since the 128-lane accelerator at e0e1384 (seed
-                # 2): the word of a staged write, the staging memory's read at the write
-                # address, spread from one place to the write data of every slice
-                # (noise0.w_addr -> noise_stage1 -> noise1_wd17, 17.48 ns, 15.77 of it
-                # routing), as the fill's write enable did in the 128-lane evaluator (its
-                # critical path at e0e1384: 14.83 ns, 13.59 routing)
-                reg_writes=2,
+                # Low-rank: one slot (or one group's word) into one lane's (group's)
+                # field, through a tree of registers since the 128-lane accelerator at
+                # e0e1384 (seed 2): the word of a staged write, the staging memory's
+                # read at the write address, spread from one place to the write data of
+                # every slice (noise0.w_addr -> noise_stage1 -> noise1_wd17, 17.48 ns,
+                # 15.77 of it routing), as the fill's write enable did in the 128-lane
+                # evaluator (its critical path at e0e1384: 14.83 ns, 13.59 routing)
+                writes="registered" if quant else "broadcast",
                 name=f"noise{b}",
             )
             m.submodules[f"noise{b}"] = bank
@@ -377,8 +378,9 @@ class PopulationEvaluator(wiring.Component):
                 ]
             elif G == 1:
                 m.d.comb += [
-                    bank.w_data.eq(Cat(*([fill.w_data[b].as_value()] * L))),
-                    bank.w_en.eq(Mux(fill.w_en, 1 << fill.w_lane, 0)),
+                    bank.w_unit.eq(fill.w_data[b].as_value()),
+                    bank.w_index.eq(fill.w_lane),
+                    bank.w_valid.eq(fill.w_en),
                 ]
             else:
                 # Every lane fills the same slots in the same order, lane after lane. The
@@ -401,8 +403,9 @@ class PopulationEvaluator(wiring.Component):
                 fields = [Mux(w_pos == q, new, s_rp.data[6 * q : 6 * q + 6]) for q in range(G - 1)]
                 word = Cat(*fields, new)
                 m.d.comb += [
-                    bank.w_data.eq(Cat(*([word] * groups))),
-                    bank.w_en.eq(Mux(f_en, 1 << w_grp, 0)),
+                    bank.w_unit.eq(word),
+                    bank.w_index.eq(w_grp),
+                    bank.w_valid.eq(f_en),
                 ]
             reg = Signal(slot, name=f"noise_rd{b}", reset_less=True)  # data: no reset
             m.d.sync += reg.eq(bank.r_data)

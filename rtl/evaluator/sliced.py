@@ -13,13 +13,19 @@ the placer puts every copy between the shared address and its block RAM, so the 
 is cut in two.
 
 Read latency: two cycles. ``r_data`` is the word at the ``r_addr`` of two cycles earlier
-(the address register, then the block RAM's read register). Writes are the block RAM's
-own (``w_*`` written at the end of their cycle) or, with ``reg_writes`` 1, from a copy per
-slice of registers loaded with them (written a cycle later; ``landing``: the slices'
-write enables of the cycle). With ``reg_writes`` 2 each slice has two such copies in a row
-(written two cycles later): the placer puts the first between the write's source and the
-second, beside the block RAM, so the route from one source to slices all over the chip is
-cut twice.
+(the address register, then the block RAM's read register). Writes (``writes``):
+
+* ``"direct"``: the block RAMs' own (``w_*`` written at the end of their cycle);
+* ``"registered"``: from a copy per slice of registers loaded with ``w_*`` (written a
+  cycle later; ``landing``: the slices' write enables of the cycle);
+* ``"broadcast"``: one granule's value (``w_unit``) into the granule ``w_index`` of the
+  word (the noise fill's writes: one lane's slot, or one group's), through a tree of
+  registers: a copy of the write per :data:`WRITE_FANOUT` slices, then each slice's own
+  registers, whose enables it decodes from its copy's index (written two cycles later).
+  A source reaches a few copies, not every slice: a register net of hundreds of loads
+  over the chip gives the placer no reason to put any of them near the source, so
+  "registered" cuts such a route once at best (the 128-lane evaluator at ``41cf5da``:
+  the fill into the first of two per-slice registers, 13.84 ns).
 
 A read of a word written in the same cycle gives an unspecified word
 (:data:`~pentegg.rtl.bram.NO_RW_CHECK`): :meth:`watches` lists each slice's ports for the
@@ -37,7 +43,13 @@ from ..bram import NO_RW_CHECK, RWWatch
 from ..params import check_int
 from .pass_engine import REPLICA_ATTR
 
-__all__ = ["SlicedRAM", "slice_granules_for"]
+__all__ = ["WRITES", "WRITE_FANOUT", "SlicedRAM", "slice_granules_for"]
+
+#: slices one first-level copy of a broadcast write feeds
+WRITE_FANOUT = 4
+
+#: the write structures and their latency, ``w_*`` to ``landing``
+WRITES = {"direct": 0, "registered": 1, "broadcast": 2}
 
 
 def slice_granules_for(platform, depth: int, granule: int) -> int | None:
@@ -62,9 +74,8 @@ class SlicedRAM(wiring.Component):
         ``width`` a multiple of ``granule``.
     per_slice : int or None
         Granules of a slice (:func:`slice_granules_for`); None: one slice.
-    reg_writes : int
-        Write registers of each slice in a row, 0..2: none (the block RAMs' own), one (a
-        cycle later) or two (two cycles later); ``write_latency``.
+    writes : str
+        One of :data:`WRITES` (above).
     name : str
         Prefix of the slices' names.
 
@@ -74,7 +85,9 @@ class SlicedRAM(wiring.Component):
     r_data : Out(width)
         The word at ``r_addr`` two cycles earlier.
     w_addr : In(ceil_log2(depth)), w_data : In(width), w_en : In(width // granule)
-        A write, per granule.
+        A write, per granule ("direct", "registered").
+    w_addr, w_unit : In(granule), w_index : In(range(width // granule)), w_valid : In(1)
+        A write of one granule ("broadcast").
     landing : Out(width // granule)
         The write enables reaching the memories this cycle.
     """
@@ -86,15 +99,16 @@ class SlicedRAM(wiring.Component):
         depth: int,
         granule: int,
         per_slice: int | None,
-        reg_writes: int = 0,
+        writes: str = "direct",
         name: str = "ram",
     ):
         check_int("granule", granule, 1, width)
-        check_int("reg_writes", int(reg_writes), 0, 2)
+        if writes not in WRITES:
+            raise ValueError(f"SlicedRAM {name}: writes {writes!r} is not one of {list(WRITES)}")
         if width % granule:
             raise ValueError(f"SlicedRAM {name}: width {width} is not a multiple of {granule}")
         self.width, self.depth, self.granule = width, depth, granule
-        self.reg_writes, self.name = int(reg_writes), name
+        self.writes, self.name = writes, name
         n = width // granule
         # a word narrower than a block RAM's granules is one slice
         per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
@@ -112,8 +126,11 @@ class SlicedRAM(wiring.Component):
                 "r_addr": In(self.abits),
                 "r_data": Out(width),
                 "w_addr": In(self.abits),
-                "w_data": In(width),
-                "w_en": In(n),
+                **(
+                    {"w_unit": In(granule), "w_index": In(range(n)), "w_valid": In(1)}
+                    if writes == "broadcast"
+                    else {"w_data": In(width), "w_en": In(n)}
+                ),
                 "landing": Out(n),
             }
         )
@@ -125,7 +142,7 @@ class SlicedRAM(wiring.Component):
     @property
     def write_latency(self) -> int:
         """Cycles from a write on ``w_*`` to its ``landing``."""
-        return self.reg_writes
+        return WRITES[self.writes]
 
     def watches(self, used) -> list[RWWatch]:
         """Each slice's read and write port; ``used``: the read of the cycle (at the
@@ -140,6 +157,21 @@ class SlicedRAM(wiring.Component):
         g = self.granule
         copy = {REPLICA_ATTR: 1} if self.slices > 1 else {}
         datas = []
+        if self.writes == "broadcast":
+            # the first level: a copy of the write per WRITE_FANOUT slices
+            k_copies = -(-self.slices // WRITE_FANOUT)
+            kc = {REPLICA_ATTR: 1} if k_copies > 1 else {}
+            first = []
+            for k in range(k_copies):
+                regs = (
+                    Signal(self.abits, name=f"{self.name}_va{k}", reset_less=True, attrs=kc),
+                    Signal(g, name=f"{self.name}_vu{k}", reset_less=True, attrs=kc),
+                    Signal.like(self.w_index, name=f"{self.name}_vi{k}", reset_less=True, attrs=kc),
+                    Signal(name=f"{self.name}_vv{k}", attrs=kc),
+                )
+                src = (self.w_addr, self.w_unit, self.w_index, self.w_valid)
+                m.d.sync += [r.eq(v) for r, v in zip(regs, src, strict=True)]
+                first.append(regs)
         for s, ((lo, hi), mem, rp, wp) in enumerate(
             zip(self.spans, self.mems, self.rports, self.wports, strict=True)
         ):
@@ -148,30 +180,26 @@ class SlicedRAM(wiring.Component):
             m.d.sync += ra.eq(self.r_addr)
             m.d.comb += [rp.addr.eq(ra), rp.en.eq(1)]
             datas.append(rp.data)
-            w = (self.w_addr, self.w_data[lo * g : hi * g], self.w_en[lo:hi])
-            if self.reg_writes == 2:
-                w = self._regs(m, w, f"{self.name}_v", s, copy)
-            if self.reg_writes:
+            if self.writes == "broadcast":
+                a1, u1, i1, v1 = first[s // WRITE_FANOUT]
+                w = (a1, u1.replicate(hi - lo), Cat(v1 & (i1 == j) for j in range(lo, hi)))
+            else:
+                w = (self.w_addr, self.w_data[lo * g : hi * g], self.w_en[lo:hi])
+            if self.writes != "direct":
                 # every register a copy of the slice's own: a word that repeats one
                 # value (the noise fill's slot in every lane's field) would otherwise
                 # have its data registers merged into one driving every slice (the
                 # 128-lane ECP5 evaluator's critical path at 0a4b63e: a noise bank's
                 # write data register into another slice's block RAM, 14.67 ns, all of
                 # it routing but 0.74)
-                w = self._regs(m, w, f"{self.name}_w", s, copy)
+                regs = (
+                    Signal(self.abits, name=f"{self.name}_wa{s}", reset_less=True, attrs=copy),
+                    Signal((hi - lo) * g, name=f"{self.name}_wd{s}", reset_less=True, attrs=copy),
+                    Signal(hi - lo, name=f"{self.name}_we{s}", attrs=copy),
+                )
+                m.d.sync += [r.eq(v) for r, v in zip(regs, w, strict=True)]
+                w = regs
             m.d.comb += [wp.addr.eq(w[0]), wp.data.eq(w[1]), wp.en.eq(w[2])]
             m.d.comb += self.landing[lo:hi].eq(wp.en)
         m.d.comb += self.r_data.eq(Cat(*datas))
         return m
-
-    def _regs(self, m, w, prefix, s, copy):
-        """The write ``w`` (address, data, enables) through registers named
-        ``{prefix}a{s}``, ``d``, ``e``."""
-        addr, data, en = w
-        regs = (
-            Signal(self.abits, name=f"{prefix}a{s}", reset_less=True, attrs=copy),
-            Signal(len(data), name=f"{prefix}d{s}", reset_less=True, attrs=copy),
-            Signal(len(en), name=f"{prefix}e{s}", attrs=copy),
-        )
-        m.d.sync += [r.eq(v) for r, v in zip(regs, (addr, data, en), strict=True)]
-        return regs
