@@ -330,6 +330,28 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
         assert len(got[c]) == 2, (c, got[c])
 
 
+def test_each_lane_takes_its_controls_from_a_register_of_its_own(tmp_path):
+    """With more than one finalizer group the pass engine's lane controls go through a
+    copy per group and then a register per lane (a copy's net had reached its 8 lanes'
+    term logic, about 160 loads: the 128-lane evaluator's critical path at 41cf5da); the
+    lane's registers have one input each, so without the replica attribute Yosys made
+    them one per group again. Sixteen lanes: sixteen drivers of the lanes' registers
+    and of their flush, which alone takes the reset."""
+    text, params = _evaluator_rtlil(16)  # two groups of 8 lanes
+    assert params.finalizers == 2
+    sel = {
+        "copy": "w:*engine.ctrl_copy* %ci1 t:*dff* %i",
+        "lane": "w:*engine.ctrl_lane* %ci1 t:*dff* %i",
+        "flush": "w:*engine.ctrl_flush* %ci1 t:*dff* %i",
+        "lane_reset": "w:*engine.ctrl_lane* %ci1 t:*sdff* t:*adff* %u %i",
+    }
+    got = _optimised_selection(tmp_path, "ev", text, sel)
+    assert len(got["copy"]) == 2, got["copy"]
+    assert len(got["lane"]) >= 16, got["lane"]
+    assert len(got["flush"]) == 16, got["flush"]
+    assert got["lane_reset"] == [], got["lane_reset"]
+
+
 def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(tmp_path):
     """The loader's activation write data (8 bits per lane) is a register without a
     reset (written every cycle before an enable uses it; with one it was 1,024 of the

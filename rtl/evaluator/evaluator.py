@@ -187,7 +187,12 @@ class PopulationEvaluator(wiring.Component):
 
         rec_layout = record_layout(p, nbits)
         m.submodules.fin = fin = Finalizer(p, nbits)
-        m.submodules.engine = eng = PassEngine(p, rec_layout, nbits, copies=p.finalizers)
+        # the lane controls: a copy per finalizer group, then (more than one group) a
+        # register of each lane's own
+        per_lane = p.finalizers > 1
+        m.submodules.engine = eng = PassEngine(
+            p, rec_layout, nbits, copies=p.finalizers, per_lane=per_lane
+        )
         m.submodules.weights = ws = WeightStreamer(
             addr_bits=self.waddr_bits, n_bits=p.width_bits, mem_latency=p.mem_latency
         )
@@ -419,7 +424,7 @@ class PopulationEvaluator(wiring.Component):
         # 128-lane ULX3S build at 0b480c3 missed timing on one flush net reaching every
         # lane's accumulators: 23.18 ns, 21.76 of it routing)
         for j, lane in enumerate(lanes):
-            ctrl = eng.ctrl[j // p.group_lanes]
+            ctrl = eng.ctrl[j if per_lane else j // p.group_lanes]
             m.d.comb += [
                 lane.x.eq(x_reg[8 * j : 8 * j + 8].as_signed()),
                 lane.nd.eq(Mux(ctrl.bank, n_data[1][j].as_value(), n_data[0][j].as_value())),

@@ -131,6 +131,9 @@ class PassEngine(wiring.Component):
         Width of a noise-bank address.
     copies : int
         Copies of the lane controls, 1..lanes (the evaluator: one per finalizer group).
+    per_lane : bool
+        After the copies, a register of each lane's own, loaded from its group's copy
+        (lane ``j``: copy ``j // group_lanes``); ``ctrl`` has an entry per lane.
 
     Interface attributes
     --------------------
@@ -144,11 +147,12 @@ class PassEngine(wiring.Component):
         Noise bank reads: ``nz_en`` marks a u-row pass's MAC beat (from a register),
         which reads bank ``nz_bank`` at ``nz_addr``; quantized mode's layer passes read
         their E digits at ``nz_addr`` on every beat (``nz_en`` stays low).
-    ctrl : Out(ArrayLayout(lane_ctrl_layout(), copies))
+    ctrl : Out(ArrayLayout(lane_ctrl_layout(), copies or lanes))
         To the lanes, aligned with the read data (``LATENCY`` cycles after the reads):
         ``copies`` identical copies from registers of their own, so that no register
-        drives every lane (a group of lanes takes one copy). In reset every copy holds
-        ``flush`` high (the lanes' accumulators take no reset: a flush clears them).
+        drives every lane (a group of lanes takes one copy), or with ``per_lane`` each
+        lane's own register, loaded from a copy. In reset every register holds ``flush``
+        high (the lanes' accumulators take no reset: a flush clears them).
     rec : Out(stream.Signature(rec_layout))
         Pass records, one per pass, when the captures hold its sums.
     consumed : In(1)
@@ -164,10 +168,12 @@ class PassEngine(wiring.Component):
     Throughput: ``n + 1`` cycles per pass when nothing waits.
     """
 
-    def __init__(self, p: EvaluatorParams, rec_layout, noise_bits: int, copies: int = 1):
+    def __init__(
+        self, p: EvaluatorParams, rec_layout, noise_bits: int, copies: int = 1, per_lane=False
+    ):
         check_int("copies", copies, 1, p.lanes)
         self.p = p
-        self.copies = copies
+        self.copies, self.per_lane = copies, bool(per_lane)
         self.rec_layout = rec_layout
         self.noise_bits = noise_bits
         self.cmd_layout = command_layout(p, rec_layout, noise_bits)
@@ -181,7 +187,7 @@ class PassEngine(wiring.Component):
                 "nz_addr": Out(noise_bits),
                 "nz_bank": Out(1),
                 "nz_en": Out(1),
-                "ctrl": Out(data.ArrayLayout(lane_ctrl_layout(), copies)),
+                "ctrl": Out(data.ArrayLayout(lane_ctrl_layout(), p.lanes if per_lane else copies)),
                 "rec": Out(stream.Signature(rec_layout)),
                 "consumed": In(1),
                 "blocks_done": In(16),
@@ -282,11 +288,13 @@ class PassEngine(wiring.Component):
                 now.w[i].neg.eq(ctrl["neg"] & beat_w),
                 now.w[i].nz.eq(ctrl["nz"] & beat_w),
             ]
-        # LATENCY - 1 shared stages, then the last stage once per copy
+        # shared stages, then a stage once per copy, then (per_lane) once per lane:
+        # LATENCY stages in all
         pipe = [now]
-        for j in range(LATENCY - 1):
+        for j in range(LATENCY - 1 - self.per_lane):
             pipe.append(Signal(lane_ctrl_layout(), name=f"ctrl{j}"))
             m.d.sync += pipe[-1].eq(pipe[-2])
+        outs = []
         for g in range(self.copies):
             out = Signal(
                 lane_ctrl_layout(),
@@ -295,7 +303,27 @@ class PassEngine(wiring.Component):
                 attrs={REPLICA_ATTR: 1} if self.copies > 1 else {},
             )
             m.d.sync += out.eq(pipe[-1])
-            m.d.comb += self.ctrl[g].eq(out)
+            outs.append(out)
+        if self.per_lane:
+            # a net of a copy reached its 8 lanes' term logic, about 160 loads (the
+            # 128-lane evaluator's critical path at 41cf5da: a copy's src into lane
+            # 108's term register, 14.58 ns, 13.34 of it routing; 781 of the lanes'
+            # term registers past 10 ns)
+            # (only the flush takes the reset: the lane ignores the rest while it is
+            # high, and 128 lanes' 12 bits would have doubled the engine's reset leaf)
+            for j in range(self.p.lanes):
+                copy = outs[min(j // self.p.group_lanes, self.copies - 1)]
+                leaf = Signal(
+                    lane_ctrl_layout(),
+                    name=f"ctrl_lane{j}",
+                    reset_less=True,
+                    attrs={REPLICA_ATTR: 1},
+                )
+                leaf_flush = Signal(name=f"ctrl_flush{j}", init=1, attrs={REPLICA_ATTR: 1})
+                m.d.sync += [leaf.eq(copy), leaf_flush.eq(copy.flush)]
+                m.d.comb += [self.ctrl[j].eq(leaf), self.ctrl[j].flush.eq(leaf_flush)]
+        else:
+            m.d.comb += [self.ctrl[g].eq(out) for g, out in enumerate(outs)]
 
         # ---- the record: its captures are written LATENCY cycles after the flush beat;
         # it is pushed one cycle later
