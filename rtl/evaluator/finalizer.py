@@ -386,7 +386,8 @@ class Finalizer(wiring.Component):
             m.d.sync += self.blocks_done.eq(0)
         with m.Elif((wc == 2) & ends_block):  # after the spilled writes
             m.d.sync += self.blocks_done.eq(self.blocks_done + 1)
-        in_flight = Cat(opP.valid, opP2.valid, opS.valid, opU.valid, blk_end.valid).any()
+        t_pend = Signal()  # a term to be written this cycle
+        in_flight = Cat(opP.valid, opP2.valid, opS.valid, opU.valid, blk_end.valid, t_pend).any()
         m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)
 
         # reservations
@@ -476,14 +477,20 @@ class Finalizer(wiring.Component):
             lq.w_en.eq(lg),
             l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 2) & ~opU.rec.two)),
         ]
+        # terms: written a cycle after the op's wc 3, from the groups' term registers
+        # (each group's margin logic had run into the one FIFO's storage: 243 of its
+        # write-data endpoints past 10 ns in the 128-lane evaluator at 41cf5da); the
+        # reservation is released by the write itself
         tg = u_state & opU.rec.last_row & (wc == 3)
+        t_op = Signal(op_layout, reset_less=True)
+        m.d.sync += [t_pend.eq(tg), t_op.eq(opU)]
         m.d.comb += [
-            term_beat.i.eq(opU.i),
-            term_beat.s.eq(opU.rec.s),
-            term_beat.first.eq(opU.rec.first_sample),
+            term_beat.i.eq(t_op.i),
+            term_beat.s.eq(t_op.rec.s),
+            term_beat.first.eq(t_op.rec.first_sample),
             tq.w_data.eq(term_beat.as_value()),
-            tq.w_en.eq(tg),
-            t_put.eq(tg),
+            tq.w_en.eq(t_pend),
+            t_put.eq(t_pend),
         ]
         return m
 
@@ -978,7 +985,9 @@ class Finalizer(wiring.Component):
         diff = sig(signed(10), "diff")
         m.d.comb += diff.eq(s_lab - s_max)
         term = Mux(s_max == NO_OTHER, rt.margin, Mux(diff > rt.margin, rt.margin, diff))
-        m.d.comb += term_beat.term[g].eq(term)
+        term_r = sig(term_beat.term[g].shape(), "term_r")
+        m.d.sync += term_r.eq(term)
+        m.d.comb += term_beat.term[g].eq(term_r)
 
         for b in range(2):
             wp = wports[b]
@@ -1001,8 +1010,14 @@ class Finalizer(wiring.Component):
                     wp.en.eq(wr_db == b),
                 ]
 
-        # hidden activations: this group's lane i of the op in U
-        hv8 = Mux(wc == 1, h[0][:8], h[1][:8])
+        # hidden activations: this group's lane i of the op in U, h0 in wc 1 and h1 in
+        # wc 2, from a register loaded with the saturated value as h0 and h1 are (in wc
+        # 0 and 1), so no choice by the window count lies between a register and the
+        # loader's data registers of the group's lanes (the choice after h0 and h1:
+        # 795 of those data registers past 10 ns in the 128-lane evaluator at 41cf5da)
+        hv8 = sig(8, "hv8")
+        with m.If(~wc[1]):
+            m.d.sync += hv8.eq(sat[:8])
         m.d.comb += self.aw_bytes[g].eq(hv8)
         for j, lane in enumerate(lanes):
             m.d.comb += aw_en[lane].eq(aw & (opU.i == j))
