@@ -478,8 +478,8 @@ class Finalizer(wiring.Component):
             l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 2) & ~opU.rec.two)),
         ]
         # terms: written a cycle after the op's wc 3, from the groups' term registers
-        # (each group's margin logic had run into the one FIFO's storage: 243 of its
-        # write-data endpoints past 10 ns in the 128-lane evaluator at 41cf5da); the
+        # (each group's margin logic had run into the one FIFO's storage: 147 of its
+        # write-data endpoints past 10 ns in the 128-lane evaluator at 045385e); the
         # reservation is released by the write itself
         tg = u_state & opU.rec.last_row & (wc == 3)
         t_op = Signal(op_layout, reset_less=True)
@@ -850,7 +850,7 @@ class Finalizer(wiring.Component):
         # vc = v + 127 * d + the rounding constant, in two steps: the constant terms at
         # wc 0 (the op's digits, the layer's shift through its decode), then the add at
         # wc 1 (one adder after a register; the three-operand add after the decode had
-        # 613 vc endpoints past 10 ns in the 128-lane evaluator at 41cf5da). The B digit
+        # 205 vc endpoints past 10 ns in the 128-lane evaluator at 41cf5da). The B digit
         # of a STORE (bbP2) holds from wc 0 to wc 3, the op's fields the whole window.
         vc = [sig(signed(w), f"vc{i}") for i in range(2)]
         bias_rs = [sig(signed(max(w, 18)), f"brs{i}") for i in range(2)]
@@ -1022,7 +1022,7 @@ class Finalizer(wiring.Component):
         # wc 2, from a register loaded with the saturated value as h0 and h1 are (in wc
         # 0 and 1), so no choice by the window count lies between a register and the
         # loader's data registers of the group's lanes (the choice after h0 and h1:
-        # 795 of those data registers past 10 ns in the 128-lane evaluator at 41cf5da)
+        # 129 of those data registers past 10 ns in the 128-lane evaluator at 41cf5da)
         hv8 = sig(8, "hv8")
         with m.If(~wc[1]):
             m.d.sync += hv8.eq(sat[:8])

@@ -307,7 +307,7 @@ class PassEngine(wiring.Component):
         if self.per_lane:
             # a net of a copy reached its 8 lanes' term logic, about 160 loads (the
             # 128-lane evaluator's critical path at 41cf5da: a copy's src into lane
-            # 108's term register, 14.58 ns, 13.34 of it routing; 781 of the lanes'
+            # 108's term register, 14.58 ns, 13.34 of it routing; 130 of the lanes'
             # term registers past 10 ns)
             # (only the flush takes the reset: the lane ignores the rest while it is
             # high, and 128 lanes' 12 bits would have doubled the engine's reset leaf)
