@@ -276,6 +276,9 @@ def _print_late(r) -> None:
         return
     counts = ", ".join(f"{n} at {f} MHz" for f, n in late["over_period"].items())
     print(f"late     of {late['endpoints']} timing endpoints, past the period: {counts}")
+    if late["groups"]:
+        period = 1000 / r.target_mhz
+        print(f"  groups with the most past the target's period ({period:.2f} ns):")
     for name, n, worst in late["groups"]:
         print(f"  {n:>6}  {name} (worst {worst} ns)")
 

@@ -203,6 +203,7 @@ def test_synth_endpoints_counts_late_endpoints_per_clock_and_names_their_groups(
     assert late["groups"] and sum(n for _, n, _ in late["groups"]) <= over["400"]
     assert all(worst > 2.5 for _, _, worst in late["groups"])  # past 1000 / 400 ns
     assert "late     of" in r.stdout
+    assert "past the target's period (2.50 ns):" in r.stdout  # what the groups count
     plain = pentegg("synth", "pquant", "--device", "up5k", "--param", "width=6", "--json")
     assert json.loads(plain.stdout.strip().splitlines()[-1])["late_endpoints"] is None
 
