@@ -902,13 +902,19 @@ class Finalizer(wiring.Component):
         with m.If(opU.valid & (wc == 0)):
             m.d.sync += y[1].eq(shifted)
         h = [sig(signed(uw), f"h{i}") for i in range(2)]
-        ysat = Mux(wc[0], y[1], y[0])
         lo = Mux(lastU, -127, 0)
-        sat = Mux(storeU, ysat, Mux(ysat > 127, 127, Mux(ysat < lo, lo, ysat)))
+
+        def saturate(v):  # STORE ops: v itself
+            return Mux(storeU, v, Mux(v > 127, 127, Mux(v < lo, lo, v)))
+
+        # each value saturated by its own compares, no choice by the window count before
+        # them (the choice of y0 or y1 by wc, then the compares, into h0 was the 128-lane
+        # evaluator's critical path at 045385e and 5d8c66b: 14.19 and 13.42 ns, 6 levels)
+        sat = [saturate(y[i]) for i in range(2)]
         with m.If(opU.valid & (wc == 0)):
-            m.d.sync += h[0].eq(sat)
+            m.d.sync += h[0].eq(sat[0])
         with m.If(opU.valid & (wc == 1)):
-            m.d.sync += h[1].eq(sat)
+            m.d.sync += h[1].eq(sat[1])
 
         # ---- U: outputs, u_{l+1} update, margin state
         # h as the U stage's u update uses it (BIAS and the bias row forced), loaded at
@@ -924,7 +930,7 @@ class Finalizer(wiring.Component):
         with m.If(wc == 1):
             m.d.sync += [
                 hU[0].eq(Mux(bias_op, BIAS, h[0])),
-                hU[1].eq(Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, sat))),
+                hU[1].eq(Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, sat[1]))),
             ]
         # the B digits' column of the write happening now: loaded at wc 1 with the U
         # op's digits (bsrU holds them until wc 2), shifted one column per write
@@ -1025,7 +1031,7 @@ class Finalizer(wiring.Component):
         # 129 of those data registers past 10 ns in the 128-lane evaluator at 41cf5da)
         hv8 = sig(8, "hv8")
         with m.If(~wc[1]):
-            m.d.sync += hv8.eq(sat[:8])
+            m.d.sync += hv8.eq(Mux(wc[0], sat[1], sat[0])[:8])
         m.d.comb += self.aw_bytes[g].eq(hv8)
         for j, lane in enumerate(lanes):
             m.d.comb += aw_en[lane].eq(aw & (opU.i == j))
