@@ -303,12 +303,15 @@ def _optimised_selection(tmp_path, top: str, rtlil_text: str, selects: dict) -> 
     return {k: (tmp_path / f"{k}.sel").read_text().split() for k in selects}
 
 
-def _evaluator_rtlil(lanes: int):
-    """The evaluator of ``lanes`` lanes as RTLIL for the ECP5, and its parameters."""
+def _two_group_evaluator_selection(tmp_path, selects: dict) -> dict:
+    """:func:`_optimised_selection` on the 16-lane evaluator for the ECP5: two finalizer
+    groups of 8 lanes, so each per-group (or per-lane) copy has its own driver."""
     from pentegg.rtl.catalog import build
 
-    ev = build("evaluator", {"lanes": lanes})
-    return rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")), ev.params
+    ev = build("evaluator", {"lanes": 16})
+    assert ev.params.finalizers == 2
+    text = rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5"))
+    return _optimised_selection(tmp_path, "ev", text, selects)
 
 
 def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
@@ -320,12 +323,8 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
     made them one register driving every group (the ECP5 critical path at ed7576d; the
     op in U into a group's u bank at 1d5a36a). With two groups, each copy has two driving
     registers after the flows' replica keep and Yosys's optimisation."""
-    text, params = _evaluator_rtlil(16)  # two groups of 8 lanes
-    assert params.finalizers == 2
     copies = ["id0_g", "id1_g", "ip_g", "op_S_valid_g", "op_U_valid_g", "arr2_g", "arrf2_g"]
-    got = _optimised_selection(
-        tmp_path, "ev", text, {c: f"w:*fin.{c}* %ci1 t:* %i" for c in copies}
-    )
+    got = _two_group_evaluator_selection(tmp_path, {c: f"w:*fin.{c}* %ci1 t:* %i" for c in copies})
     for c in copies:
         assert len(got[c]) == 2, (c, got[c])
 
@@ -337,15 +336,13 @@ def test_each_lane_takes_its_controls_from_a_register_of_its_own(tmp_path):
     lane's registers have one input each, so without the replica attribute Yosys made
     them one per group again. Sixteen lanes: sixteen drivers of the lanes' registers
     and of their flush, which alone takes the reset."""
-    text, params = _evaluator_rtlil(16)  # two groups of 8 lanes
-    assert params.finalizers == 2
     sel = {
         "copy": "w:*engine.ctrl_copy* %ci1 t:*dff* %i",
         "lane": "w:*engine.ctrl_lane* %ci1 t:*dff* %i",
         "flush": "w:*engine.ctrl_flush* %ci1 t:*dff* %i",
         "lane_reset": "w:*engine.ctrl_lane* %ci1 t:*sdff* t:*adff* %u %i",
     }
-    got = _optimised_selection(tmp_path, "ev", text, sel)
+    got = _two_group_evaluator_selection(tmp_path, sel)
     assert len(got["copy"]) == 2, got["copy"]
     assert len(got["lane"]) >= 16, got["lane"]
     assert len(got["flush"]) == 16, got["flush"]
@@ -361,8 +358,6 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
     loads at 128 lanes), as does the shared sample's byte. Two groups: two drivers of
     each, no data flip-flop with a reset, after the flows' replica keep and Yosys's
     optimisation."""
-    text, params = _evaluator_rtlil(16)  # two groups of 8 lanes
-    assert params.finalizers == 2
     sel = {
         "use_common": "w:*loader.aw_use_common* %ci1 t:* %i",
         "fin_next": "w:*loader.aw_fin_next* %ci1 t:* %i",
@@ -370,7 +365,7 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
         "data": "w:*loader.aw_data* %ci1 t:*dff* %i",
         "data_reset": "w:*loader.aw_data* %ci1 t:*sdff* t:*adff* %u %i",
     }
-    got = _optimised_selection(tmp_path, "ev", text, sel)
+    got = _two_group_evaluator_selection(tmp_path, sel)
     assert len(got["use_common"]) == 2, got["use_common"]
     assert len(got["fin_next"]) == 2, got["fin_next"]
     assert len(got["got"]) == 2, got["got"]  # the shared sample's byte
