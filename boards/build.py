@@ -150,13 +150,7 @@ def build(
         top,
         name="top",
         do_build=False,
-        nextpnr_opts=" ".join(
-            (
-                "--report report.json --timing-allow-fail",
-                f"--seed {seeds[0]}",
-                *board.nextpnr_options(params),
-            )
-        ),
+        nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seeds[0]}",
     )
     plan.extract(work)
     # the memories marked no_rw_check map onto block RAM as they are, without Yosys's
@@ -306,7 +300,7 @@ def _run_script(work: Path, env: dict[str, str], stages: list, progress) -> int:
                 proc.wait()
                 raise RouterStalled(
                     f"nextpnr's router made no progress for {watch.clock() - watch.since:.0f} s "
-                    f"({watch.best:,} {watch.unit}): this placement does not route; try "
+                    f"({watch.best:,} arcs left): this placement does not route; try "
                     f"another --seed (log: {work / 'top.tim'})"
                 )
             time.sleep(0.1)

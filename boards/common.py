@@ -35,7 +35,6 @@ from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..rtl.link.uart import UartRx, UartTx, baud_divisor
-from ..rtl.synth import ecp5_router
 
 __all__ = [
     "CORES",
@@ -209,10 +208,6 @@ class Board:
     #: core name -> one line saying why that core cannot be built for this board (the
     #: build stops before synthesis, unless forced)
     unfit: dict[str, str] = field(default_factory=dict)
-    #: nextpnr options of this board's builds (beyond the report and --timing-allow-fail)
-    nextpnr_opts: tuple[str, ...] = ()
-    #: an ECP5 board: the router follows the lane count (``rtl.synth.ecp5_router``)
-    router_by_lanes: bool = False
     #: the Device core's default clock by its lane count: ``(lanes up to, MHz)`` pairs,
     #: in increasing order; more lanes than any pair, or another core, get
     #: ``default_clock_mhz``
@@ -226,15 +221,6 @@ class Board:
         if core == "device":
             return dict(self.defaults)
         return dict(self.core_defaults.get(core, {}))
-
-    def nextpnr_options(self, params: dict[str, Any]) -> tuple[str, ...]:
-        """nextpnr's options for a build of the core parameters ``params`` (the board's
-        defaults for those not given)."""
-        opts = self.nextpnr_opts
-        if self.router_by_lanes:
-            lanes = params.get("lanes", self.defaults.get("lanes", 1))
-            opts += ecp5_router(int(lanes))
-        return opts
 
     def default_clock(self, core: str = "", params: dict[str, Any] | None = None) -> int:
         """The core clock (MHz) of a build of ``core`` with ``params`` (the board's

@@ -138,9 +138,6 @@ BOARD = Board(
     defaults=DEFAULT_PARAMS,
     bitstream="top.bit",
     family="ecp5",
-    # nextpnr's router2 above 64 lanes, router1 up to them (rtl.synth.ecp5_router): each
-    # is the one that routed best at its size (docs/boards.md)
-    router_by_lanes=True,
     program_flash=("-b", "ulx3s", "-f"),
     program_sram=("-b", "ulx3s", "-m"),
     default_target="sram",

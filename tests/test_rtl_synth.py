@@ -472,18 +472,18 @@ def test_sliced_ram_broadcast_writes_keep_a_first_level_copy_per_four_slices(tmp
 def test_a_stalled_nextpnr_stops_synthesis_with_one_line(tmp_path, monkeypatch):
     """synth's nextpnr run under the router watch: a router that stops making progress
     is killed and named in a SynthError suggesting another seed, instead of a run that
-    never ends (a stand-in nextpnr writes router2 lines, then hangs)."""
+    never ends (a stand-in nextpnr writes a router line, then hangs)."""
     from pentegg.rtl import synth as s
 
     script = tmp_path / "fake_nextpnr.py"
     script.write_text(
         "import sys, time\n"
-        "print('Info:     iter=1 wires=10 overused=291 overuse=291 archfail=NA', flush=True)\n"
+        "print('Info:  1000 |  900  100 |  900  100 |  291|  0.50  0.50|', flush=True)\n"
         "while True:\n"
         "    time.sleep(0.1)\n"
     )
     monkeypatch.setattr(s, "ROUTER_STALL_S", 0.5)
-    with pytest.raises(s.SynthError, match=r"router made no progress .*291 wires overused.*--seed"):
+    with pytest.raises(s.SynthError, match=r"router made no progress .*291 arcs left.*--seed"):
         s._run([sys.executable, str(script)], tmp_path, "nextpnr.log", watch_router=True)
 
 
@@ -502,7 +502,7 @@ def test_synthesis_without_a_seed_places_again_with_the_next_when_the_router_sta
         "import os, sys, time\n"
         "args = sys.argv[1:]\n"
         "if args[args.index('--seed') + 1] == '1':\n"
-        "    print('Info:     iter=1 wires=10 overused=7 overuse=7 archfail=NA', flush=True)\n"
+        "    print('Info:  1000 |  900  100 |  900  100 |  7|  0.50  0.50|', flush=True)\n"
         "    while True:\n"
         "        time.sleep(0.1)\n"
         f"os.execv({real!r}, [{real!r}, *args])\n"
@@ -517,5 +517,5 @@ def test_synthesis_without_a_seed_places_again_with_the_next_when_the_router_sta
         "seed": 2,
         "stalled_seeds": [1],
     }
-    with pytest.raises(s.SynthRouterStalled, match=r"7 wires overused.*--seed"):
+    with pytest.raises(s.SynthRouterStalled, match=r"7 arcs left.*--seed"):
         s.synthesize("pquant", "up5k", seed=1, build_dir=tmp_path / "one")
