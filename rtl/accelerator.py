@@ -512,19 +512,21 @@ class Accelerator(wiring.Component):
 
         # samples, labels, batch indices: read by the evaluator, written by the host
         # (only while idle, so never in a cycle the evaluator reads): single-port RAMs,
-        # the UP5K's SPRAM when large (rtl/bram.py)
+        # the UP5K's SPRAM when large, the ECP5's block RAMs with their output register
+        # when mem_latency >= 2 (rtl/bram.py: the 45-block sample memory's read
+        # multiplexer then starts from flip-flops)
         sprams = 0
         for name, width, addr, dout in (
             ("samples", 8, ev.s_addr, ev.s_data),
             ("labels", 16, ev.l_addr, ev.l_data),
             ("batch", 16, ev.b_addr + ctl.batch_base, ev.b_data),
         ):
-            ram = SinglePortRAM(width, self.depths[name])
+            ram = SinglePortRAM(width, self.depths[name], latency=min(lat, 2))
             m.submodules[f"mem_{name}"] = ram
             sprams += ram.sprams(platform)
             m.d.comb += [
                 ram.r_addr.eq(Mux(phase == 1, addr, host_addr)),
-                dout.eq(delayed(ram.r_data, lat - 1, name)),
+                dout.eq(delayed(ram.r_data, lat - ram.latency, name)),
             ]
             write_port(_WritePort(ram.w_addr, ram.w_data, ram.w_en), name, [])
             rd_data[name] = ram.r_data
@@ -587,7 +589,8 @@ class Accelerator(wiring.Component):
         rd_data["logits"] = rp.data.as_signed()
 
         # host reads: each memory's read data registered, then the selected one (the
-        # decoder samples it two cycles after mem_ren; the address is held meanwhile)
+        # decoder samples it three cycles after mem_ren, the address held meanwhile: the
+        # single-port memories' read latency is up to two)
         sel_d = Signal.like(host_sel, reset_less=True)
         m.d.sync += sel_d.eq(host_sel)
         with m.Switch(sel_d):

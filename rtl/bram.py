@@ -21,13 +21,20 @@ mode: word address on ``AD[13:4]``, byte enables on ``AD[1:0]``; 16 words of 18 
 
 :class:`SinglePortRAM` is a RAM that is written and read at different times (the
 accelerator's sample and label memories: the host writes them while the accelerator is
-idle, the evaluator reads them while it runs). Elaborated for an iCE40
-(``platform.family == "ice40"``) and larger than :data:`SPRAM_MIN_BITS`, it is built of
-the iCE40UP5K's single-port RAMs (``SB_SPRAM256KA``, 16 K words of 16 bits, four on the
-device), so the block RAMs stay free for the memories that are read and written in the
-same cycle; otherwise it is a generic Amaranth memory. ``tests/test_rtl_bram.py`` checks
-the SPRAM form against the generic one in Icarus on Yosys's simulation model of the
-primitive (``share/ice40/cells_sim.v`` of the YoWASP Yosys package).
+idle, the evaluator reads them while it runs), with a read latency of one or two cycles.
+Elaborated for an iCE40 (``platform.family == "ice40"``) and larger than
+:data:`SPRAM_MIN_BITS`, it is built of the iCE40UP5K's single-port RAMs
+(``SB_SPRAM256KA``, 16 K words of 16 bits, four on the device), so the block RAMs stay
+free for the memories that are read and written in the same cycle. Elaborated for an
+ECP5 with a latency of two, it is built of ``DP16KD`` block RAMs with their output
+register, the read multiplexer across the blocks after it: Yosys maps a deep memory onto
+``DP16KD`` without the register (the 92,160-byte sample memory of the ULX3S build: 45
+blocks), so the block RAM's 5.6 ns clock-to-data time and the multiplexer across the
+die made one path (14.03 ns, the critical path of the 128-lane accelerator at 5d8c66b,
+docs/resources.md). Otherwise it is a generic Amaranth memory.
+``tests/test_rtl_bram.py`` checks the SPRAM form against the generic one in Icarus on
+Yosys's simulation model of the primitive (``share/ice40/cells_sim.v`` of the YoWASP
+Yosys package), and the ``DP16KD`` form on ``sim/dp16kd.v``.
 """
 
 from __future__ import annotations
@@ -243,16 +250,21 @@ class RegisteredRAM(Elaboratable):
 
 class SinglePortRAM(Elaboratable):
     """``depth`` words of ``width`` bits, written and read in different cycles; read
-    latency one cycle.
+    latency ``latency`` cycles.
 
     Parameters
     ----------
     width, depth : int
         Word width (1..16 for the SPRAM form) and number of words.
+    latency : int
+        1 or 2 (default 1): cycles from ``r_addr`` to ``r_data``.
     spram : bool or None
-        ``True``: ``SB_SPRAM256KA`` instances; ``False``: a generic Amaranth memory;
-        ``None`` (default): SPRAM when elaborated for an iCE40 and ``width * depth`` >
-        :data:`SPRAM_MIN_BITS`.
+        ``True``: ``SB_SPRAM256KA`` instances; ``False``: not; ``None`` (default): SPRAM
+        when elaborated for an iCE40 and ``width * depth`` > :data:`SPRAM_MIN_BITS`.
+    dp16kd : bool or None
+        ``True``: ``DP16KD`` instances with their output register (``latency`` 2 only);
+        ``False``: not; ``None`` (default): ``DP16KD`` when elaborated for an ECP5
+        (``platform.family == "ecp5"``) with ``latency`` 2.
 
     Attributes
     ----------
@@ -261,22 +273,48 @@ class SinglePortRAM(Elaboratable):
     r_addr : Signal(range(depth))
         Read address, sampled at the end of every cycle without ``w_en``.
     r_data : Signal(width)
-        The word at the ``r_addr`` of the cycle before; unspecified after a cycle with
-        ``w_en`` (the SPRAM form shares one address between reading and writing).
+        The word at the ``r_addr`` of ``latency`` cycles before; unspecified when that
+        cycle had ``w_en`` (the SPRAM form shares one address between reading and
+        writing).
 
     The SPRAM form packs two words of up to 8 bits into each 16-bit SPRAM word (its
     nibble write mask selects the half), so it takes :meth:`sprams` =
     ``ceil(depth / (16384 * per_word))`` primitives (``per_word`` 2 or 1); the address's
     upper bits choose the primitive, a registered copy of them the read data. No logic
-    but the address multiplexer, the write masks and the read multiplexer.
+    but the address multiplexer, the write masks and the read multiplexer. With
+    ``latency`` 2, one register after it.
+
+    The ``DP16KD`` form (:meth:`dp16kd_blocks`) uses the block RAMs in 9-bit mode (2048
+    words) or 18-bit mode (1024 words), whichever takes fewer (9-bit mode when equal):
+    ``ceil(width / w)`` columns of ``ceil(depth / words)`` rows. The host writes port A
+    (the write enable decoded from the address's upper bits), port B reads every cycle
+    into the block's output register, and the read data is the column outputs of the row
+    the address chose two cycles before (a register of the row number, then a second):
+    the multiplexer (``rows`` to 1 per bit) starts from flip-flops, not from the block
+    RAM's read.
     """
 
-    def __init__(self, width: int, depth: int, *, spram: bool | None = None):
+    def __init__(
+        self,
+        width: int,
+        depth: int,
+        *,
+        latency: int = 1,
+        spram: bool | None = None,
+        dp16kd: bool | None = None,
+    ):
         if not 1 <= width or not 1 <= depth:
             raise ValueError(f"SinglePortRAM: width={width} and depth={depth} must be >= 1")
+        if latency not in (1, 2):
+            raise ValueError(f"SinglePortRAM: latency={latency!r} is not 1 or 2")
         if spram and width > SPRAM_WIDTH:
             raise ValueError(f"SinglePortRAM: width={width} > {SPRAM_WIDTH} with spram")
-        self.width, self.depth, self.spram = width, depth, spram
+        if dp16kd and latency != 2:
+            raise ValueError("SinglePortRAM: the DP16KD form has latency 2 (its output register)")
+        if spram and dp16kd:
+            raise ValueError("SinglePortRAM: spram and dp16kd exclude each other")
+        self.width, self.depth, self.latency = width, depth, latency
+        self.spram, self.dp16kd = spram, dp16kd
         self.abits = ceil_log2(depth)
         self.w_addr = Signal(self.abits)
         self.w_data = Signal(width)
@@ -305,27 +343,123 @@ class SinglePortRAM(Elaboratable):
             and self.width * self.depth > SPRAM_MIN_BITS
         )
 
+    def uses_dp16kd(self, platform) -> bool:
+        if self.dp16kd is not None:
+            return self.dp16kd
+        return (
+            str(getattr(platform, "family", "")).lower() == "ecp5"
+            and self.latency == 2
+            and not self.uses_spram(platform)
+        )
+
+    def dp16kd_blocks(self) -> tuple[int, int, int]:
+        """``(data width, columns, rows)`` of the ``DP16KD`` form: 9-bit mode (2048 words)
+        or 18-bit mode (1024 words), the one with fewer blocks, 9-bit when equal."""
+        best = None
+        for w, words in ((9, 2 * DP16KD_DEPTH), (DP16KD_WIDTH, DP16KD_DEPTH)):
+            cols, rows = -(-self.width // w), -(-self.depth // words)
+            if best is None or cols * rows < best[1] * best[2]:
+                best = (w, cols, rows)
+        return best
+
     def elaborate(self, platform):
         m = Module()
-        if self.uses_spram(platform):
-            self._spram(m, platform)
+        if self.uses_dp16kd(platform):
+            self._dp16kd(m)
             return m
-        m.submodules.mem = mem = memory.Memory(
-            shape=unsigned(self.width), depth=self.depth, init=[], attrs=NO_RW_CHECK
-        )
-        wr = mem.write_port()
-        rd = mem.read_port(domain="sync")
-        m.d.comb += [
-            wr.addr.eq(self.w_addr),
-            wr.data.eq(self.w_data),
-            wr.en.eq(self.w_en),
-            rd.addr.eq(self.r_addr),
-            rd.en.eq(~self.w_en),
-            self.r_data.eq(rd.data),
-        ]
+        data = Signal(self.width)
+        if self.uses_spram(platform):
+            self._spram(m, platform, data)
+        else:
+            m.submodules.mem = mem = memory.Memory(
+                shape=unsigned(self.width), depth=self.depth, init=[], attrs=NO_RW_CHECK
+            )
+            wr = mem.write_port()
+            rd = mem.read_port(domain="sync")
+            m.d.comb += [
+                wr.addr.eq(self.w_addr),
+                wr.data.eq(self.w_data),
+                wr.en.eq(self.w_en),
+                rd.addr.eq(self.r_addr),
+                rd.en.eq(~self.w_en),
+                data.eq(rd.data),
+            ]
+        if self.latency == 2:
+            out = Signal(self.width, reset_less=True)
+            m.d.sync += out.eq(data)
+            m.d.comb += self.r_data.eq(out)
+        else:
+            m.d.comb += self.r_data.eq(data)
         return m
 
-    def _spram(self, m: Module, platform) -> None:
+    def _dp16kd(self, m: Module) -> None:
+        w, cols, rows = self.dp16kd_blocks()
+        wbits = 11 if w == 9 else 10  # word address bits within a block
+        lo = 3 if w == 9 else 4  # the word address's lowest AD bit
+        w_data = Cat(self.w_data, Const(0, cols * w - self.width))
+        w_word = Cat(self.w_addr, Const(0, wbits))[:wbits]
+        r_word = Cat(self.r_addr, Const(0, wbits))[:wbits]
+        w_row = self.w_addr[wbits:]
+        r_row = self.r_addr[wbits:]
+        # the row the read data comes from: its number two cycles on
+        sel = [Signal(max(len(r_row), 1), name=f"row_d{k}", reset_less=True) for k in range(2)]
+        if rows > 1:
+            m.d.sync += [sel[0].eq(r_row), sel[1].eq(sel[0])]
+        outs = []
+        for r in range(rows):
+            we = self.w_en & (w_row == r) if rows > 1 else self.w_en
+            row = []
+            for c in range(cols):
+                dout = Signal(DP16KD_WIDTH, name=f"dout{r}_{c}")
+                row.append(dout[:w])
+                ports = {
+                    "i_CLKA": ClockSignal("sync"),
+                    "i_CEA": Const(1, 1),
+                    "i_OCEA": Const(1, 1),
+                    "i_WEA": we,
+                    "i_RSTA": Const(0, 1),
+                    "i_CLKB": ClockSignal("sync"),
+                    "i_CEB": Const(1, 1),
+                    "i_OCEB": Const(1, 1),
+                    "i_WEB": Const(0, 1),
+                    "i_RSTB": Const(0, 1),
+                }
+                for k in range(3):
+                    ports[f"i_CSA{k}"] = Const(0, 1)
+                    ports[f"i_CSB{k}"] = Const(0, 1)
+                for k in range(14):
+                    if k >= lo:
+                        ports[f"i_ADA{k}"] = w_word[k - lo]
+                        ports[f"i_ADB{k}"] = r_word[k - lo]
+                    else:  # 18-bit mode: bits 1..0 are the byte enables of a write
+                        ports[f"i_ADA{k}"] = we if (w == DP16KD_WIDTH and k < 2) else Const(0, 1)
+                        ports[f"i_ADB{k}"] = Const(0, 1)
+                for k in range(DP16KD_WIDTH):
+                    ports[f"i_DIA{k}"] = w_data[c * w + k] if k < w else Const(0, 1)
+                    ports[f"i_DIB{k}"] = Const(0, 1)
+                    ports[f"o_DOB{k}"] = dout[k]
+                m.submodules[f"dp16kd{r}_{c}"] = Instance(
+                    "DP16KD",
+                    p_DATA_WIDTH_A=w,
+                    p_DATA_WIDTH_B=w,
+                    p_REGMODE_A="NOREG",
+                    p_REGMODE_B="OUTREG",
+                    p_RESETMODE="SYNC",
+                    p_ASYNC_RESET_RELEASE="SYNC",
+                    p_CSDECODE_A="0b000",
+                    p_CSDECODE_B="0b000",
+                    p_WRITEMODE_A="NORMAL",
+                    p_WRITEMODE_B="NORMAL",
+                    p_GSR="DISABLED",
+                    **ports,
+                )
+            outs.append(Cat(*row)[: self.width])
+        if rows > 1:
+            m.d.comb += self.r_data.eq(Array(outs)[sel[1]])
+        else:
+            m.d.comb += self.r_data.eq(outs[0])
+
+    def _spram(self, m: Module, platform, data: Signal) -> None:
         half = self.per_word == 2
         addr = Signal(max(self.abits, 1))
         m.d.comb += addr.eq(Mux(self.w_en, self.w_addr, self.r_addr))
@@ -366,6 +500,6 @@ class SinglePortRAM(Elaboratable):
         chosen = Signal(SPRAM_WIDTH)
         m.d.comb += chosen.eq(Array(outs)[r_sel] if n > 1 else outs[0])
         if half:
-            m.d.comb += self.r_data.eq(Mux(r_half, chosen[8:], chosen[:8]))
+            m.d.comb += data.eq(Mux(r_half, chosen[8:], chosen[:8]))
         else:
-            m.d.comb += self.r_data.eq(chosen)
+            m.d.comb += data.eq(chosen)

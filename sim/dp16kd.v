@@ -1,13 +1,15 @@
 // Behavioural model of the Lattice ECP5 DP16KD block RAM, for simulation only, limited to
-// the configuration pentegg.rtl.bram.RegisteredRAM instantiates:
+// the configurations pentegg.rtl.bram's RegisteredRAM and SinglePortRAM instantiate:
 //   * both ports 18 bits wide (DATA_WIDTH_A = DATA_WIDTH_B = 18): 1024 words, word address
-//     in AD*[13:4], AD*[1:0] the byte enables of a write (AD*[3:2] unused);
+//     in AD*[13:4], AD*[1:0] the byte enables of a write (AD*[3:2] unused); or both ports
+//     9 bits wide (DATA_WIDTH_A = DATA_WIDTH_B = 9): 2048 words, word address in
+//     AD*[13:3] (AD*[2:0] unused), contents starting at zero (INITVAL must be zero);
 //   * WRITEMODE NORMAL (a write does not change the port's read data), chip selects and
 //     CSDECODE 0, resets tied low, clocks not inverted;
 //   * REGMODE "NOREG" (read data from the RAM's read register) or "OUTREG" (through one more
 //     register, enabled by OCE);
-//   * contents from INITVAL_00..3F, 16 words per 320-bit row, word i in bits [20i+17:20i]
-//     (the packing of Yosys's techlibs/lattice/brams_map_16kd.v, init_slice).
+//   * 18-bit contents from INITVAL_00..3F, 16 words per 320-bit row, word i in bits
+//     [20i+17:20i] (the packing of Yosys's techlibs/lattice/brams_map_16kd.v, init_slice).
 // A read of an address in the cycle the other port writes it gives X (no_rw_check).
 `timescale 1ns/1ps
 module DP16KD #(
@@ -76,7 +78,8 @@ module DP16KD #(
                      ADA2, ADA1, ADA0};
   wire [13:0] adb = {ADB13, ADB12, ADB11, ADB10, ADB9, ADB8, ADB7, ADB6, ADB5, ADB4, ADB3,
                      ADB2, ADB1, ADB0};
-  reg [17:0] mem [0:1023];
+  localparam W9 = DATA_WIDTH_A == 9;  // 9-bit mode: 2048 words of 9 bits
+  reg [17:0] mem [0:2047];
   reg [17:0] lat_a, lat_b, out_a, out_b;
   wire [17:0] doa = REGMODE_A == "OUTREG" ? out_a : lat_a;
   wire [17:0] dob = REGMODE_B == "OUTREG" ? out_b : lat_b;
@@ -98,25 +101,30 @@ module DP16KD #(
     INITVAL_00};
   integer i;
   initial begin
-    if (DATA_WIDTH_A != 18 || DATA_WIDTH_B != 18 || WRITEMODE_A != "NORMAL" ||
-        WRITEMODE_B != "NORMAL") begin
+    if (!((DATA_WIDTH_A == 18 && DATA_WIDTH_B == 18) ||
+          (DATA_WIDTH_A == 9 && DATA_WIDTH_B == 9 && init == 0)) ||
+        WRITEMODE_A != "NORMAL" || WRITEMODE_B != "NORMAL") begin
       $display("DP16KD model: unsupported configuration");
       $finish;
     end
     #0;
-    for (i = 0; i < 1024; i = i + 1) mem[i] = init[20 * i +: 18];
+    for (i = 0; i < 2048; i = i + 1) mem[i] = i < 1024 ? init[20 * i +: 18] : 18'b0;
   end
 
-  wire wr_a = CEA && WEA && (ada[1:0] == 2'b11);
-  wire wr_b = CEB && WEB && (adb[1:0] == 2'b11);
+  // word addresses, and the mask of the bits a word holds
+  wire [10:0] wa = W9 ? ada[13:3] : {1'b0, ada[13:4]};
+  wire [10:0] wb = W9 ? adb[13:3] : {1'b0, adb[13:4]};
+  wire [17:0] mask = W9 ? 18'h001ff : 18'h3ffff;
+  wire wr_a = CEA && WEA && (W9 || ada[1:0] == 2'b11);
+  wire wr_b = CEB && WEB && (W9 || adb[1:0] == 2'b11);
   always @(posedge CLKA) begin
-    if (CEA && !WEA) lat_a <= (wr_b && adb[13:4] == ada[13:4]) ? 18'bx : mem[ada[13:4]];
+    if (CEA && !WEA) lat_a <= (wr_b && wb == wa) ? 18'bx : mem[wa];
     if (OCEA) out_a <= lat_a;
-    if (wr_a) mem[ada[13:4]] <= dia;
+    if (wr_a) mem[wa] <= dia & mask;
   end
   always @(posedge CLKB) begin
-    if (CEB && !WEB) lat_b <= (wr_a && ada[13:4] == adb[13:4]) ? 18'bx : mem[adb[13:4]];
+    if (CEB && !WEB) lat_b <= (wr_a && wa == wb) ? 18'bx : mem[wb];
     if (OCEB) out_b <= lat_b;
-    if (wr_b) mem[adb[13:4]] <= dib;
+    if (wr_b) mem[wb] <= dib & mask;
   end
 endmodule

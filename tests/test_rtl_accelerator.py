@@ -223,6 +223,42 @@ def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lan
     run_on(dut, script)
 
 
+@pytest.mark.parametrize("mem_latency", [1, 2, 3])
+def test_host_reads_back_every_writable_memory_as_written(mem_latency):
+    """WMEM of random words to every host-writable memory, then RMEM of each: the words
+    come back at their addresses, whatever the memories' read latency (the single-port
+    memories take up to two cycles, the decoder samples the third) and with the address
+    moving by one per word."""
+    rng = np.random.default_rng(harness.pick_seed(f"accelerator host memories {mem_latency}"))
+    dut = Accelerator(
+        lanes=2,
+        max_width=4,
+        max_population=8,
+        max_batch=4,
+        sample_bytes=64,
+        label_words=16,
+        batch_words=16,
+        mem_latency=mem_latency,
+        member_bytes=64,
+        logit_bytes=16,
+    )
+    # 0..127 is the same word in every memory (all at least 8 bits, signed or not)
+    want = {
+        name: [int(v) for v in rng.integers(0, 128, size=min(depth, 16))]
+        for name, (_, depth, writable) in dut.host_memories.items()
+        if writable
+    }
+
+    async def script(send):
+        for name, words in want.items():
+            await send(ap.mem_write(name, 0, words))
+        for name, words in want.items():
+            got = await send(ap.mem_read(name, 0, len(words)), len(words))
+            Scoreboard(f"RMEM {name}").check(name, np.array(words), np.array(got))
+
+    run_on(dut, script)
+
+
 def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_only():
     acc = Accelerator(lanes=2, max_width=4, member_bytes=100, logit_bytes=16)
     mems = acc.host_memories

@@ -161,11 +161,14 @@ def ice40_cells_sim() -> Path:
 
 
 class SinglePair(Elaboratable):
-    """A generic and an SPRAM SinglePortRAM on the same inputs."""
+    """A generic SinglePortRAM and one of another ``form`` ("spram", "dp16kd") on the
+    same inputs, both of read latency ``latency``."""
 
-    def __init__(self, width, depth):
-        self.gen = SinglePortRAM(width, depth, spram=False)
-        self.sp = SinglePortRAM(width, depth, spram=True)
+    def __init__(self, width, depth, form, latency=1):
+        self.gen = SinglePortRAM(width, depth, latency=latency, spram=False, dp16kd=False)
+        self.sp = SinglePortRAM(
+            width, depth, latency=latency, spram=form == "spram", dp16kd=form == "dp16kd"
+        )
         self.w_addr = Signal(self.gen.abits)
         self.w_data = Signal(width)
         self.w_en = Signal()
@@ -188,11 +191,14 @@ class SinglePair(Elaboratable):
         return m
 
 
+# after the clock edge of line i, r_data holds the word read at line i - (latency - 1):
+# compared when that line did not write
 SINGLE_TB = """
 `timescale 1ns/1ps
 module tb;
   reg clk = 0, rst = 1;
-  reg w_en = 0, was_read = 0;
+  reg w_en = 0;
+  reg [1:0] wrote = 2'b11;
   reg [{ab}:0] w_addr = 0, r_addr = 0;
   reg [{wb}:0] w_data = 0;
   wire [{wb}:0] q_gen, q_sp;
@@ -207,13 +213,13 @@ module tb;
     for (i = 0; i < {n}; i = i + 1) begin
       code = $fscanf(fd, "%h %h %h %h\\n", a, b, c, f);
       w_en = a; w_addr = b; w_data = c; r_addr = f;
+      wrote = {{wrote[0], w_en}};
       @(posedge clk); #1;
-      if (!w_en) begin
+      if (!wrote[{lat} - 1]) begin
         checked = checked + 1;
         if (q_gen !== q_sp) begin
           bad = bad + 1;
-          if (bad < 5) $display("MISMATCH cycle %0d addr %h: generic %h spram %h",
-                                i, r_addr, q_gen, q_sp);
+          if (bad < 5) $display("MISMATCH line %0d: generic %h {form} %h", i, q_gen, q_sp);
         end
       end
     end
@@ -224,18 +230,12 @@ endmodule
 """
 
 
-@pytest.mark.parametrize(
-    "width, depth",
-    [(8, 40000), (16, 20000), (5, 3000)],
-    ids=["bytes-3-sprams", "words-2-sprams", "5-bit-1-spram"],
-)
-def test_spram_form_equals_generic(tmp_path, width, depth):
+def run_single_pair(tmp_path, width, depth, form, latency, models, defines=()):
     """Writes of every address first (the generic memory starts at zero, an SPRAM
-    undefined), then random writes and reads; reads after a read cycle are compared,
-    across every primitive and both halves of a packed word."""
-    rng = random.Random(f"spram {width} {depth}")
-    dut = SinglePair(width, depth)
-    assert dut.sp.sprams() == -(-depth // (16384 * (2 if width <= 8 else 1)))
+    undefined), then random writes and reads; the reads of lines without a write are
+    compared, across every primitive (and both halves of a packed SPRAM word)."""
+    rng = random.Random(f"{form} {width} {depth} {latency}")
+    dut = SinglePair(width, depth, form, latency)
     ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.q_gen, dut.q_sp]
     lines = [f"1 {a:x} {rng.getrandbits(width):x} 0" for a in range(depth)]
     for _ in range(4000):
@@ -244,12 +244,63 @@ def test_spram_form_equals_generic(tmp_path, width, depth):
             f"{w_en:x} {rng.randrange(depth):x} {rng.getrandbits(width):x} {rng.randrange(depth):x}"
         )
     tb = SINGLE_TB.format(
-        ab=dut.gen.abits - 1, wb=width - 1, n=len(lines), stim=tmp_path / "stim.txt"
+        ab=dut.gen.abits - 1,
+        wb=width - 1,
+        n=len(lines),
+        stim=tmp_path / "stim.txt",
+        lat=latency,
+        form=form,
     )
-    defines = ["NO_ICE40_DEFAULT_ASSIGNMENTS"]
-    out = simulate(tmp_path, dut, ports, tb, lines, [ice40_cells_sim()], defines)
+    out = simulate(tmp_path, dut, ports, tb, lines, models, defines)
     m = re.search(r"RESULT checked=(\d+) bad=(\d+)", out)
     assert m and int(m.group(1)) > 2000 and m.group(2) == "0", out
+    return dut
+
+
+@pytest.mark.parametrize("latency", [1, 2])
+@pytest.mark.parametrize(
+    "width, depth",
+    [(8, 40000), (16, 20000), (5, 3000)],
+    ids=["bytes-3-sprams", "words-2-sprams", "5-bit-1-spram"],
+)
+def test_spram_form_equals_generic(tmp_path, width, depth, latency):
+    dut = run_single_pair(
+        tmp_path,
+        width,
+        depth,
+        "spram",
+        latency,
+        [ice40_cells_sim()],
+        ["NO_ICE40_DEFAULT_ASSIGNMENTS"],
+    )
+    assert dut.sp.sprams() == -(-depth // (16384 * (2 if width <= 8 else 1)))
+
+
+@pytest.mark.parametrize(
+    "width, depth, blocks",
+    [(8, 5000, (9, 1, 3)), (12, 2500, (18, 1, 3)), (16, 2048, (9, 2, 1)), (20, 100, (18, 2, 1))],
+    ids=["9bit-3-rows", "18bit-3-rows", "9bit-2-columns", "18bit-2-columns"],
+)
+def test_single_port_dp16kd_form_equals_generic(tmp_path, width, depth, blocks):
+    """The ECP5 form (block RAMs with their output register, then the row multiplexer)
+    in both of its modes, several rows (the multiplexer) and several columns."""
+    dut = run_single_pair(tmp_path, width, depth, "dp16kd", 2, [MODEL])
+    assert dut.sp.dp16kd_blocks() == blocks
+
+
+def test_single_port_forms_chosen_by_family_and_latency():
+    from types import SimpleNamespace
+
+    ice40, ecp5 = SimpleNamespace(family="ice40"), SimpleNamespace(family="ecp5")
+    assert SinglePortRAM(8, 92160, latency=2).uses_dp16kd(ecp5)
+    assert SinglePortRAM(8, 92160, latency=2).dp16kd_blocks() == (9, 1, 45)  # the ULX3S's
+    assert not SinglePortRAM(8, 92160, latency=1).uses_dp16kd(ecp5)
+    assert not SinglePortRAM(8, 92160, latency=2).uses_dp16kd(ice40)
+    assert not SinglePortRAM(8, 92160, latency=2).uses_dp16kd(None)
+    with pytest.raises(ValueError, match="latency=3 is not 1 or 2"):
+        SinglePortRAM(8, 16, latency=3)
+    with pytest.raises(ValueError, match="DP16KD form has latency 2"):
+        SinglePortRAM(8, 16, dp16kd=True)
 
 
 def test_spram_chosen_on_ice40_for_large_memories_only():

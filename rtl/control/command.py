@@ -19,8 +19,8 @@ a score ``score_bits`` sign-extended). Writes (registers and memories), memory r
 ``status`` and ``step`` during a run. An unknown ``op`` sets ``bad_command`` and the
 word is dropped (the next word is read as a header).
 
-Throughput: one command or data word per cycle on writes; three cycles per word read from
-a memory (address, data, response beat), more under back-pressure.
+Throughput: one command or data word per cycle on writes; five cycles per word read from
+a memory (address, two waits, data, response beat), more under back-pressure.
 """
 
 from __future__ import annotations
@@ -53,9 +53,10 @@ class CommandDecoder(wiring.Component):
         Register file ports (read combinational).
     mem_sel : Out(4), mem_addr : Out(24), mem_wdata : Out(32), mem_wen : Out(1),
     mem_ren : Out(1), mem_rdata : In(32)
-        Host memory port; ``mem_rdata`` is sampled two cycles after ``mem_ren`` (the
-        address held), so the memories' read data can be registered before the host's
-        select of them (no block RAM output meets that multiplexer unregistered).
+        Host memory port; ``mem_rdata`` is sampled three cycles after ``mem_ren`` (the
+        address held), so the read data of a memory of read latency two can be
+        registered before the host's select of them (no block RAM output meets that
+        multiplexer unregistered).
     run : Out(1), run_kind : Out(4)
         Strobe: start a run of ``run_kind``.
     bad_command : Out(1)
@@ -148,6 +149,8 @@ class CommandDecoder(wiring.Component):
                 with m.If(~self.busy):
                     m.next = "RWAIT"
             with m.State("RWAIT"):
+                m.next = "RWAIT2"
+            with m.State("RWAIT2"):
                 m.next = "RDATA"
             with m.State("RDATA"):
                 m.d.sync += rdata.eq(self.mem_rdata)
