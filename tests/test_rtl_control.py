@@ -234,6 +234,12 @@ def test_controller_refuses_train_and_eval_whose_members_do_not_fit_with_flag_15
 def test_controller_refuses_steps_past_65534_and_unknown_kinds():
     log, out = _controller_run(RUN_KINDS["train"], steps=2, step=65534)
     assert log == [] and out["error"] == 1 << 11
+    log, out = _controller_run(RUN_KINDS["train"], steps=0, step=3)
+    assert log == [] and out["error"] == 1 << 11
+    log, out = _controller_run(RUN_KINDS["update"], step=65535, n_layers=1)
+    assert log == [] and out["error"] == 1 << 11
+    log, out = _controller_run(RUN_KINDS["train"], steps=1, step=65534, n_layers=1)
+    assert out["error"] == 0 and out["step"] == 65535
     log, out = _controller_run(9)
     assert log == [] and out["error"] == 1 << 12
 

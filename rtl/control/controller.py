@@ -136,6 +136,16 @@ class Controller(wiring.Component):
         kind = Signal(4)
         left = Signal(16)  # steps left in this run, the current one included
         m.d.comb += self.step_next.eq(self.step + 1)
+        # CHECK's step range checks from registers: ``step`` and ``steps`` (the register
+        # file's) are steady from the run strobe on, and the sum, its compare and the
+        # error flags in one cycle were the ULX3S build's critical path at aae9720 (13.5
+        # ns, seed 1 at 60 MHz)
+        steps_bad = Signal()  # train: no step, or the last one past MAX_STEP
+        step_bad = Signal()  # update: the step past MAX_STEP
+        m.d.sync += [
+            steps_bad.eq((self.steps == 0) | (self.step + self.steps - 1 > MAX_STEP)),
+            step_bad.eq(self.step > MAX_STEP),
+        ]
 
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
@@ -238,7 +248,6 @@ class Controller(wiring.Component):
                     ]
                     goto("CHECK")
             with m.State("CHECK"):
-                last = self.step + self.steps - 1
                 evaluates = (kind == RUN_KINDS["train"]) | (kind == RUN_KINDS["eval"])
                 with m.If(self.members_busy):
                     pass  # the fit check is still running
@@ -249,14 +258,14 @@ class Controller(wiring.Component):
                 with m.Else():
                     with m.Switch(kind):
                         with m.Case(RUN_KINDS["train"]):
-                            with m.If((self.steps == 0) | (last > MAX_STEP)):
+                            with m.If(steps_bad):
                                 fail(11)
                             with m.Else():
                                 goto("EVAL")
                         with m.Case(RUN_KINDS["eval"]):
                             goto("EVAL")
                         with m.Case(RUN_KINDS["update"]):
-                            with m.If(self.step > MAX_STEP):
+                            with m.If(step_bad):
                                 fail(11)
                             with m.Else():
                                 m.d.sync += left.eq(1)
