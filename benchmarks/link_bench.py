@@ -35,7 +35,7 @@ def board_links(device: str = "sim") -> dict[str, tuple[int, int]]:
             name: (c.hz, c.baud)
             for name, b in boards().items()
             if "compact" in b.core_defaults
-            for c in [b.clock(None, "compact", b.params_for("compact"))]
+            for c in [b.clock(None, "compact")]
         }
     return {name: (b.clock_hz, b.baud) for name, b in boards().items()}
 

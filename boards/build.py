@@ -129,7 +129,7 @@ def build(
         raise ValueError(f"seed={seed!r} is not an integer in 1..{(1 << 31) - 1}")
     seeds = AUTO_SEEDS if seed is None else (seed,)
     params = dict(params)
-    clock = board.clock(params.pop("clock_mhz", None), core_name, params)
+    clock = board.clock(params.pop("clock_mhz", None), core_name)
     clock_mhz = clock.hz / 1e6
     work = Path(build_dir).resolve()
     work.mkdir(parents=True, exist_ok=True)

@@ -208,10 +208,6 @@ class Board:
     #: core name -> one line saying why that core cannot be built for this board (the
     #: build stops before synthesis, unless forced)
     unfit: dict[str, str] = field(default_factory=dict)
-    #: the Device core's default clock by its lane count: ``(lanes up to, MHz)`` pairs,
-    #: in increasing order; more lanes than any pair, or another core, get
-    #: ``default_clock_mhz``
-    clock_by_lanes: tuple[tuple[int, int], ...] = ()
     #: the default clock (MHz) of the other cores, by core; those not named get
     #: ``default_clock_mhz``
     core_clock_mhz: dict[str, int] = field(default_factory=dict)
@@ -222,23 +218,15 @@ class Board:
             return dict(self.defaults)
         return dict(self.core_defaults.get(core, {}))
 
-    def default_clock(self, core: str = "", params: dict[str, Any] | None = None) -> int:
-        """The core clock (MHz) of a build of ``core`` with ``params`` (the board's
-        defaults for those not given) when ``--param clock_mhz`` does not choose one."""
-        if core == "device":
-            lanes = int((params or {}).get("lanes", self.defaults.get("lanes", 1)))
-            for most, mhz in self.clock_by_lanes:
-                if lanes <= most:
-                    return mhz
+    def default_clock(self, core: str = "") -> int:
+        """The core clock (MHz) of a build of ``core`` when ``--param clock_mhz`` does
+        not choose one."""
         return self.core_clock_mhz.get(core, self.default_clock_mhz)
 
-    def clock(
-        self, mhz: int | None = None, core: str = "", params: dict[str, Any] | None = None
-    ) -> ClockChoice:
+    def clock(self, mhz: int | None = None, core: str = "") -> ClockChoice:
         """The clock of ``--param clock_mhz=mhz`` (default: :meth:`default_clock` of
-        ``core`` and ``params``); ValueError (one line) for a clock the board has no PLL
-        settings for."""
-        mhz = self.default_clock(core, params) if mhz is None else mhz
+        ``core``); ValueError (one line) for a clock the board has no PLL settings for."""
+        mhz = self.default_clock(core) if mhz is None else mhz
         if isinstance(mhz, bool) or not isinstance(mhz, int) or mhz not in self.clocks:
             known = ", ".join(str(c) for c in sorted(self.clocks))
             raise ValueError(
@@ -249,7 +237,7 @@ class Board:
 
     @property
     def clock_hz(self) -> int:
-        """The default core clock (of a core without lanes)."""
+        """The default core clock (the device core's)."""
         return self.clock().hz
 
     @property

@@ -1,12 +1,10 @@
-"""ULX3S-85F (LFE5U-85F-6BG381): the Device's 128 lanes at 45 MHz, the host link at 3 Mbaud.
+"""ULX3S-85F (LFE5U-85F-6BG381): the Device's 128 lanes at 60 MHz, the host link at 3 Mbaud.
 
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
-  core clock. Its default follows the Device's lanes (:data:`CLOCK_BY_LANES`): 45 MHz
-  above 64 lanes (the default 128: CLKI_DIV 5, CLKFB_DIV 9, CLKOP_DIV 13, CLKOP_CPHASE 6;
-  55.33 MHz reached at 56d9c53), 60 MHz up to 64 lanes and for the loopback core
-  (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4, from ``ecppll -i 25 -o 60``;
-  VCO 600 MHz; 72.81 MHz reached at 64 lanes at d56cfec). ``--param clock_mhz=N`` picks
-  any of :data:`CLOCKS` (30, 40, 45, 60, 75 MHz).
+  core clock, 60 MHz by default (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4,
+  from ``ecppll -i 25 -o 60``; VCO 600 MHz): the 128-lane Device met it at 74.06 to
+  75.79 MHz (seeds 1-3 at aae9720, docs/boards.md), the 64-lane one at 67 to 73 MHz.
+  ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
   60 (20) and 75 MHz, 2 Mbaud at 40 MHz (20 clocks per bit). 25 MHz itself has no exact divisor
@@ -25,15 +23,15 @@ from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
 from .common import Board, BoardTop, ClockChoice
 
-__all__ = ["BOARD", "CLOCKS", "CLOCK_BY_LANES", "DEFAULT_PARAMS", "ULX3STop"]
+__all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes). 128 lanes (the 128
-#: pairs of population 256 in one round) at 45 MHz: a digits step of 950,810 cycles,
-#: 21.1 ms, where 64 lanes at 60 MHz take 1,721,858 cycles, 28.7 ms (docs/boards.md);
+#: pairs of population 256 in one round) at 60 MHz: a digits step of 950,810 cycles
+#: (baf0473), 15.8 ms, where 64 lanes take 1,721,858 cycles, 28.7 ms (docs/boards.md);
 #: 33 update lanes and a sample memory of the digits set's size make them fit the block
-#: RAM (192 of 208 DP16KD).
+#: RAM (193 of 208 DP16KD).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
     "lanes": 128,
@@ -72,10 +70,6 @@ CLOCKS: dict[int, ClockChoice] = {
     75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
 }
 DEFAULT_CLOCK_MHZ = 60
-#: the Device's default clock by its lanes (``Board.clock_by_lanes``): 60 MHz up to 64
-#: lanes (met by every 64-lane build since d56cfec, 67 to 73 MHz), 45 MHz above (128
-#: lanes: 51.6 to 56.9 MHz, never 60; docs/boards.md)
-CLOCK_BY_LANES = ((64, 60), (256, 45))
 
 
 class ULX3STop(BoardTop):
@@ -134,7 +128,6 @@ BOARD = Board(
     top=ULX3STop,
     clocks=CLOCKS,
     default_clock_mhz=DEFAULT_CLOCK_MHZ,
-    clock_by_lanes=CLOCK_BY_LANES,
     defaults=DEFAULT_PARAMS,
     bitstream="top.bit",
     family="ecp5",

@@ -166,7 +166,7 @@ def run_build(args) -> int:
             f"the flash (the default)"
         )
     try:
-        board.clock(params.get("clock_mhz"), args.core, params)
+        board.clock(params.get("clock_mhz"), args.core)
     except ValueError as e:
         raise HardwareError(str(e)) from None
     if args.core in board.unfit and not args.force:
