@@ -2,8 +2,8 @@
 
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
   core clock, 60 MHz by default (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4,
-  from ``ecppll -i 25 -o 60``; VCO 600 MHz): the 128-lane Device met it at 74.06 to
-  75.79 MHz (seeds 1-3 at aae9720, docs/boards.md), the 64-lane one at 67 to 73 MHz.
+  from ``ecppll -i 25 -o 60``; VCO 600 MHz): the 128-lane Device met it at 75.55 to
+  77.14 MHz (seeds 1-3 at 23e1484, docs/boards.md), the 64-lane one at 67 to 73 MHz.
   ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),

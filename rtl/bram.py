@@ -68,6 +68,7 @@ __all__ = [
     "RegisteredRAM",
     "SinglePortRAM",
     "dp16kd_initvals",
+    "dp16kd_instance",
 ]
 
 #: ``attrs`` of an ``amaranth.lib.memory.Memory`` none of whose reads uses a word written
@@ -112,6 +113,54 @@ def dp16kd_initvals(words: list[int]) -> dict[str, int]:
             value |= (words[row * 16 + i] & ((1 << DP16KD_WIDTH) - 1)) << (20 * i)
         out[f"INITVAL_{row:02X}"] = value
     return out
+
+
+def dp16kd_instance(
+    width: int, we, ada, dia, adb, dob, r_en, initvals: dict[str, int] | None = None
+) -> Instance:
+    """One ``DP16KD`` as both RAM classes use it: ``width`` (9 or 18) bits on both ports,
+    port A writes (write enable ``we``, the 14 address bits ``ada``, the 18 data bits
+    ``dia``), port B reads (address bits ``adb``) through its output register
+    (``REGMODE_B`` ``OUTREG``) into ``dob`` (18 bits), both of its registers enabled by
+    ``r_en``; chip selects, resets and port B's write side tied off; ``initvals``: its
+    ``INITVAL_*`` (:func:`dp16kd_initvals`)."""
+    params = {
+        "p_DATA_WIDTH_A": width,
+        "p_DATA_WIDTH_B": width,
+        "p_REGMODE_A": "NOREG",
+        "p_REGMODE_B": "OUTREG",
+        "p_RESETMODE": "SYNC",
+        "p_ASYNC_RESET_RELEASE": "SYNC",
+        "p_CSDECODE_A": "0b000",
+        "p_CSDECODE_B": "0b000",
+        "p_WRITEMODE_A": "NORMAL",
+        "p_WRITEMODE_B": "NORMAL",
+        "p_GSR": "DISABLED",
+    }
+    params.update({f"p_{k}": Const(v, 320) for k, v in (initvals or {}).items()})
+    ports = {
+        "i_CLKA": ClockSignal("sync"),
+        "i_CEA": Const(1, 1),
+        "i_OCEA": Const(1, 1),
+        "i_WEA": we,
+        "i_RSTA": Const(0, 1),
+        "i_CLKB": ClockSignal("sync"),
+        "i_CEB": r_en,
+        "i_OCEB": r_en,
+        "i_WEB": Const(0, 1),
+        "i_RSTB": Const(0, 1),
+    }
+    for k in range(3):
+        ports[f"i_CSA{k}"] = Const(0, 1)
+        ports[f"i_CSB{k}"] = Const(0, 1)
+    for k in range(14):
+        ports[f"i_ADA{k}"] = ada[k]
+        ports[f"i_ADB{k}"] = adb[k]
+    for k in range(DP16KD_WIDTH):
+        ports[f"i_DIA{k}"] = dia[k]
+        ports[f"i_DIB{k}"] = Const(0, 1)
+        ports[f"o_DOB{k}"] = dob[k]
+    return Instance("DP16KD", **params, **ports)
 
 
 class RegisteredRAM(Elaboratable):
@@ -199,52 +248,22 @@ class RegisteredRAM(Elaboratable):
         w_addr = Cat(Const(0, 4), self.w_addr, Const(0, 10 - self.abits))
         r_addr = Cat(Const(0, 4), self.r_addr, Const(0, 10 - self.abits))
         w_en = Const(0, 1) if rom else self.w_en
+        # 18-bit mode: address bits 13..4; on the write port bits 1..0 are the byte
+        # enables, both set with the write enable
+        ada = [w_en if k < 2 else w_addr[k] for k in range(14)]
         outs = []
         for j in range(n):
-            params = {
-                "p_DATA_WIDTH_A": DP16KD_WIDTH,
-                "p_DATA_WIDTH_B": DP16KD_WIDTH,
-                "p_REGMODE_A": "NOREG",
-                "p_REGMODE_B": "OUTREG",
-                "p_RESETMODE": "SYNC",
-                "p_ASYNC_RESET_RELEASE": "SYNC",
-                "p_CSDECODE_A": "0b000",
-                "p_CSDECODE_B": "0b000",
-                "p_WRITEMODE_A": "NORMAL",
-                "p_WRITEMODE_B": "NORMAL",
-                "p_GSR": "DISABLED",
-            }
+            initvals = None
             if rom:
                 lo = j * DP16KD_WIDTH
                 words = [(v >> lo) & ((1 << DP16KD_WIDTH) - 1) for v in self.init]
-                params.update({f"p_{k}": Const(v, 320) for k, v in dp16kd_initvals(words).items()})
+                initvals = dp16kd_initvals(words)
             dout = Signal(DP16KD_WIDTH, name=f"dout{j}")
             outs.append(dout)
-            ports = {
-                "i_CLKA": ClockSignal("sync"),
-                "i_CEA": Const(1, 1),
-                "i_OCEA": Const(1, 1),
-                "i_WEA": w_en,
-                "i_RSTA": Const(0, 1),
-                "i_CLKB": ClockSignal("sync"),
-                "i_CEB": self.r_en,
-                "i_OCEB": self.r_en,
-                "i_WEB": Const(0, 1),
-                "i_RSTB": Const(0, 1),
-            }
-            for k in range(3):
-                ports[f"i_CSA{k}"] = Const(0, 1)
-                ports[f"i_CSB{k}"] = Const(0, 1)
-            # 18-bit mode: address bits 13..4; on the write port bits 1..0 are the byte
-            # enables, both set with the write enable
-            for k in range(14):
-                ports[f"i_ADA{k}"] = w_en if k < 2 else w_addr[k]
-                ports[f"i_ADB{k}"] = r_addr[k]
-            for k in range(DP16KD_WIDTH):
-                ports[f"i_DIA{k}"] = w_data[j * DP16KD_WIDTH + k]
-                ports[f"i_DIB{k}"] = Const(0, 1)
-                ports[f"o_DOB{k}"] = dout[k]
-            m.submodules[f"dp16kd{j}"] = Instance("DP16KD", **params, **ports)
+            dia = w_data[j * DP16KD_WIDTH : (j + 1) * DP16KD_WIDTH]
+            m.submodules[f"dp16kd{j}"] = dp16kd_instance(
+                DP16KD_WIDTH, w_en, ada, dia, r_addr, dout, self.r_en, initvals
+            )
         m.d.comb += self.r_data.eq(Cat(*outs)[: self.width])
 
 
@@ -405,6 +424,14 @@ class SinglePortRAM(Elaboratable):
         sel = [Signal(max(len(r_row), 1), name=f"row_d{k}", reset_less=True) for k in range(2)]
         if rows > 1:
             m.d.sync += [sel[0].eq(r_row), sel[1].eq(sel[0])]
+
+        # the word address on AD[13:lo]; below it zeros, except in 18-bit mode the
+        # write port's byte enables AD[1:0], set with the write enable
+        def ada(we):
+            low = [we if (w == DP16KD_WIDTH and k < 2) else Const(0, 1) for k in range(lo)]
+            return low + [w_word[k] for k in range(14 - lo)]
+
+        adb = [Const(0, 1)] * lo + [r_word[k] for k in range(14 - lo)]
         outs = []
         for r in range(rows):
             we = self.w_en & (w_row == r) if rows > 1 else self.w_en
@@ -412,46 +439,9 @@ class SinglePortRAM(Elaboratable):
             for c in range(cols):
                 dout = Signal(DP16KD_WIDTH, name=f"dout{r}_{c}")
                 row.append(dout[:w])
-                ports = {
-                    "i_CLKA": ClockSignal("sync"),
-                    "i_CEA": Const(1, 1),
-                    "i_OCEA": Const(1, 1),
-                    "i_WEA": we,
-                    "i_RSTA": Const(0, 1),
-                    "i_CLKB": ClockSignal("sync"),
-                    "i_CEB": Const(1, 1),
-                    "i_OCEB": Const(1, 1),
-                    "i_WEB": Const(0, 1),
-                    "i_RSTB": Const(0, 1),
-                }
-                for k in range(3):
-                    ports[f"i_CSA{k}"] = Const(0, 1)
-                    ports[f"i_CSB{k}"] = Const(0, 1)
-                for k in range(14):
-                    if k >= lo:
-                        ports[f"i_ADA{k}"] = w_word[k - lo]
-                        ports[f"i_ADB{k}"] = r_word[k - lo]
-                    else:  # 18-bit mode: bits 1..0 are the byte enables of a write
-                        ports[f"i_ADA{k}"] = we if (w == DP16KD_WIDTH and k < 2) else Const(0, 1)
-                        ports[f"i_ADB{k}"] = Const(0, 1)
-                for k in range(DP16KD_WIDTH):
-                    ports[f"i_DIA{k}"] = w_data[c * w + k] if k < w else Const(0, 1)
-                    ports[f"i_DIB{k}"] = Const(0, 1)
-                    ports[f"o_DOB{k}"] = dout[k]
-                m.submodules[f"dp16kd{r}_{c}"] = Instance(
-                    "DP16KD",
-                    p_DATA_WIDTH_A=w,
-                    p_DATA_WIDTH_B=w,
-                    p_REGMODE_A="NOREG",
-                    p_REGMODE_B="OUTREG",
-                    p_RESETMODE="SYNC",
-                    p_ASYNC_RESET_RELEASE="SYNC",
-                    p_CSDECODE_A="0b000",
-                    p_CSDECODE_B="0b000",
-                    p_WRITEMODE_A="NORMAL",
-                    p_WRITEMODE_B="NORMAL",
-                    p_GSR="DISABLED",
-                    **ports,
+                dia = Cat(w_data[c * w : (c + 1) * w], Const(0, DP16KD_WIDTH - w))
+                m.submodules[f"dp16kd{r}_{c}"] = dp16kd_instance(
+                    w, we, ada(we), dia, adb, dout, Const(1, 1)
                 )
             outs.append(Cat(*row)[: self.width])
         if rows > 1:

@@ -166,6 +166,23 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init)
     assert seen == want, (seen, want)
 
 
+def small_accelerator(lanes, mem_latency, **sizes) -> Accelerator:
+    """An Accelerator of 2 layers of width <= 4, population <= 8, batch <= 4 and small
+    memories (``sizes``: the per-member memories' depths)."""
+    return Accelerator(
+        lanes=lanes,
+        max_layers=2,
+        max_width=4,
+        max_population=8,
+        max_batch=4,
+        sample_bytes=64,
+        label_words=16,
+        batch_words=16,
+        mem_latency=mem_latency,
+        **sizes,
+    )
+
+
 @pytest.mark.parametrize("lanes, mem_latency", [(2, 1), (3, 2)])
 def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lanes, mem_latency):
     """RUN eval with shared = 0 through the command stream only: inputs written to
@@ -182,16 +199,9 @@ def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lan
     ).validate()
     state = init_state(cfg)
     ml, batch = 2, 2
-    dut = Accelerator(
-        lanes=lanes,
-        max_layers=ml,
-        max_width=4,
-        max_population=8,
-        max_batch=4,
-        sample_bytes=64,
-        label_words=16,
-        batch_words=16,
-        mem_latency=mem_latency,
+    dut = small_accelerator(
+        lanes,
+        mem_latency,
         member_bytes=128,
         logit_bytes=cfg.population * batch * 3,  # exactly one batch-2 run
     )
@@ -230,18 +240,7 @@ def test_host_reads_back_every_writable_memory_as_written(mem_latency):
     memories take up to two cycles, the decoder samples the third) and with the address
     moving by one per word."""
     rng = np.random.default_rng(harness.pick_seed(f"accelerator host memories {mem_latency}"))
-    dut = Accelerator(
-        lanes=2,
-        max_width=4,
-        max_population=8,
-        max_batch=4,
-        sample_bytes=64,
-        label_words=16,
-        batch_words=16,
-        mem_latency=mem_latency,
-        member_bytes=64,
-        logit_bytes=16,
-    )
+    dut = small_accelerator(2, mem_latency, member_bytes=64, logit_bytes=16)
     # 0..127 is the same word in every memory (all at least 8 bits, signed or not)
     want = {
         name: [int(v) for v in rng.integers(0, 128, size=min(depth, 16))]
