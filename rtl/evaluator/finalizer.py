@@ -43,7 +43,8 @@ and the margin states in bank ``L % 2``). An op goes through four windows of ``T
 * **U**: ``h_0``, ``h_1`` go to the activation memory or out; ``u_{l+1}`` is read,
   updated and written back, ``r`` entries, writes three cycles behind the reads (spilling
   into the next window), or the margin state is updated (read in the first cycle, the
-  new state registered in the third, written and its score term pushed in the fourth).
+  new state registered in the third, written in the fourth; its score term is pushed
+  two cycles later, from registers).
 
 A record for *both* members (shared inputs, low-rank layer 0: the lanes' sums ``x . W^T``
 are the same for members ``2j`` and ``2j+1``) gives ``2 G`` ops: member ``2j``'s (sign
@@ -386,8 +387,11 @@ class Finalizer(wiring.Component):
             m.d.sync += self.blocks_done.eq(0)
         with m.Elif((wc == 2) & ends_block):  # after the spilled writes
             m.d.sync += self.blocks_done.eq(self.blocks_done + 1)
+        t_pend0 = Signal()  # a term's registers are loading this cycle
         t_pend = Signal()  # a term to be written this cycle
-        in_flight = Cat(opP.valid, opP2.valid, opS.valid, opU.valid, blk_end.valid, t_pend).any()
+        in_flight = Cat(
+            opP.valid, opP2.valid, opS.valid, opU.valid, blk_end.valid, t_pend0, t_pend
+        ).any()
         m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)
 
         # reservations
@@ -477,13 +481,14 @@ class Finalizer(wiring.Component):
             lq.w_en.eq(lg),
             l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 2) & ~opU.rec.two)),
         ]
-        # terms: written a cycle after the op's wc 3, from the groups' term registers
+        # terms: written two cycles after the op's wc 3, from the groups' term registers
         # (each group's margin logic had run into the one FIFO's storage: 147 of its
         # write-data endpoints past 10 ns in the 128-lane evaluator at 045385e); the
         # reservation is released by the write itself
         tg = u_state & opU.rec.last_row & (wc == 3)
+        t_op0 = Signal(op_layout, reset_less=True)
         t_op = Signal(op_layout, reset_less=True)
-        m.d.sync += [t_pend.eq(tg), t_op.eq(opU)]
+        m.d.sync += [t_pend0.eq(tg), t_op0.eq(opU), t_pend.eq(t_pend0), t_op.eq(t_op0)]
         m.d.comb += [
             term_beat.i.eq(t_op.i),
             term_beat.s.eq(t_op.rec.s),
@@ -996,9 +1001,14 @@ class Finalizer(wiring.Component):
         with m.If(wc == 2):
             m.d.sync += [s_lab.eq(nl), s_max.eq(nm)]
         new_state = Cat(s_lab, s_max)
+        # the term in two registered steps (the state's difference and whether there is
+        # another logit at wc 3, the term at wc 0 of the next window, written at wc 1):
+        # the subtraction, the compare with the margin and the choice in one cycle had 63
+        # of the 128-lane ULX3S build's 948 endpoints past 10 ns (23e1484, seed 2)
         diff = sig(signed(10), "diff")
-        m.d.comb += diff.eq(s_lab - s_max)
-        term = Mux(s_max == NO_OTHER, rt.margin, Mux(diff > rt.margin, rt.margin, diff))
+        no_other = sig(1, "no_other")
+        m.d.sync += [diff.eq(s_lab - s_max), no_other.eq(s_max == NO_OTHER)]
+        term = Mux(no_other, rt.margin, Mux(diff > rt.margin, rt.margin, diff))
         term_r = sig(term_beat.term[g].shape(), "term_r")
         m.d.sync += term_r.eq(term)
         m.d.comb += term_beat.term[g].eq(term_r)
