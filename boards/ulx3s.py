@@ -53,6 +53,12 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "noise_write_lanes": 3,
     # rank shaping with 4 pivot pairs per sweep: 8,488 cycles instead of 33,061
     "pivots": 4,
+    # three cycles of memory read latency: the sample memory's 45-block read multiplexer
+    # between the DP16KD output registers and a register of its own (its copies into the
+    # loader's groups had 86 of the 948 endpoints past 10 ns at 23e1484, seed 2); two
+    # cycles more a step (one in the evaluation, one in shaping: `pentegg bench
+    # accelerator`'s run() at lanes 8, 16-16-4, population 32, mem_latency 2 against 3)
+    "mem_latency": 3,
 }
 
 
