@@ -519,7 +519,7 @@ class Finalizer(wiring.Component):
         bank write data."""
         fields = {
             "P2": ((), ("wb", "layer")),
-            "S": (("valid",), ("s", "layer")),
+            "S": (("valid", "i"), ("s", "layer", "last_layer")),
             "U": (
                 ("valid", "i"),
                 ("last_layer", "bias_row1", "two", "t", "sample", "s", "layer", "q"),
@@ -580,11 +580,33 @@ class Finalizer(wiring.Component):
         c.u_last = u_last = opU.rec.last_layer
         u_rmw = opU.valid & (((u_kind == KIND_ACT) & ~u_last) | (u_kind == KIND_BIAS))
         c.u_state = u_state = u_act & u_last & ~rt.emit_logits
-        c.ur_en_U = ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
-        c.ur_addr_U = ur_addr_U = Mux(
-            u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc)
-        )
+        ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
+        ur_addr_U = Mux(u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc))
         c.bankU = bankU = _ubank(opU)
+        # the same read, decided a cycle ahead (from the op the U stage holds next cycle
+        # and the next count) into registers per bank: its address and enable reach the
+        # u banks from flip-flops (the decode of the op and the count into the banks'
+        # address ports had 59 of the 128-lane ULX3S build's 948 endpoints past 10 ns,
+        # 23e1484, seed 2)
+        nxt = SimpleNamespace(
+            **{f: Mux(last_wc, getattr(opS, f), getattr(opU, f)) for f in ("valid", "kind", "i")},
+            **{
+                f: Mux(last_wc, getattr(opS.rec, f), getattr(opU.rec, f))
+                for f in ("s", "layer", "last_layer")
+            },
+        )
+        wc_n = Mux(last_wc, 0, wc + 1)
+        act_n = nxt.valid & (nxt.kind == KIND_ACT)
+        rmw_n = nxt.valid & ((act_n & ~nxt.last_layer) | (nxt.kind == KIND_BIAS))
+        state_n = act_n & nxt.last_layer & ~rt.emit_logits
+        en_n = (rmw_n & (wc_n < r)) | (state_n & (wc_n == 0))
+        bank_n = Mux(nxt.kind == KIND_STORE, 0, ~nxt.layer[0])
+        c.ur_addr_r = Signal(ua_bits, name=f"ura{sfx}", reset_less=True)
+        c.use_u = [Signal(name=f"useu{b}{sfx}") for b in range(2)]
+        m.d.sync += [
+            c.ur_addr_r.eq(Mux(state_n, state_addr(nxt.i, nxt.s), u_addr(nxt.i, nxt.s, wc_n))),
+            *(c.use_u[b].eq(en_n & (bank_n == b)) for b in range(2)),
+        ]
         # u updates: the sum two cycles after the reads (delay line), written a cycle
         # later from the datapath's register; the margin state: read at wc 0, data at
         # wc 2, the new state registered then and written at wc 3; STORE writes at wc 2, 3
@@ -636,7 +658,6 @@ class Finalizer(wiring.Component):
         # stages will hold, so that each group's barrel shifter starts at a flip-flop
         # instead of the shared decode of wc and the ops (the 128-lane ULX3S build's
         # critical path at 804b083 ran from wc through it across several groups)
-        wc_n = Mux(last_wc, 0, wc + 1)
         kindS_n = Mux(last_wc, opP2.kind, opS.kind)
         kindU_n = Mux(last_wc, opS.kind, opU.kind)
         sl_n = rt.shifts[Mux(last_wc, opP2.rec.layer, opS.rec.layer)]
@@ -701,7 +722,7 @@ class Finalizer(wiring.Component):
             opP2, opS, opU = self._op_copies(m, opP, opP2, opS, wc, sfx)
             rt = self._run_time_copies(m, sfx)
             ctl = self._stage_control(m, opP2, opS, opU, wc, sfx, rt)
-        ur_addr_U, ur_en_U, bankU = ctl.ur_addr_U, ctl.ur_en_U, ctl.bankU
+        bankU = ctl.bankU
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
         state_w, state_waddr = ctl.state_w, ctl.state_waddr
         store_w, store_addr, store_hi = ctl.store_w, ctl.store_addr, ctl.store_hi
@@ -750,9 +771,9 @@ class Finalizer(wiring.Component):
             m.submodules[f"ubank{b}{sfx}"] = mem
             rp = mem.read_port()
             wp = mem.write_port()
-            use_u = ur_en_U & (bankU == b)
+            use_u = ctl.use_u[b]
             m.d.comb += [
-                rp.addr.eq(Mux(use_u, ur_addr_U, ra_P)),
+                rp.addr.eq(Mux(use_u, ctl.ur_addr_r, ra_P)),
                 rp.en.eq(use_u | (re_P & (rb_P == b))),
             ]
             rports.append(rp)
