@@ -445,6 +445,7 @@ class Finalizer(wiring.Component):
         logit_beat = Signal(logits_layout(p))
         term_beat = Signal(terms_layout(p))
         aw_en = Signal(p.lanes)
+        aw_grp = Signal(F)  # a group's hidden-output write, this cycle
         for g in range(F):
             self._group(
                 m,
@@ -464,10 +465,11 @@ class Finalizer(wiring.Component):
                 logit_beat,
                 term_beat,
                 aw_en,
+                aw_grp,
             )
         m.d.sync += [
             self.aw_en.eq(aw_en),
-            self.aw_any.eq(aw_en.any()),
+            self.aw_any.eq(aw_grp.any()),
         ]
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
@@ -519,7 +521,7 @@ class Finalizer(wiring.Component):
         bank write data."""
         fields = {
             "P2": ((), ("wb", "layer")),
-            "S": (("valid", "i"), ("s", "layer", "last_layer")),
+            "S": (("valid", "i"), ("s", "layer", "last_layer", "two")),
             "U": (
                 ("valid", "i"),
                 ("last_layer", "bias_row1", "two", "t", "sample", "s", "layer", "q"),
@@ -592,7 +594,7 @@ class Finalizer(wiring.Component):
             **{f: Mux(last_wc, getattr(opS, f), getattr(opU, f)) for f in ("valid", "kind", "i")},
             **{
                 f: Mux(last_wc, getattr(opS.rec, f), getattr(opU.rec, f))
-                for f in ("s", "layer", "last_layer")
+                for f in ("s", "layer", "last_layer", "two")
             },
         )
         wc_n = Mux(last_wc, 0, wc + 1)
@@ -644,8 +646,13 @@ class Finalizer(wiring.Component):
         ]
 
         # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U, registered
-        # (they reach the memory a cycle later: AW_CYCLES)
-        c.aw = (u_act & ~u_last) & ((wc == 1) | ((wc == 2) & opU.rec.two))
+        # (they reach the memory a cycle later: AW_CYCLES); a group decides its enables a
+        # cycle ahead (``aw_n``, from the op U holds next cycle) into registers of its
+        # own, so that the finalizer's enable register takes them without a decode (from
+        # the group's op and count it had 40 of the 128-lane ULX3S build's 948 endpoints
+        # past 10 ns, 23e1484, seed 2)
+        c.aw_n = (act_n & ~nxt.last_layer) & ((wc_n == 1) | ((wc_n == 2) & nxt.two))
+        c.i_n = nxt.i
         c.row = Cat(wc == 2, opU.rec.t)
 
         # shift amounts and rounding constants
@@ -697,6 +704,7 @@ class Finalizer(wiring.Component):
         logit_beat,
         term_beat,
         aw_en,
+        aw_grp,
     ):
         p, G, r, T = self.p, self.G, self.p.rank, self.T
         lanes = [g * G + i for i in range(G) if g * G + i < p.lanes]
@@ -726,7 +734,7 @@ class Finalizer(wiring.Component):
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
         state_w, state_waddr = ctl.state_w, ctl.state_waddr
         store_w, store_addr, store_hi = ctl.store_w, ctl.store_addr, ctl.store_hi
-        rk, rs_P2, amt, aw = ctl.rk, ctl.rs_P2, ctl.amt, ctl.aw
+        rk, rs_P2, amt = ctl.rk, ctl.rs_P2, ctl.amt
 
         def lane_mux(vals, idx, shape, name):
             out = sig(shape, name)
@@ -1064,6 +1072,14 @@ class Finalizer(wiring.Component):
         with m.If(~wc[1]):
             m.d.sync += hv8.eq(Mux(wc[0], sat[1], sat[0])[:8])
         m.d.comb += self.aw_bytes[g].eq(hv8)
+        # the group's enable (reset: no write after a RESET) and its lane's select (data)
+        aw = Signal(name=f"aw{sfx}")
+        aw_sel = sig(len(lanes), "aw_sel")
+        m.d.sync += [
+            aw.eq(ctl.aw_n),
+            aw_sel.eq(Cat(ctl.i_n == j for j in range(len(lanes)))),
+        ]
         for j, lane in enumerate(lanes):
-            m.d.comb += aw_en[lane].eq(aw & (opU.i == j))
+            m.d.comb += aw_en[lane].eq(aw & aw_sel[j])
+        m.d.comb += aw_grp[g].eq(aw & aw_sel.any())
         m.d.comb += logit_beat.y[g].eq(hv8.as_signed())
