@@ -881,19 +881,24 @@ class Finalizer(wiring.Component):
             m.d.sync += [psS[i].eq(pacc[i]) for i in range(2)]
             m.d.sync += [bsrS[i].eq(bsrP[i]) for i in range(2)]
             m.d.sync += [bsrU[i].eq(bsrS[i]) for i in range(2)]
-        # vc = v + 127 * d + the rounding constant, in two steps: the constant terms at
-        # wc 0 (the op's digits, the layer's shift through its decode), then the add at
-        # wc 1 (one adder after a register; the three-operand add after the decode had
-        # 205 vc endpoints past 10 ns in the 128-lane evaluator at 41cf5da). The B digit
-        # of a STORE (bbP2) holds from wc 0 to wc 3, the op's fields the whole window.
+        # vc = v + 127 * d + the rounding constant, in three steps: the rounding constant
+        # at wc 0 (the layer's shift through its decode), the constant terms at wc 1 (the
+        # op's digits), then the add at wc 2 (one adder after a register; the
+        # three-operand add after the decode had 205 vc endpoints past 10 ns in the
+        # 128-lane evaluator at 41cf5da, the decode into the constant terms 29 of the
+        # 128-lane ULX3S build's 948 at 23e1484, seed 2). The B digit of a STORE (bbP2)
+        # holds from wc 0 to wc 3, the op's fields and vP2 the whole window (T >= 4).
         vc = [sig(signed(w), f"vc{i}") for i in range(2)]
+        rs_r = sig(16, "rsP2")
         bias_rs = [sig(signed(max(w, 18)), f"brs{i}") for i in range(2)]
         store2 = opP2.kind == KIND_STORE
         with m.If(wc == 0):
+            m.d.sync += rs_r.eq(Mux(store2, 0, rs_P2))
+        with m.If(wc == 1):
             for i in range(2):
                 digit = Mux(store2, bbP2[i], opP2.rec.wb[i])
-                m.d.sync += bias_rs[i].eq(_times_bias(digit) + Mux(store2, 0, rs_P2))
-        with m.If(wc == 1):
+                m.d.sync += bias_rs[i].eq(_times_bias(digit) + rs_r)
+        with m.If(wc == 2):
             m.d.sync += [vc[i].eq(vP2[i] + bias_rs[i]) for i in range(2)]
         vcS = [sig(signed(w), f"vcS{i}") for i in range(2)]
         with m.If(wc == T - 1):
