@@ -28,6 +28,7 @@ from ..rtl.synth import (
     ROUTER_STALL_S,
     RouterStall,
     honour_no_rw_check,
+    late_endpoints,
     synth_flows,
 )
 from ..rtl.toolchain import ToolNotFound, amaranth_env, tool
@@ -85,6 +86,10 @@ class BuildResult:
     #: into the build directory, and where it goes in the flash
     firmware: str | None = None
     firmware_offset: int | None = None
+    #: with ``endpoints``: the placement's late timing endpoints (rtl/synth.py
+    #: ``late_endpoints``) past the period of ``endpoints_mhz``
+    late_endpoints: dict[str, Any] | None = None
+    endpoints_mhz: float | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -113,6 +118,7 @@ def build(
     *,
     core_name: str = "",
     seed: int | None = None,
+    endpoints: float | None = None,
     progress: Callable[[str], None] = lambda line: None,
 ) -> BuildResult:
     """Build ``board``'s top around ``core(clock_hz=..., baud=..., **params)`` in
@@ -120,8 +126,11 @@ def build(
     board's (the core clock, :meth:`Board.clock`), the rest the core's. ``seed`` is
     nextpnr's placement seed (1..2**31-1); None: :data:`AUTO_SEEDS` in turn, the next
     while nextpnr's router stalls (:class:`RouterStall`) or the placement misses the
-    clock (the synthesis is kept; the last seed's result stands). Raises
-    :class:`BuildError`, or ValueError for a clock the board does not have."""
+    clock (the synthesis is kept; the last seed's result stands). ``endpoints`` (MHz):
+    nextpnr also reports every timing endpoint's arrival (``--detailed-timing-report``),
+    summarised in the result's ``late_endpoints`` with the register groups past that
+    clock's period (the report grows to tens of MB). Raises :class:`BuildError`, or
+    ValueError for a clock the board does not have."""
     t0 = time.monotonic()
     if seed is not None and (
         isinstance(seed, bool) or not isinstance(seed, int) or not 1 <= seed < 1 << 31
@@ -150,7 +159,8 @@ def build(
         top,
         name="top",
         do_build=False,
-        nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seeds[0]}",
+        nextpnr_opts=f"--report report.json --timing-allow-fail --seed {seeds[0]}"
+        + (" --detailed-timing-report" if endpoints else ""),
     )
     plan.extract(work)
     # the memories marked no_rw_check map onto block RAM as they are, without Yosys's
@@ -192,6 +202,9 @@ def build(
         firmware.write_bytes(image)
     res = read_report(work / "report.json", board.family)
     fmax = res.pop("fmax_mhz")
+    late = None
+    if endpoints:
+        late = late_endpoints(json.loads((work / "report.json").read_text()), endpoints)
     return BuildResult(
         board=board.name,
         core=core_name,
@@ -208,6 +221,8 @@ def build(
         seed=seed,
         firmware=str(firmware) if firmware else None,
         firmware_offset=top.core.flash_offset if firmware else None,
+        late_endpoints=late,
+        endpoints_mhz=endpoints,
         **res,
     )
 

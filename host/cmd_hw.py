@@ -251,7 +251,7 @@ def run_synth(args) -> int:
             )
             print(f"  via    {', '.join(cp['through']) or '-'}")
             print(f"  rtl    {', '.join(cp['rtl']) or '-'}")
-        _print_late(r)
+        print_late(r.late_endpoints, r.target_mhz)
     else:
         print("fmax     none: the design does not fit the device")
         print(f"needs    with the registered test wrapper: {wrapped}")
@@ -269,15 +269,15 @@ def run_synth(args) -> int:
     return 0
 
 
-def _print_late(r) -> None:
-    """``--endpoints``: how many endpoints arrive too late for each clock, and where."""
-    late = r.late_endpoints
+def print_late(late: dict | None, target_mhz: float) -> None:
+    """``--endpoints``: how many endpoints arrive too late for each clock, and where
+    (the groups past ``target_mhz``'s period)."""
     if not late:
         return
     counts = ", ".join(f"{n} at {f} MHz" for f, n in late["over_period"].items())
     print(f"late     of {late['endpoints']} timing endpoints, past the period: {counts}")
     if late["groups"]:
-        period = 1000 / r.target_mhz
+        period = 1000 / target_mhz
         print(f"  groups with the most past the target's period ({period:.2f} ns):")
     for name, n, worst in late["groups"]:
         print(f"  {n:>6}  {name} (worst {worst} ns)")

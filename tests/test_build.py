@@ -177,6 +177,7 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "ulx3s-85f", "--param", "lanes=300"], "lanes=300 is not an integer in 1..256"),
         (["--board", "ulx3s-85f", "--seed", "0"], "--seed 0 is not in 1..2147483647"),
         (["--board", "ulx3s-85f", "--seed", "x"], "invalid int value"),
+        (["--board", "ulx3s-85f", "--endpoints", "0.5"], "'0.5' is not a clock in 1..1000 MHz"),
     ],
 )
 def test_bad_options(args, message):
@@ -189,7 +190,8 @@ def test_bad_options(args, message):
 
 def test_ulx3s_other_clock_and_seed(tmp_path):
     """--param clock_mhz picks one of the board's PLL settings and its exact UART rate;
-    --seed is nextpnr's placement seed (in its command line and the JSON)."""
+    --seed is nextpnr's placement seed (in its command line and the JSON); --endpoints
+    MHZ counts the late timing endpoints and names the groups past MHZ's period."""
     r = pentegg(
         "build",
         "--board",
@@ -200,6 +202,8 @@ def test_ulx3s_other_clock_and_seed(tmp_path):
         "clock_mhz=75",
         "--seed",
         "7",
+        "--endpoints",
+        "400",
         "--build-dir",
         str(tmp_path),
         "--json",
@@ -208,7 +212,13 @@ def test_ulx3s_other_clock_and_seed(tmp_path):
     info = json.loads(r.stdout.strip().splitlines()[-1])
     assert (info["clock_mhz"], info["baud"], info["divisor"]) == (75.0, 3_000_000, 25)
     assert info["timing_met"] is True and "clock_mhz" not in info["params"]
-    assert info["seed"] == 7 and "--seed 7" in (tmp_path / "build_top.sh").read_text()
+    script = (tmp_path / "build_top.sh").read_text()
+    assert info["seed"] == 7 and "--seed 7" in script
+    # a 2.5 ns period: a loopback has endpoints past it, in named groups
+    late = info["late_endpoints"]
+    assert "--detailed-timing-report" in script and info["endpoints_mhz"] == 400
+    assert late["endpoints"] > 0 and late["over_period"]["400"] > 0 and late["groups"]
+    assert "groups with the most past the target's period (2.50 ns)" in r.stdout
 
 
 #: a small Device for the ULX3S test build: one lane, small memories and maxima
