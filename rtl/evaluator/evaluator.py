@@ -274,7 +274,7 @@ class PopulationEvaluator(wiring.Component):
         # the output register: data three cycles after the address (data: no reset)
         x_reg = Signal(8 * L, reset_less=True)
         m.d.sync += x_reg.eq(act.r_data)
-        # the finalizer writes in its window's AW_CYCLES, the loader in the others (both
+        # the finalizer writes in its window's aw_cycles, the loader in the others (both
         # from registers)
         fin_w = fin.aw_any
         m.d.comb += [

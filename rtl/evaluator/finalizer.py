@@ -70,21 +70,27 @@ from .params import BIAS, EvaluatorParams
 from .pass_engine import REPLICA_ATTR
 
 __all__ = [
-    "AW_CYCLES",
     "KIND_ACT",
     "KIND_STORE",
     "Finalizer",
+    "aw_cycles",
     "logits_layout",
     "record_layout",
     "terms_layout",
 ]
 
 KIND_STORE, KIND_ACT, KIND_BIAS = 0, 1, 2
-#: The cycles of the window (``wc``) in which the finalizer's writes of hidden outputs
-#: (``aw_en``, from registers: a cycle after the U window's cycles 1 and 2 that make them)
-#: reach the activation memory. In every other cycle its write port is free for the
-#: InputLoader, which keeps its own copy of the window counter.
-AW_CYCLES = (2, 3)
+
+
+def aw_cycles(period: int) -> tuple[int, int]:
+    """The cycles of the window (``wc``, of ``period`` cycles) in which the finalizer's
+    writes of hidden outputs (``aw_en``, from registers: a cycle after the U window's
+    cycles 2 and 3 that make them) reach the activation memory: 3 and the one after (0
+    at a period of 4). In every other cycle its write port is free for the InputLoader,
+    which keeps its own copy of the window counter."""
+    return (3, 4 % period)
+
+
 NO_OTHER = -128  # margin state: no other logit seen yet (logits lie in [-127, 127])
 
 
@@ -473,15 +479,15 @@ class Finalizer(wiring.Component):
         ]
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
-        # logits: rows 2t (wc 1) and 2t+1 (wc 2) of last-layer ops
-        lg = u_act & u_last & self.emit_logits & ((wc == 1) | ((wc == 2) & opU.rec.two))
+        # logits: rows 2t (wc 2) and 2t+1 (wc 3) of last-layer ops
+        lg = u_act & u_last & self.emit_logits & ((wc == 2) | ((wc == 3) & opU.rec.two))
         m.d.comb += [
             logit_beat.i.eq(opU.i),
             logit_beat.s.eq(opU.rec.s),
             logit_beat.row.eq(row),
             lq.w_data.eq(logit_beat.as_value()),
             lq.w_en.eq(lg),
-            l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 2) & ~opU.rec.two)),
+            l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 3) & ~opU.rec.two)),
         ]
         # terms: written two cycles after the op's wc 3, from the groups' term registers
         # (each group's margin logic had run into the one FIFO's storage: 147 of its
@@ -645,15 +651,15 @@ class Finalizer(wiring.Component):
             c.store_addr.eq(u_addr(opU.i, opU.rec.s, store_col)),
         ]
 
-        # act memory writes of hidden outputs: h0 at wc 1, h1 at wc 2 of U, registered
-        # (they reach the memory a cycle later: AW_CYCLES); a group decides its enables a
+        # act memory writes of hidden outputs: h0 at wc 2, h1 at wc 3 of U, registered
+        # (they reach the memory a cycle later: aw_cycles); a group decides its enables a
         # cycle ahead (``aw_n``, from the op U holds next cycle) into registers of its
         # own, so that the finalizer's enable register takes them without a decode (from
         # the group's op and count it had 40 of the 128-lane ULX3S build's 948 endpoints
         # past 10 ns, 23e1484, seed 2)
-        c.aw_n = (act_n & ~nxt.last_layer) & ((wc_n == 1) | ((wc_n == 2) & nxt.two))
+        c.aw_n = (act_n & ~nxt.last_layer) & ((wc_n == 2) | ((wc_n == 3) & nxt.two))
         c.i_n = nxt.i
-        c.row = Cat(wc == 2, opU.rec.t)
+        c.row = Cat(wc == 3, opU.rec.t)
 
         # shift amounts and rounding constants
         kk = rt.pert_shift
@@ -1068,14 +1074,17 @@ class Finalizer(wiring.Component):
                     wp.en.eq(wr_db == b),
                 ]
 
-        # hidden activations: this group's lane i of the op in U, h0 in wc 1 and h1 in
-        # wc 2, from a register loaded with the saturated value as h0 and h1 are (in wc
-        # 0 and 1), so no choice by the window count lies between a register and the
+        # hidden activations: this group's lane i of the op in U, h0 in wc 2 and h1 in
+        # wc 3, from a register loaded with h0 and h1 a cycle after they are (in wc 1
+        # and 2), so no choice by the window count lies between a register and the
         # loader's data registers of the group's lanes (the choice after h0 and h1:
-        # 129 of those data registers past 10 ns in the 128-lane evaluator at 41cf5da)
+        # 129 of those data registers past 10 ns in the 128-lane evaluator at 41cf5da),
+        # nor the saturation's compares (loaded with the saturated values as h0 and h1
+        # were, in wc 0 and 1, hv8 had 31 of the 128-lane ULX3S build's 948 endpoints
+        # past 10 ns at 23e1484, seed 2)
         hv8 = sig(8, "hv8")
-        with m.If(~wc[1]):
-            m.d.sync += hv8.eq(Mux(wc[0], sat[1], sat[0])[:8])
+        with m.If(wc[0] ^ wc[1]):  # wc 1: h0, wc 2: h1 (and likewise past wc 3)
+            m.d.sync += hv8.eq(Mux(wc[1], h[1], h[0])[:8])
         m.d.comb += self.aw_bytes[g].eq(hv8)
         # the group's enable (reset: no write after a RESET) and its lane's select (data)
         aw = Signal(name=f"aw{sfx}")

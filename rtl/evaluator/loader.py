@@ -14,7 +14,7 @@ released it and marks it loaded:
   samples since ``start`` across rounds.
 
 It writes through the activation memory's write port in the cycles the finalizer cannot
-(those outside :data:`~.finalizer.AW_CYCLES` of the finalizer's window, known from a copy
+(those outside :func:`~.finalizer.aw_cycles` of the finalizer's window, known from a copy
 of its window counter): a static rule, so that no signal of the finalizer reaches the
 loader's state. Its writes leave through registers (``aw_*``: a cycle after the loader
 decides them), and a slot counts as loaded a cycle after its last write.
@@ -26,7 +26,7 @@ from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .finalizer import AW_CYCLES
+from .finalizer import aw_cycles
 from .params import EvaluatorParams
 from .pass_engine import REPLICA_ATTR
 
@@ -59,8 +59,8 @@ class InputLoader(wiring.Component):
     aw_addr : Out(range(act_depth)), aw_data : Out(8 * lanes), aw_en : Out(1)
         Writes of the activation memory, from registers, never in a cycle whose window
         count (the finalizer's ``wc``, counted here from the same reset) is in
-        ``AW_CYCLES``. ``aw_data`` is the data of the finalizer's writes too: in the
-        cycle before one of ``AW_CYCLES`` each lane's byte takes its group's
+        ``aw_cycles``. ``aw_data`` is the data of the finalizer's writes too: in the
+        cycle before one of ``aw_cycles`` each lane's byte takes its group's
         ``fin_bytes``, so the memory's write data needs no multiplexer.
     fin_bytes : In(ArrayLayout(8, finalizers))
         The finalizer groups' hidden-output bytes (``Finalizer.aw_bytes``).
@@ -142,10 +142,11 @@ class InputLoader(wiring.Component):
         # the finalizer's window counter, counted here (the same reset, the same period):
         # a write decided now lands next cycle, in a cycle the finalizer does not write
         T = p.period
+        fin_wc = aw_cycles(T)
         wcl = Signal(range(T))
         wc_next = Mux(wcl == T - 1, 0, wcl + 1)
         m.d.sync += wcl.eq(wc_next)
-        write_ok = Cat(*(wc_next != c for c in AW_CYCLES)).all()
+        write_ok = Cat(*(wc_next != c for c in fin_wc)).all()
         # the write, decided in this cycle's logic, leaves through registers; the data
         # register takes its source every cycle, whatever the decision (the byte of a
         # shared sample, held while it waits, or the input word of the handshake), so the
@@ -162,17 +163,18 @@ class InputLoader(wiring.Component):
         w_en, w_addr = Signal(), Signal.like(self.aw_addr)
         m.d.sync += [self.aw_en.eq(w_en), self.aw_addr.eq(w_addr)]
         # The register is the write data of the finalizer's writes too: before one of
-        # AW_CYCLES it takes the group's hidden-output byte. A group's byte or the shared
-        # sample's is chosen once per group, so a lane's bit is a choice of two (that
+        # the finalizer's cycles (fin_wc) it takes the group's hidden-output byte. A
+        # group's byte or the shared sample's is chosen once per group, so a lane's bit
+        # is a choice of two (that
         # byte or its own input), one LUT4 on the iCE40 (the finalizer's and the
         # loader's data were chosen per lane at the memory: 8 LUT4 per lane more).
-        # Whether the next cycle is one of AW_CYCLES comes from a register of each group
+        # Whether the next cycle is one of them comes from a register of each group
         # (set a cycle ahead, from the count after next; its first value after a reset
         # is that of count 1), so no decode of the count reaches the data registers
         # spread over the chip (the 128-lane ECP5 evaluator's critical path at 085077d,
         # the count into aw_data, 15.39 ns, 14.16 of it routing).
         wc_next2 = Mux(wc_next == T - 1, 0, wc_next + 1)
-        fin_next2 = Cat(*(wc_next2 == c for c in AW_CYCLES)).any()
+        fin_next2 = Cat(*(wc_next2 == c for c in fin_wc)).any()
         # the data register has no reset (it is written every cycle, before any enable
         # uses it): 8 * lanes flip-flops fewer on the evaluator's reset leaf, which at
         # 128 lanes reached 3,220 of them all over the chip, 1,024 of them these
@@ -181,7 +183,7 @@ class InputLoader(wiring.Component):
         common = [Signal(8, name=f"aw_common{g}") for g in range(p.finalizers)]
         for g in range(p.finalizers):
             fin_next = Signal(
-                name=f"aw_fin_next{g}", init=int(1 % T in AW_CYCLES), attrs={REPLICA_ATTR: 1}
+                name=f"aw_fin_next{g}", init=int(1 % T in fin_wc), attrs={REPLICA_ATTR: 1}
             )
             # and whether the group's lanes take the common byte at all: the shared
             # sample or the finalizer's byte (`shared` is a run's setting, constant while
@@ -189,7 +191,7 @@ class InputLoader(wiring.Component):
             # had reached all 8 * lanes data bits' logic: 1,189 loads at 128 lanes)
             use_common = Signal(
                 name=f"aw_use_common{g}",
-                init=int(1 % T in AW_CYCLES),
+                init=int(1 % T in fin_wc),
                 attrs={REPLICA_ATTR: 1},
             )
             m.d.sync += [fin_next.eq(fin_next2), use_common.eq(fin_next2 | self.shared)]
