@@ -30,9 +30,10 @@ group at once (lane ``i`` of each group); each group has its own datapath and tw
 and the margin states in bank ``L % 2``). An op goes through four windows of ``T`` cycles:
 
 * **P**: ``r`` noise slots ``F(l, t, c)`` (or the slot ``Ub(q)``) and ``r`` u entries are
-  read, one per cycle, data three cycles later (the noise slot through the banks'
-  address registers; a u entry's address leaves through a register of the group a cycle
-  after the slot's; both data registered in the group); ``p_0``, ``p_1`` accumulate (the
+  read, one per cycle, data three cycles later (the noise slot's read issued a cycle
+  ahead, through the banks' address registers, the group's lanes' digits registered in
+  the group before its lane select; a u entry's address leaves through a register of the
+  group; both data registered in the group); ``p_0``, ``p_1`` accumulate (the
   last products land in the next window); the lane's two sums are taken from its
   captures in the first cycle.
 * **P2**: ``vc_i = v_i + 127 * (bias digit) + rounding`` is prepared; ``p`` is taken in
@@ -412,15 +413,21 @@ class Finalizer(wiring.Component):
         p_reads = opP.valid & (wc < r)
         is_store_P = opP.kind == KIND_STORE
         # the noise address, naddr + c (ACT, BIAS) or naddr (STORE), from a counter loaded
-        # with the op entering P
+        # with the op entering P. The read leaves a cycle ahead of the op's cycle (the
+        # counter's next value, the op P holds next cycle and the next count), so that
+        # each group can register its lanes' digits as the banks give them before its
+        # lane select (from the block RAMs through the select into the group's digit
+        # register was the critical path of the 128-lane ULX3S build at de0e2ae, 12.47
+        # ns, and 133 of the 948 endpoints past 10 ns at 23e1484, seed 2)
         n_ptr = Signal(self.addr_bits)
-        with m.If(last_wc):
-            m.d.sync += n_ptr.eq(new.rec.naddr)
-        with m.Elif(~is_store_P):
-            m.d.sync += n_ptr.eq(n_ptr + 1)
+        n_ptr_next = Mux(last_wc, new.rec.naddr, Mux(is_store_P, n_ptr, n_ptr + 1))
+        m.d.sync += n_ptr.eq(n_ptr_next)
+        wc_next = Mux(last_wc, 0, wc + 1)
+        valid_next = Mux(last_wc, go & new.valid, opP.valid)
+        store_next = Mux(last_wc, new.kind == KIND_STORE, is_store_P)
         m.d.comb += [
-            self.n_en.eq(p_reads & (~is_store_P | (wc == 0))),
-            self.n_addr.eq(n_ptr),
+            self.n_en.eq(valid_next & (wc_next < r) & (~store_next | (wc_next == 0))),
+            self.n_addr.eq(n_ptr_next),
         ]
         # reads arrive three cycles later (the noise banks' address registers, their
         # block RAMs, the group's registers): two shared stages here, the third a copy in
@@ -804,9 +811,11 @@ class Finalizer(wiring.Component):
         m.d.sync += u_P.eq(Mux(pb_d, rports[1].data, rports[0].data))
         m.d.sync += u_U.eq(Mux(ub_d, rports[1].data, rports[0].data))
 
-        # the noise digits of this group's lane of the op in P (read three cycles ago):
-        # picked from the banks' read data by the group's copy of the lane index and
-        # registered in the group, so that the route from the lanes' bank slices to the
+        # the noise digits of this group's lane of the op in P (their read issued a cycle
+        # ahead of the op's cycle, the banks' data registered in the group two cycles
+        # after that, then the lane's digits three cycles after the op's cycle): picked
+        # from those registers by the group's copy of the lane index and registered in
+        # the group, so that the route from the lanes' bank slices to the
         # group's p accumulators starts at a register (from the evaluator's shared data
         # registers through the group's multiplexer it was the 128-lane ECP5 evaluator's
         # critical path at c58b015: 16.53 ns, 13.49 of it routing)
@@ -814,8 +823,11 @@ class Finalizer(wiring.Component):
         m.d.sync += [i_d[0].eq(opP.i), i_d[1].eq(i_d[0])]
         nd = []
         for b in range(2):
+            # the group's lanes' digits as the bank gives them (the read a cycle ahead)
+            raw = sig(data.ArrayLayout(data.ArrayLayout(3, 2), len(lanes)), f"nraw{b}")
+            m.d.sync += raw.eq(Cat(self.n_data[b][j].as_value() for j in lanes))
             pick = lane_mux(
-                [self.n_data[b][j] for j in lanes], i_d[1], data.ArrayLayout(3, 2), f"ndsel{b}"
+                [raw[k] for k in range(len(lanes))], i_d[1], data.ArrayLayout(3, 2), f"ndsel{b}"
             )
             nd.append(sig(data.ArrayLayout(3, 2), f"nd{b}"))
             m.d.sync += nd[b].eq(pick)
