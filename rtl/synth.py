@@ -370,7 +370,14 @@ def synth_flows(family: str, command: str) -> dict[str, str]:
     """The Yosys synthesis commands of each flow, in the order they are tried, made from
     the family's synthesis ``command`` (e.g. ``"synth_ecp5 -top top"``).
 
-    * ``default``: the family's script (ABC9 maps the LUTs).
+    * ``default``: the family's script (ABC9 maps the LUTs), with the wires whose names
+      hold a ``[`` renamed before the LUT mapping (``rename -unescape``: ``ctrl[85]`` ->
+      ``ctrl_85_``). Amaranth names a view's elements ``ctrl[85]``, and Yosys 0.70's
+      ABC9 reintegration names bit 85 of wire ``ctrl`` the same: the two were joined,
+      and the 128-lane ULX3S build at ``80fc1f6`` failed an assertion
+      (``GetSize(conn.first) == GetSize(conn.second)``, ``kernel/rtlil.cc``) when they
+      differed in width (``ev.engine.ctrl``, 1,536 bits, and its element ``ctrl[85]``,
+      12); a collision of equal widths would join two signals without an error.
     * ``abc``, ECP5 only: the same script with the classic ABC (``abc -lut 4:7 -dress``,
       LUT4 and PFU wide-mux cells) in place of ABC9's ``map_luts`` step. The ABC9 of the
       YoWASP Yosys 0.70 build exits with status 1 and no message on some netlists (the
@@ -391,14 +398,17 @@ def synth_flows(family: str, command: str) -> dict[str, str]:
     128-lane ULX3S build at 6de42bf: a lane's capture bits, found by nextpnr only), so
     a netlist that fails Yosys's check fails the flow and the next flow is tried.
     """
-    flows = {"default": command}
+    unbracket = "rename -unescape w:*[*"
+    flows = {"default": f"{command} -run begin:map_luts; {unbracket}; {command} -run map_luts:"}
     if family == "ecp5":
         flows["abc"] = (
             f"{command} -run begin:map_luts; "
             "techmap -map +/lattice/latches_map.v; abc -lut 4:7 -dress; clean; "
             f"{command} -run map_cells:"
         )
-    flows["abc9-dff"] = f"{command} -dff"
+    flows["abc9-dff"] = (
+        f"{command} -dff -run begin:map_luts; {unbracket}; {command} -dff -run map_luts:"
+    )
     return {name: f"{KEEP_REPLICAS}; {flow}; check -assert" for name, flow in flows.items()}
 
 

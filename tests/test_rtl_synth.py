@@ -85,6 +85,12 @@ def test_yosys_map_falls_back_when_the_default_run_fails(tmp_path, monkeypatch):
     assert list(ecp5) == ["default", "abc", "abc9-dff"]
     assert list(ice40) == ["default", "abc9-dff"]
     assert "abc -lut 4:7" in ecp5["abc"] and "-run map_cells:" in ecp5["abc"]
+    # the ABC9 flows rename bracketed wires between the steps before and from map_luts
+    # (Amaranth's element names, ctrl[85], collided with ABC9's bit names of ctrl)
+    for flows in (ecp5, ice40):
+        for name in ("default", "abc9-dff"):
+            before, _, after = flows[name].partition("rename -unescape w:*[*")
+            assert "-run begin:map_luts" in before and "-run map_luts:" in after, name
 
     works.add("synth_ecp5 -top top")
     assert synth._yosys_map(tmp_path, "m", lambda c: f"read; {c}", ecp5) == "default"
