@@ -1,9 +1,10 @@
-"""ULX3S-85F (LFE5U-85F-6BG381): the Device's 128 lanes at 60 MHz, the host link at 3 Mbaud.
+"""ULX3S-85F (LFE5U-85F-6BG381): the Device's 128 lanes at 75 MHz, the host link at 3 Mbaud.
 
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
-  core clock, 60 MHz by default (CLKI_DIV 5, CLKFB_DIV 12, CLKOP_DIV 10, CLKOP_CPHASE 4,
-  from ``ecppll -i 25 -o 60``; VCO 600 MHz): the 128-lane Device met it at 75.55 to
-  77.14 MHz (seeds 1-3 at 23e1484, docs/boards.md), the 64-lane one at 67 to 73 MHz.
+  core clock, 75 MHz by default (CLKI_DIV 1, CLKFB_DIV 3, CLKOP_DIV 8, CLKOP_CPHASE 4,
+  from ``ecppll -i 25 -o 75``; VCO 600 MHz): the 128-lane Device met it at 80.20 MHz
+  (de0e2ae) and 85.64 MHz (cc3ca8c, seed 1; docs/boards.md); 60 MHz was the default
+  until then (75.55 to 77.14 MHz at seeds 1-3 of 23e1484).
   ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
@@ -28,8 +29,9 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes). 128 lanes (the 128
-#: pairs of population 256 in one round) at 60 MHz: a digits step of 950,810 cycles
-#: (baf0473), 15.8 ms, where 64 lanes take 1,721,858 cycles, 28.7 ms (docs/boards.md);
+#: pairs of population 256 in one round) at 75 MHz: a digits step of 950,810 cycles
+#: (baf0473; two more with mem_latency 3), 12.7 ms, where 64 lanes take 1,721,858
+#: cycles, 23.0 ms at 75 MHz (docs/boards.md);
 #: 33 update lanes and a sample memory of the digits set's size make them fit the block
 #: RAM (193 of 208 DP16KD).
 DEFAULT_PARAMS: dict[str, Any] = {
@@ -75,7 +77,7 @@ CLOCKS: dict[int, ClockChoice] = {
     60: ClockChoice(60_000_000, 3_000_000, _pll(5, 12, 10, 4)),  # VCO 600 MHz, 20 per bit
     75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
 }
-DEFAULT_CLOCK_MHZ = 60
+DEFAULT_CLOCK_MHZ = 75
 
 
 class ULX3STop(BoardTop):
