@@ -166,20 +166,23 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init)
     assert seen == want, (seen, want)
 
 
-def small_accelerator(lanes, mem_latency, **sizes) -> Accelerator:
+def small_accelerator(lanes, mem_latency, **params) -> Accelerator:
     """An Accelerator of 2 layers of width <= 4, population <= 8, batch <= 4 and small
-    memories (``sizes``: the per-member memories' depths)."""
+    memories; ``params`` adds or overrides parameters (the per-member memories' depths,
+    ``max_width``)."""
     return Accelerator(
-        lanes=lanes,
-        max_layers=2,
-        max_width=4,
-        max_population=8,
-        max_batch=4,
-        sample_bytes=64,
-        label_words=16,
-        batch_words=16,
-        mem_latency=mem_latency,
-        **sizes,
+        **{
+            "lanes": lanes,
+            "max_layers": 2,
+            "max_width": 4,
+            "max_population": 8,
+            "max_batch": 4,
+            "sample_bytes": 64,
+            "label_words": 16,
+            "batch_words": 16,
+            "mem_latency": mem_latency,
+            **params,
+        }
     )
 
 
@@ -289,17 +292,7 @@ def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step():
     job = random_job(rng, cfg, samples=5, batch=3, steps=1)
     (state0, _), (state1, info1) = golden_steps(job)
     ml = 2
-    dut = Accelerator(
-        lanes=2,
-        max_layers=ml,
-        max_width=5,
-        max_population=8,
-        max_batch=4,
-        sample_bytes=64,
-        label_words=16,
-        batch_words=16,
-        mem_latency=1,
-    )
+    dut = small_accelerator(2, 1, max_layers=ml, max_width=5)
     top = Module()
     top.domains.sync = ClockDomain("sync", reset_less=True)
     top.submodules.acc = dut
