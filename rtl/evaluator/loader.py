@@ -165,9 +165,9 @@ class InputLoader(wiring.Component):
         # The register is the write data of the finalizer's writes too: before one of
         # the finalizer's cycles (fin_wc) it takes the group's hidden-output byte. A
         # group's byte or the shared sample's is chosen once per group, so a lane's bit
-        # is a choice of two (that
-        # byte or its own input), one LUT4 on the iCE40 (the finalizer's and the
-        # loader's data were chosen per lane at the memory: 8 LUT4 per lane more).
+        # is a choice of two (that byte or its own input), one LUT4 on the iCE40 (the
+        # finalizer's and the loader's data were chosen per lane at the memory: 8 LUT4
+        # per lane more).
         # Whether the next cycle is one of them comes from a register of each group
         # (set a cycle ahead, from the count after next; its first value after a reset
         # is that of count 1), so no decode of the count reaches the data registers

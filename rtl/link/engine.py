@@ -319,11 +319,12 @@ class LinkEngine(wiring.Component):
 
         # The checks of CHECK and GATE from registers, computed every cycle: what they
         # read is final a cycle before the state (the frame's length, CRC and header at
-        # its end beat; the command, sequence number and dup_valid since RX), and a
-        # request meeting a busy rise one cycle late is one that arrived before it (the
-        # compares and the accelerator's busy through the state decode into resp_n's
-        # and cnt's enables had 28 of the 948 endpoints past 10 ns of the 128-lane ULX3S
-        # build at 23e1484, seed 2)
+        # its end beat; the command, sequence number and dup_valid since RX). busy is
+        # seen a cycle late: it rises only in X_RUN_W, which waits for it, so a GATE
+        # never meets a rise; a GATE in the cycle busy falls answers BUSY, as it would
+        # have a cycle earlier (the compares and the accelerator's busy through the
+        # state decode into resp_n's and cnt's enables had 28 of the 948 endpoints past
+        # 10 ns of the 128-lane ULX3S build at 23e1484, seed 2)
         chk_short, chk_crc, chk_len = Signal(), Signal(), Signal()
         gate_dup, gate_busy = Signal(), Signal()
         waits = (cmd == Cmd.WRITE_REGS) | (cmd == Cmd.WRITE_MEM)
