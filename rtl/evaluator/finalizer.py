@@ -956,8 +956,11 @@ class Finalizer(wiring.Component):
                     m.d.sync += t[1].eq(shifted)
                 with m.Case(3):
                     m.d.sync += y[0].eq(shifted)
-        with m.If(opU.valid & (wc == 0)):
-            m.d.sync += y[1].eq(shifted)
+        # y1 is read in wc 1 alone (h1 and hU1, below): it takes the shifter's output in
+        # every cycle, with no enable (the op's valid flag and wc == 0 into its enable
+        # reached its 37 flip-flops after 11.53 ns, the 128-lane ULX3S build's critical
+        # path at cd6a36f, seed 1; y1 had 42 of its 413 endpoints past 10 ns)
+        m.d.sync += y[1].eq(shifted)
         h = [sig(signed(uw), f"h{i}") for i in range(2)]
         lo = Mux(lastU, -127, 0)
 
@@ -968,9 +971,16 @@ class Finalizer(wiring.Component):
         # them (the choice of y0 or y1 by wc, then the compares, into h0 was the 128-lane
         # evaluator's critical path at 045385e and 5d8c66b: 14.19 and 13.42 ns, 6 levels)
         sat = [saturate(y[i]) for i in range(2)]
-        with m.If(opU.valid & (wc == 0)):
+        # h0 and h1 load in wc 0 and 1 whatever the op (an invalid op's values are never
+        # read: every write and output is gated by the op's validity, and the next op
+        # loads them before its first read), enabled by flip-flops set a cycle ahead: no
+        # decode of the op and the count before their enables (32 of h0's endpoints past
+        # 10 ns at cd6a36f, seed 1)
+        at = [sig(1, f"at{i}", init=1 - i) for i in range(2)]  # wc == 0, wc == 1
+        m.d.sync += [at[0].eq(wc == T - 1), at[1].eq(wc == 0)]
+        with m.If(at[0]):
             m.d.sync += h[0].eq(sat[0])
-        with m.If(opU.valid & (wc == 1)):
+        with m.If(at[1]):
             m.d.sync += h[1].eq(sat[1])
 
         # ---- U: outputs, u_{l+1} update, margin state
