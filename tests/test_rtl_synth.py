@@ -393,7 +393,7 @@ def test_vote_and_update_lanes_take_copies_of_the_shared_stage_registers(tmp_pat
     upd = WeightUpdater(update="pentary", lanes=lanes, max_width=12, z_bits=votes.z_bits)
     regs = {
         "v": ["s1b_valid_c", "s1b_first_c", "s1b_coef_c", "s3_fresh_c"],
-        "u": ["s1_load_c"],
+        "u": ["s1a_load_c"],
     }
     for name, dut in (("v", votes), ("u", upd)):
         text = rtlil.convert(dut, name=name, platform=SynthPlatform("ecp5"))

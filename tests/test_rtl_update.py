@@ -334,7 +334,7 @@ def test_updater_equals_golden(update, latent_bits, lanes):
             )
             if ev is not None:
                 board.check(f"{tag} V", ev.reshape(-1), mem.v[v_base : v_base + out * fan], "V")
-            board.check(f"{tag} cycles", [out * fan + 5], [cycles], "cycles")
+            board.check(f"{tag} cycles", [out * fan + 6], [cycles], "cycles")
             assert not ctx.get(dut.error)
 
     async def memories(ctx):

@@ -83,12 +83,13 @@ class WeightUpdater(wiring.Component):
         Latent update only: write port of the latent memory.
     r_en : Out(1)
         The read at ``v_raddr`` or ``w_raddr`` in this cycle is used (a weight walks
-        stage 1); the address is held otherwise.
+        stage 1a); the address is held otherwise.
 
-    Timing: ``done`` is high ``out * fan + 5`` cycles after the ``start`` cycle: one weight
-    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through five
-    pipeline stages (``Z`` into a shift register of ``lanes * z_bits`` flip-flops, so
-    that the block RAM's output meets no lane multiplexer; ``Z`` to move while ``V`` or
+    Timing: ``done`` is high ``out * fan + 6`` cycles after the ``start`` cycle: one weight
+    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through six
+    pipeline stages (the ``Z`` word registered as the block RAM gives it; ``Z`` into a
+    shift register of ``lanes * z_bits`` flip-flops, so that no lane multiplexer meets
+    the block RAM's output; ``Z`` to move while ``V`` or
     ``W`` is read into a register; the move applied, saturated; ``V`` written and ``PQUANT`` as
     four comparisons of ``V`` with the thresholds of ``latent_shift``; the digit packed
     and the word written). No memory's read data meets logic before a register.
@@ -195,22 +196,43 @@ class WeightUpdater(wiring.Component):
             s1_dpos.eq(dpos),
         ]
         zb = self.z_bits
+        # ---- stage 1a: the Z word as the block RAM gives it, registered (no reset: data),
+        # the walk's fields a cycle later: the block RAM's output (without its output
+        # register, about 6 ns from the clock on the ECP5) through the load multiplexer
+        # into the shift register had 29 of the 128-lane ULX3S build's 413 endpoints
+        # past 10 ns (cd6a36f, seed 1)
+        zq = Signal(lanes * zb, reset_less=True)
+        m.d.sync += zq.eq(self.z_data.as_value())
+        s1a_valid = Signal()
+        s1a_last = Signal()
+        s1a_n = Signal(ab)
+        s1a_wi = Signal(ab)
+        s1a_dpos = Signal.like(dpos)
+        m.d.sync += [
+            s1a_valid.eq(s1_valid),
+            s1a_last.eq(s1_last),
+            s1a_n.eq(s1_n),
+            s1a_wi.eq(s1_wi),
+            s1a_dpos.eq(s1_dpos),
+        ]
         # data, loaded at lane 0 of every word before it is read: no reset (the reset net
         # reaches only control state)
         zsh = Signal(lanes * zb, reset_less=True)
-        zw = self.z_data.as_value()
         if lanes > 1:
-            # whether to load comes from registers (lane 0 decoded at stage 0), a copy per
-            # COPY_LANES entries: the decode of the lane at stage 1 had driven all
-            # lanes * z_bits multiplexers (693 at 33 lanes; the 128-lane accelerator at
-            # e4e6c56 had 251 of the register's endpoints over 9.5 ns after routing)
-            load = lane_copies(m, "s1_load", lane == 0, lanes)
+            # whether to load comes from registers (lane 0 decoded at stage 0, carried to
+            # stage 1a), a copy per COPY_LANES entries: the decode of the lane at stage 1
+            # had driven all lanes * z_bits multiplexers (693 at 33 lanes; the 128-lane
+            # accelerator at e4e6c56 had 251 of the register's endpoints over 9.5 ns after
+            # routing)
+            s1_lane0 = Signal()
+            m.d.sync += s1_lane0.eq(lane == 0)
+            load = lane_copies(m, "s1a_load", s1_lane0, lanes)
             nxt = Cat(zsh[zb:], Const(0, zb))  # entry i + 1 into entry i
             for i in range(lanes):
                 e = slice(i * zb, (i + 1) * zb)
-                m.d.sync += zsh[e].eq(Mux(load[i], zw[e], nxt[e]))
+                m.d.sync += zsh[e].eq(Mux(load[i], zq[e], nxt[e]))
         else:
-            m.d.sync += zsh.eq(zw)
+            m.d.sync += zsh.eq(zq)
 
         # ---- stage 1b: Z -> move; the V or W word read at stage 1 registered
         s1b_valid = Signal()
@@ -219,21 +241,21 @@ class WeightUpdater(wiring.Component):
         s1b_wi = Signal(ab)
         s1b_dpos = Signal.like(dpos)
         m.d.sync += [
-            s1b_valid.eq(s1_valid),
-            s1b_last.eq(s1_last),
-            s1b_n.eq(s1_n),
-            s1b_wi.eq(s1_wi),
-            s1b_dpos.eq(s1_dpos),
+            s1b_valid.eq(s1a_valid),
+            s1b_last.eq(s1a_last),
+            s1b_n.eq(s1a_n),
+            s1b_wi.eq(s1a_wi),
+            s1b_dpos.eq(s1a_dpos),
         ]
-        # the V (or W) read is issued at stage 1 and its data registered here, so that
+        # the V (or W) read is issued at stage 1a and its data registered here, so that
         # the latent or weight memory's unregistered output meets no adder
-        m.d.comb += self.r_en.eq(s1_valid)
+        m.d.comb += self.r_en.eq(s1a_valid)
         if latent:
-            m.d.comb += self.v_raddr.eq(s1_n)
+            m.d.comb += self.v_raddr.eq(s1a_n)
             s2_old = Signal(signed(self.latent_bits))
             m.d.sync += s2_old.eq(self.v_rdata)
         else:
-            m.d.comb += self.w_raddr.eq(s1_wi)
+            m.d.comb += self.w_raddr.eq(s1a_wi)
             s2_old = Signal(16)
             m.d.sync += s2_old.eq(self.w_rdata)
         z = Signal(signed(zb))
