@@ -496,7 +496,8 @@ def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
     word at the address of two cycles earlier as the memory held it a cycle earlier,
     across slices of a few granules or one slice, with granule writes landing in their
     cycle or, registered, a cycle later, and broadcast writes (one granule's value into
-    the granule it names, through more first-level copies than one) two cycles later
+    the granule it names, through a head register and more first-level copies than one)
+    three cycles later
     (``landing`` shows them then). A read of a word written in that cycle is not
     compared (unspecified on a block RAM)."""
     from pentegg.rtl.evaluator.sliced import WRITES, SlicedRAM

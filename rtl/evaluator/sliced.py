@@ -20,8 +20,12 @@ Read latency: two cycles. ``r_data`` is the word at the ``r_addr`` of two cycles
   cycle later; ``landing``: the slices' write enables of the cycle);
 * ``"broadcast"``: one granule's value (``w_unit``) into the granule ``w_index`` of the
   word (the noise fill's writes: one lane's slot, or one group's), through a tree of
-  registers: a copy of the write per :data:`WRITE_FANOUT` slices, then each slice's own
-  registers, whose enables it decodes from its copy's index (written two cycles later).
+  registers: one register of the write where it is made, a copy of it per
+  :data:`WRITE_FANOUT` slices, then each slice's own registers, whose enables it decodes
+  from its copy's index (written three cycles later). The head register takes the
+  write's source logic (the noise fill's staging memory, read asynchronously) off the
+  routes to the copies: the copies of the unit had 48 of the
+  128-lane ULX3S build's 413 endpoints past 10 ns (``cd6a36f``, seed 1).
   A source reaches a few copies, not every slice: a register net of hundreds of loads
   over the chip gives the placer no reason to put any of them near the source, so
   "registered" cuts such a route once at best (the 128-lane evaluator at ``41cf5da``:
@@ -49,7 +53,7 @@ __all__ = ["WRITES", "WRITE_FANOUT", "SlicedRAM", "slice_granules_for"]
 WRITE_FANOUT = 4
 
 #: the write structures and their latency, ``w_*`` to ``landing``
-WRITES = {"direct": 0, "registered": 1, "broadcast": 2}
+WRITES = {"direct": 0, "registered": 1, "broadcast": 3}
 
 
 def slice_granules_for(platform, depth: int, granule: int) -> int | None:
@@ -158,7 +162,16 @@ class SlicedRAM(wiring.Component):
         copy = {REPLICA_ATTR: 1} if self.slices > 1 else {}
         datas = []
         if self.writes == "broadcast":
-            # the first level: a copy of the write per WRITE_FANOUT slices
+            # the head: one register of the write, beside its source
+            head = (
+                Signal(self.abits, name=f"{self.name}_ha", reset_less=True),
+                Signal(g, name=f"{self.name}_hu", reset_less=True),
+                Signal.like(self.w_index, name=f"{self.name}_hi", reset_less=True),
+                Signal(name=f"{self.name}_hv"),
+            )
+            src = (self.w_addr, self.w_unit, self.w_index, self.w_valid)
+            m.d.sync += [r.eq(v) for r, v in zip(head, src, strict=True)]
+            # the first level: a copy of the head per WRITE_FANOUT slices
             k_copies = -(-self.slices // WRITE_FANOUT)
             kc = {REPLICA_ATTR: 1} if k_copies > 1 else {}
             first = []
@@ -169,8 +182,7 @@ class SlicedRAM(wiring.Component):
                     Signal.like(self.w_index, name=f"{self.name}_vi{k}", reset_less=True, attrs=kc),
                     Signal(name=f"{self.name}_vv{k}", attrs=kc),
                 )
-                src = (self.w_addr, self.w_unit, self.w_index, self.w_valid)
-                m.d.sync += [r.eq(v) for r, v in zip(regs, src, strict=True)]
+                m.d.sync += [r.eq(v) for r, v in zip(regs, head, strict=True)]
                 first.append(regs)
         for s, ((lo, hi), mem, rp, wp) in enumerate(
             zip(self.spans, self.mems, self.rports, self.wports, strict=True)
