@@ -335,10 +335,16 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
 
 
 def _stretch(m: Module, strobe: Signal, bits: int = 20) -> Signal:
-    """High for 2**bits cycles (about 22 ms at 48 MHz) after each ``strobe``."""
-    count = Signal(bits)
+    """High for 2**bits cycles (about 22 ms at 48 MHz) after each ``strobe`` (from the
+    cycle after it).
+
+    A down-counter of ``bits + 1`` bits loaded with ``2**bits - 1``: it runs while its
+    top bit is low and stops when it wraps to all ones, so the output and the count's
+    enable are one flip-flop, not a ``bits``-wide zero test (the 128-lane ULX3S build
+    at cd6a36f had 16 endpoints of the test's counter past 10 ns)."""
+    count = Signal(bits + 1, init=(1 << (bits + 1)) - 1)
     with m.If(strobe):
         m.d.sync += count.eq((1 << bits) - 1)
-    with m.Elif(count != 0):
+    with m.Elif(~count[-1]):
         m.d.sync += count.eq(count - 1)
-    return count != 0
+    return ~count[-1]

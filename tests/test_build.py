@@ -579,3 +579,32 @@ def test_a_build_without_a_seed_places_again_with_the_next_seed_when_the_router_
     (tmp_path / "build_top.sh").write_text(script)
     with pytest.raises(b.RouterStalled, match=r"router made no progress .*--seed"):
         b._run_seeds(tmp_path, env, [], lines.append, (1,))
+
+
+def test_led_stretcher_is_high_for_2_to_the_bits_cycles_after_each_strobe():
+    """The LED stretcher (a down-counter whose top bit is the output) is low after
+    reset, high from the cycle after a strobe for exactly 2**bits cycles, and restarts
+    its count at a strobe while it is high."""
+    from amaranth import Module, Signal
+    from amaranth.sim import Simulator
+
+    from pentegg.boards.common import _stretch
+
+    bits = 3
+    m = Module()
+    strobe = Signal()
+    out = _stretch(m, strobe, bits)
+    seen = []
+
+    async def bench(ctx):
+        for cycle in range(40):
+            ctx.set(strobe, cycle in (2, 20, 24))
+            seen.append(ctx.get(out))
+            await ctx.tick()
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    want = [int(3 <= c < 11 or 21 <= c < 33) for c in range(40)]
+    assert seen == want
