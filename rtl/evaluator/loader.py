@@ -222,15 +222,28 @@ class InputLoader(wiring.Component):
             m.d.sync += pend[j].eq(pend[j - 1])
         arrived = pend[-1]
 
+        # whether this is the batch's last sample, the run's last round, the unit's last
+        # byte or word: flags in registers, not compares in the logic that ends a unit
+        # (the byte count's compare through it into the phase was the 128-lane ULX3S
+        # build's critical path at cc3ca8c, 11.68 ns, 8 levels; b and rnd had 17 of its
+        # 413 endpoints past 10 ns at cd6a36f, seed 1). b and rnd change at a unit's end
+        # and are next read at the end of the next unit, two cycles or more later (phase
+        # 0 lies between), so their flags a cycle behind are the same; k's flag is set
+        # with k.
+        b_last = Signal()
+        rnd_last = Signal()
+        m.d.sync += [b_last.eq(b + 1 == self.batch), rnd_last.eq(rnd + 1 == self.rounds)]
+        k_last = Signal()
+
         def next_unit(mm):
             # after a (sample, sign): the next one, or the end
             with mm.If(~self.shared & ~sgn):
                 mm.d.sync += [sgn.eq(1), phase.eq(0)]
             with mm.Else():
                 mm.d.sync += [sgn.eq(0), phase.eq(0), gs.eq(gs + 1)]
-                with mm.If(b + 1 == self.batch):
+                with mm.If(b_last):
                     mm.d.sync += b.eq(0)
-                    with mm.If(rnd + 1 == self.rounds):
+                    with mm.If(rnd_last):
                         mm.d.sync += active.eq(0)
                     with mm.Else():
                         mm.d.sync += rnd.eq(rnd + 1)
@@ -241,7 +254,11 @@ class InputLoader(wiring.Component):
             with m.Switch(phase):
                 with m.Case(0):  # wait for the slot
                     with m.If(~loaded.bit_select(slot, 1)):
-                        m.d.sync += [k.eq(0), phase.eq(Mux(self.shared, 1, 3))]
+                        m.d.sync += [
+                            k.eq(0),
+                            k_last.eq(self.n0 == 1),
+                            phase.eq(Mux(self.shared, 1, 3)),
+                        ]
                 with m.Case(1):  # shared: batch index, then the label and base address
                     m.d.comb += [b_addr.eq(b), b_en.eq(1), req.eq(1)]
                     m.d.sync += phase.eq(5)
@@ -282,8 +299,8 @@ class InputLoader(wiring.Component):
                         m.d.comb += self.inp.ready.eq(write_ok)
                         with m.If(self.inp.valid & write_ok):
                             m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
-                            m.d.sync += k.eq(k + 1)
-                            with m.If(k + 1 == self.n0):
+                            m.d.sync += [k.eq(k + 1), k_last.eq(k + 2 == self.n0)]
+                            with m.If(k_last):
                                 m.d.comb += done_slot.eq(Mux(slot, 2, 1))
                                 next_unit(m)
                 with m.Case(4):  # shared: the byte arrives; write it replicated
@@ -291,8 +308,13 @@ class InputLoader(wiring.Component):
                         m.d.sync += [*(c.eq(self.s_data) for c in got), have.eq(1)]
                     with m.If(have & write_ok):
                         m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
-                        m.d.sync += [have.eq(0), k.eq(k + 1), phase.eq(3)]
-                        with m.If(k + 1 == self.n0):
+                        m.d.sync += [
+                            have.eq(0),
+                            k.eq(k + 1),
+                            k_last.eq(k + 2 == self.n0),
+                            phase.eq(3),
+                        ]
+                        with m.If(k_last):
                             m.d.comb += done_slot.eq(Mux(slot, 2, 1))
                             next_unit(m)
         return m
