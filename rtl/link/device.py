@@ -2,8 +2,8 @@
 
 ::
 
-    rx --> LinkEngine --cmd--> Accelerator --busy, error--> LEDs
-    tx <--            <--rsp--
+    rx --> LinkEngine --cmd--> StreamRegister --> Accelerator --busy, error--> LEDs
+    tx <--            <--rsp-- StreamRegister <--
 
 The byte streams are what a UART (or, in simulation, a pipe) carries; the LinkEngine
 (rtl/link/engine.py) checks every frame and turns it into the Accelerator's command
@@ -25,6 +25,7 @@ from ..accelerator import Accelerator
 from ..params import check_int
 from ..reset import add_with_reset_leaves
 from .engine import LinkEngine, check_frame_bytes
+from .pipe import StreamRegister
 from .protocol import INFO_CHOICES, INFO_FIELDS, VERSION
 
 __all__ = ["INFO_MAGIC", "Device", "info_words"]
@@ -135,7 +136,12 @@ class Device(wiring.Component):
         m.d.comb += acc.reset.eq(rst)
         wiring.connect(m, wiring.flipped(self.rx), eng.rx)
         wiring.connect(m, eng.tx, wiring.flipped(self.tx))
-        wiring.connect(m, eng.cmd, acc.cmd)
-        wiring.connect(m, acc.rsp, eng.rsp)
+        # the command and response words pass a register stage each way (rtl/link/pipe.py)
+        m.submodules.cmd_reg = cmd_reg = StreamRegister(32)
+        m.submodules.rsp_reg = rsp_reg = StreamRegister(32)
+        wiring.connect(m, eng.cmd, cmd_reg.i)
+        wiring.connect(m, cmd_reg.o, acc.cmd)
+        wiring.connect(m, acc.rsp, rsp_reg.i)
+        wiring.connect(m, rsp_reg.o, eng.rsp)
         m.d.comb += [eng.busy.eq(acc.busy), self.busy.eq(acc.busy), self.error.eq(acc.error)]
         return m
