@@ -437,6 +437,7 @@ class Accelerator(wiring.Component):
         host_sel = dec.mem_sel
         host_addr = dec.mem_addr
         rd_data = {}
+        rd_latency = {}  # read latency of the memories rd_data holds, where not one
 
         # The read/write memories carry no_rw_check (no read-first emulation: rtl/bram.py
         # NO_RW_CHECK): a block's read is used in its phase, the host's in the cycle of
@@ -530,6 +531,7 @@ class Accelerator(wiring.Component):
             ]
             write_port(_WritePort(ram.w_addr, ram.w_data, ram.w_en), name, [])
             rd_data[name] = ram.r_data
+            rd_latency[name] = ram.latency
         if sprams > UP5K_SPRAMS:
             raise ValueError(
                 f"Accelerator: sample_bytes={self.depths['samples']}, label_words="
@@ -590,13 +592,16 @@ class Accelerator(wiring.Component):
 
         # host reads: each memory's read data registered, then the selected one (the
         # decoder samples it three cycles after mem_ren, the address held meanwhile: the
-        # single-port memories' read latency is up to two)
+        # single-port memories' read latency is up to two). A memory of read latency one
+        # (its block RAM's output unregistered) takes two registers, one beside the
+        # memory and one beside the select: the latent memory's output into its one
+        # register had 8 of the 128-lane ULX3S build's 413 endpoints past 10 ns at
+        # cd6a36f (seed 1, 11.21 ns).
         sel_d = Signal.like(host_sel, reset_less=True)
         m.d.sync += sel_d.eq(host_sel)
         with m.Switch(sel_d):
             for name, value in rd_data.items():
-                reg = Signal.like(value, name=f"host_{name}", reset_less=True)
-                m.d.sync += reg.eq(value)
+                reg = delayed(value, 3 - rd_latency.get(name, 1), f"host_{name}")
                 with m.Case(MEMORIES[name]):
                     m.d.comb += dec.mem_rdata.eq(reg)  # sign-extended if signed
         return m
