@@ -14,7 +14,8 @@ unused: with ``noise_write_lanes=1`` the evaluator's noise banks take 32 blocks 
 lanes, not 22; three lanes per write fill two segments); the iCE40's
 blocks have a write mask per bit. Memories under 1 Kbit (Yosys maps
 them to flip-flops or LUT RAM), memories read without a clock (never a block RAM: LUT
-RAM on the ECP5, flip-flops on the iCE40) and primitives the RTL instantiates itself (DP16KD,
+RAM on the ECP5, flip-flops on the iCE40), memories the RTL marks ``ram_style
+"distributed"`` (LUT RAM) and primitives the RTL instantiates itself (DP16KD,
 SB_SPRAM256KA) are listed apart. It is an estimate of Yosys's mapping, not a
 measurement: Yosys may split or pack differently (``pentegg synth`` gives the count), but
 it takes seconds instead of minutes, and names the memories.
@@ -45,6 +46,7 @@ class Memory:
     depth: int
     granularity: int = 0  # bits per write enable (0: the whole width)
     async_read: bool = False  # a read port without a clock: never a block RAM
+    distributed: bool = False  # ram_style "distributed": LUT RAM (the RTL asks for it)
 
     @property
     def bits(self) -> int:
@@ -86,11 +88,18 @@ def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
     sizes, gran, prims, module, comb = {}, {}, {}, "", set()
     memid = width = None
     rd = None  # the MEMID of the $memrd_v2 cell being read
+    dist, attrs = set(), []  # distributed memories; the attribute lines before a line
     for line in text.splitlines():
+        if line.lstrip().startswith("attribute "):
+            attrs.append(line)
+            continue
+        before, attrs = attrs, []
         if m := re.match(r"module \\(\S+)", line):
             module = m.group(1)
         elif m := re.match(r"\s*memory width (\d+) size (\d+) \\(\S+)", line):
             sizes[f"{module}.{m.group(3)}"] = (int(m.group(1)), int(m.group(2)))
+            if any(re.match(r'\s*attribute \\ram_style "distributed"', a) for a in before):
+                dist.add(f"{module}.{m.group(3)}")
         elif m := re.match(r"\s*cell \\(DP16KD|SB_SPRAM256KA|SB_RAM40_4K) ", line):
             prims[m.group(1)] = prims.get(m.group(1), 0) + 1
         elif re.match(r"\s*cell \$memwr_v2 ", line):
@@ -112,7 +121,10 @@ def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
             gran[memid] = min(g, gran.get(memid, g)) if g else gran.get(memid, 0)
         elif memid is not None and line.strip() == "end":
             memid = None
-    mems = [Memory(name, w, d, gran.get(name, 0), name in comb) for name, (w, d) in sizes.items()]
+    mems = [
+        Memory(name, w, d, gran.get(name, 0), name in comb, name in dist)
+        for name, (w, d) in sizes.items()
+    ]
     return mems, prims
 
 
@@ -143,7 +155,7 @@ def main(argv=None) -> int:
     total = 0
     print(f"{'memory':<44} {'width':>6} {'depth':>7} {'write':>6} {'Kbit':>8} {'blocks':>7}")
     for mem in sorted(mems, key=lambda x: -x.bits):
-        if mem.bits < SMALL_BITS or mem.async_read:
+        if mem.bits < SMALL_BITS or mem.async_read or mem.distributed:
             continue
         n = block_rams(mem.width, mem.depth, family, mem.granularity)
         total += n
@@ -156,6 +168,13 @@ def main(argv=None) -> int:
     for mem in sorted(mems, key=lambda x: -x.bits):
         if mem.async_read and mem.bits >= SMALL_BITS:
             print(f"read without a clock ({lut}): {mem.name}, {mem.width} x {mem.depth} bits")
+    dist = [x for x in mems if x.distributed and x.bits >= SMALL_BITS and not x.async_read]
+    if dist:
+        bits = sum(x.bits for x in dist)
+        print(
+            f"distributed RAM by the RTL's choice (ram_style): {len(dist)} memories, "
+            f"{bits / 1024:.1f} Kbit, e.g. {dist[0].name}, {dist[0].width} x {dist[0].depth} bits"
+        )
     for prim, n in sorted(prims.items()):
         print(f"{prim} instantiated by the RTL: {n}")
     return 0

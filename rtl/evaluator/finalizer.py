@@ -276,6 +276,7 @@ class Finalizer(wiring.Component):
         m = Module()
         self.dbg = {}
         self.rw_watch = []  # the u banks (NO_RW_CHECK)
+        self.ecp5 = str(getattr(platform, "family", "")).lower() == "ecp5"
         p, T, G, F, r = self.p, self.T, self.G, self.F, self.p.rank
         op_layout = self.op_layout
         wc = Signal(range(T))  # cycle within the window
@@ -788,11 +789,17 @@ class Finalizer(wiring.Component):
         ]
 
         # u banks: one read port each, addressed by P (bank pb) or U (bank ub); U's read
-        # register takes its bank's data (the bank mux before it)
+        # register takes its bank's data (the bank mux before it). On the ECP5 they are
+        # distributed RAM (LUTs, an asynchronous read into the port's flip-flops beside
+        # them): a DP16KD's 5.6 ns from the clock to its unregistered output, then the
+        # bank mux and the route into urdU/urdP, had 53 of the 128-lane ULX3S build's
+        # 413 endpoints past 10 ns at cd6a36f (seed 1, 11.22 ns); a bank is u_entries
+        # words of 16 to 18 bits (80 at rank 4, eight lanes a group), a DP16KD 1,024
+        u_attrs = {**NO_RW_CHECK, "ram_style": "distributed"} if self.ecp5 else NO_RW_CHECK
         rports = []
         wports = []
         for b in range(2):
-            mem = memory.Memory(shape=uw, depth=self.u_depth, init=[], attrs=NO_RW_CHECK)
+            mem = memory.Memory(shape=uw, depth=self.u_entries, init=[], attrs=u_attrs)
             m.submodules[f"ubank{b}{sfx}"] = mem
             rp = mem.read_port()
             wp = mem.write_port()
