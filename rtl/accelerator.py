@@ -443,13 +443,29 @@ class Accelerator(wiring.Component):
         # NO_RW_CHECK): a block's read is used in its phase, the host's in the cycle of
         # its mem_ren, and neither meets a write of its address in that cycle (the tests
         # watch every used read: ``rw_watch``).
-        def mem(name, shape, depth, used):
+        def mem(name, shape, depth, used, addr_reg=False, direct=0):
+            """A memory's read and write ports; ``used``: a block's read requested in
+            the cycle is consumed. ``addr_reg``: the requests' address (the block's or
+            the host's) reaches the block RAM through a register, so the read is at the
+            port a cycle after its request, and the watch with it; ``direct``: reads at
+            the port in their own cycle (past the register)."""
             mm = memory.Memory(shape=shape, depth=depth, init=[], attrs=NO_RW_CHECK)
             m.submodules[f"mem_{name}"] = mm
             rp, wp = mm.read_port(), mm.write_port()
             host_reads = dec.mem_ren & (host_sel == MEMORIES[name])
-            self.rw_watch.append(RWWatch(name, rp, wp, used | host_reads))
+            used = used | host_reads
+            if addr_reg:
+                used = delayed(used, 1, f"{name}_used")
+            self.rw_watch.append(RWWatch(name, rp, wp, used | direct))
             return rp, wp
+
+        # With mem_latency >= 2 the read addresses the blocks make combinationally (the
+        # weight streamer's arbitration of its two cursors, 6 LUT levels; the member
+        # reader's) reach the block RAM through a register beside it, and their data
+        # through one register fewer: the same latency. The weights' (7) and member_x's
+        # (5) address inputs were among the 128-lane ULX3S build's 413 endpoints past 10
+        # ns at cd6a36f (seed 1, 10.83 and 10.88 ns).
+        addr_reg = lat >= 2
 
         # The host's writes reach the memories one cycle late, from flip-flops: the large
         # memories (the samples: 45-64 DP16KD across the ECP5) are far from the decoder
@@ -473,21 +489,32 @@ class Accelerator(wiring.Component):
             m.d.comb += [wp.addr.eq(sel[0]), wp.data.eq(sel[1]), wp.en.eq(sel[2])]
 
         # weights: read by the evaluator (eval), the updater (pentary, apply), the host
+        # (the updater's reads, pentary, from its own register and of latency one, pass
+        # the register's multiplexer in its phase: the address register takes the
+        # evaluator's and the host's)
+        pentary = self.update == "pentary"
         rp, wp = mem(
             "weights",
             16,
             self.weight_words,
-            ((phase == 1) & ev.w_en) | ((phase == 4) & (self.update == "pentary") & up.r_en),
+            (phase == 1) & ev.w_en,
+            addr_reg,
+            direct=(phase == 4) & up.r_en if pentary else 0,
         )
-        up_w_raddr = up.w_raddr if self.update == "pentary" else 0
+        ra = Mux(phase == 1, ev.w_addr, host_addr)
+        if addr_reg:
+            ra = delayed(ra, 1, "weights_raddr")
+        up_w_raddr = up.w_raddr if pentary else 0
         m.d.comb += [
             rp.en.eq(1),
-            rp.addr.eq(Mux(phase == 1, ev.w_addr, Mux(phase == 4, up_w_raddr, host_addr))),
-            ev.w_data.eq(delayed(rp.data, lat - 1, "w")),
+            rp.addr.eq(Mux(phase == 4, up_w_raddr, ra)),
+            ev.w_data.eq(delayed(rp.data, lat - 1 - addr_reg, "w")),
         ]
-        if self.update == "pentary":
+        if pentary:
             m.d.comb += up.w_rdata.eq(rp.data)
         rd_data["weights"] = rp.data
+        if addr_reg:
+            rd_latency["weights"] = 2
         write_port(
             wp,
             "weights",
@@ -572,14 +599,17 @@ class Accelerator(wiring.Component):
 
         # per-member inputs: the reader (eval) and the host; logits: the writer, read by
         # the host (sign-extended)
-        rp, wp = mem("member_x", 8, self.depths["member_x"], (phase == 1) & rd.r_en)
+        rp, wp = mem("member_x", 8, self.depths["member_x"], (phase == 1) & rd.r_en, addr_reg)
+        ra = Mux(phase == 1, rd.r_addr, host_addr)
         m.d.comb += [
             rp.en.eq(1),
-            rp.addr.eq(Mux(phase == 1, rd.r_addr, host_addr)),
-            rd.r_data.eq(delayed(rp.data, lat - 1, "x")),
+            rp.addr.eq(delayed(ra, 1, "member_x_raddr") if addr_reg else ra),
+            rd.r_data.eq(delayed(rp.data, lat - 1 - addr_reg, "x")),
         ]
         write_port(wp, "member_x", [])
         rd_data["member_x"] = rp.data
+        if addr_reg:
+            rd_latency["member_x"] = 2
         rp, wp = mem("logits", 8, self.depths["logits"], 0)
         m.d.comb += [
             rp.en.eq(1),
