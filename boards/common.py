@@ -34,6 +34,7 @@ from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
+from ..rtl.link.pipe import StreamRegister
 from ..rtl.link.uart import UartRx, UartTx, baud_divisor
 
 __all__ = [
@@ -113,8 +114,9 @@ CORES: dict[str, Callable[..., wiring.Component]] = {
 
 
 class BoardLink(wiring.Component):
-    """UART PHY around a core: ``rx`` (line in) -> :class:`UartRx` -> ``core.rx``;
-    ``core.tx`` -> :class:`UartTx` -> ``tx`` (line out). ``busy`` and ``error`` are the
+    """UART PHY around a core: ``rx`` (line in) -> :class:`UartRx` -> a
+    :class:`StreamRegister` -> ``core.rx``; ``core.tx`` -> a register -> :class:`UartTx`
+    -> ``tx`` (line out). ``busy`` and ``error`` are the
     core's; ``reset`` (synchronous, the board's power-on reset) resets the UART, the link
     error and the core; ``rx_strobe``/``tx_strobe`` are high for the cycle a byte is received/sent;
     ``overrun`` and ``framing_errors`` are the receiver's counters. ``error`` is also set,
@@ -143,8 +145,16 @@ class BoardLink(wiring.Component):
         m.submodules.uart_rx = ResetInserter(self.reset)(urx)
         m.submodules.uart_tx = ResetInserter(self.reset)(utx)
         m.submodules.core = core = self.core
-        wiring.connect(m, urx.o, core.rx)
-        wiring.connect(m, core.tx, utx.i)
+        # the bytes cross a register stage each way (rtl/link/pipe.py): the UARTs sit by
+        # their pins, the core's byte logic across the die, and no ready or valid runs
+        # between them without a flip-flop
+        rx_reg, tx_reg = StreamRegister(8), StreamRegister(8)
+        m.submodules.rx_reg = ResetInserter(self.reset)(rx_reg)
+        m.submodules.tx_reg = ResetInserter(self.reset)(tx_reg)
+        wiring.connect(m, urx.o, rx_reg.i)
+        wiring.connect(m, rx_reg.o, core.rx)
+        wiring.connect(m, core.tx, tx_reg.i)
+        wiring.connect(m, tx_reg.o, utx.i)
         link_error = Signal()
         with m.If(self.reset):
             m.d.sync += link_error.eq(0)

@@ -1,18 +1,23 @@
-"""StreamRegister: one register stage on a stream, valid and payload from flip-flops.
+"""StreamRegister: one register stage on a stream, every signal across it from a
+flip-flop.
 
 ::
 
     i.valid, i.payload --> [valid_r, payload_r] --> o.valid, o.payload
-    i.ready <-- ~valid_r | o.ready
+    i.ready <-- ~valid_r
 
-It cuts the forward path (the source's state and payload multiplexers into the sink's
-decode) at the cost of a cycle of latency; ``ready`` stays combinational, one LUT from
-the sink's. Between the LinkEngine and the Accelerator's command decoder the engine's
-word multiplexer into the decoder's zero test and next state (6 LUT levels) was the
-128-lane ULX3S build's second-worst path at ``cd6a36f`` (seed 1, 11.34 ns).
-
-Throughput: a word per cycle while ``o.ready`` is high; no word is lost or repeated
-under any ``ready`` pattern.
+A word moves in when the register is empty and out when the sink takes it, so no
+combinational path crosses the stage in either direction: the source's state and
+payload multiplexers do not reach the sink's decode, nor the sink's ready the
+source's state. The price is a cycle of latency and half the throughput, a word every
+other cycle, which the links it serves (a UART's bytes, the command and response words
+between the LinkEngine and the Accelerator, a few cycles a word) never approach.
+Between the LinkEngine and the Accelerator's command decoder the engine's word
+multiplexer into the decoder's zero test and next state (6 LUT levels) was the
+128-lane ULX3S build's second-worst path at ``cd6a36f`` (seed 1, 11.34 ns); between
+the UART receiver (beside its pin) and the engine's COBS decoder (across the die), the
+decoder's ready into the receiver's overrun count was its critical path at
+``22de219`` (seed 1, 12.37 ns, 10.16 of it routing).
 """
 
 from __future__ import annotations
@@ -32,11 +37,13 @@ class StreamRegister(wiring.Component):
     Interface attributes
     --------------------
     i : In(stream.Signature(width))
-        The source side: a word moves in when ``i.valid & i.ready``.
+        The source side: a word moves in when ``i.valid & i.ready``; ``i.ready`` is a
+        flip-flop's output (the register is empty).
     o : Out(stream.Signature(width))
         The sink side: ``o.valid`` and ``o.payload`` are flip-flops.
 
-    Latency one cycle; throughput one word per cycle.
+    Latency one cycle (a word taken in is offered the next cycle); throughput one word
+    every two cycles; no word is lost or repeated under any ``valid``/``ready`` pattern.
     """
 
     def __init__(self, width: int):
@@ -48,10 +55,13 @@ class StreamRegister(wiring.Component):
         valid = Signal()
         payload = Signal(self.width, reset_less=True)  # read only while valid
         m.d.comb += [
-            self.i.ready.eq(~valid | self.o.ready),
+            self.i.ready.eq(~valid),
             self.o.valid.eq(valid),
             self.o.payload.eq(payload),
         ]
-        with m.If(self.i.ready):
-            m.d.sync += [valid.eq(self.i.valid), payload.eq(self.i.payload)]
+        with m.If(valid):
+            with m.If(self.o.ready):
+                m.d.sync += valid.eq(0)
+        with m.Elif(self.i.valid):
+            m.d.sync += [valid.eq(1), payload.eq(self.i.payload)]
         return m
