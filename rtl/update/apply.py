@@ -160,8 +160,12 @@ class WeightUpdater(wiring.Component):
         n = Signal(ab)  # v_base + flat index
         wi = Signal(ab)  # w_base + word index
         dpos = Signal(range(DIGITS_PER_WORD))
-        last_k = k + 1 == self.fan
-        last = last_k & (o + 1 == self.out)
+        # the row's last column and the layer's last row: flags set with k and o (the
+        # compares of k + 1 and o + 1 with the layer's shape before the walk's enables
+        # had 4 of the 128-lane ULX3S build's 84 endpoints past 10 ns at 22de219, seed 1)
+        last_k = Signal()
+        last_o = Signal()
+        last = last_k & last_o
         m.d.comb += self.z_addr.eq(zaddr)
         with m.If(walking):
             m.d.sync += n.eq(n + 1)
@@ -170,11 +174,23 @@ class WeightUpdater(wiring.Component):
             with m.Else():
                 m.d.sync += dpos.eq(dpos + 1)
             with m.If(last_k):
-                m.d.sync += [k.eq(0), lane.eq(0), o.eq(o + 1), zaddr.eq(zaddr + 1)]
+                m.d.sync += [
+                    k.eq(0),
+                    last_k.eq(self.fan == 1),
+                    lane.eq(0),
+                    o.eq(o + 1),
+                    last_o.eq(o + 2 == self.out),
+                    zaddr.eq(zaddr + 1),
+                ]
             with m.Elif(lane == lanes - 1):
-                m.d.sync += [k.eq(k + 1), lane.eq(0), zaddr.eq(zaddr + 1)]
+                m.d.sync += [
+                    k.eq(k + 1),
+                    last_k.eq(k + 2 == self.fan),
+                    lane.eq(0),
+                    zaddr.eq(zaddr + 1),
+                ]
             with m.Else():
-                m.d.sync += [k.eq(k + 1), lane.eq(lane + 1)]
+                m.d.sync += [k.eq(k + 1), last_k.eq(k + 2 == self.fan), lane.eq(lane + 1)]
             with m.If(last):
                 m.d.sync += walking.eq(0)
 
@@ -392,7 +408,9 @@ class WeightUpdater(wiring.Component):
                     busy.eq(1),
                     walking.eq(1),
                     o.eq(0),
+                    last_o.eq(self.out == 1),
                     k.eq(0),
+                    last_k.eq(self.fan == 1),
                     lane.eq(0),
                     zaddr.eq(0),
                     dpos.eq(0),
