@@ -224,11 +224,21 @@ class PassEngine(wiring.Component):
         take = self.cmd.valid & dep_ok & ~running
         m.d.comb += self.cmd.ready.eq(take)
         nz_ptr = Signal(self.noise_bits)  # u_addr + k, counted alongside k
+        # at_flush (k == n: the pass's flush beat is next) is a flag set with k, not a
+        # compare before the beat's handshake (the engine's k and cur into the weight
+        # streamer's FIFO levels had 4 of the 128-lane ULX3S build's 84 endpoints past
+        # 10 ns at 22de219, seed 1)
+        at_flush = Signal()
         with m.If(take):
-            m.d.sync += [cur.eq(c), running.eq(1), k.eq(0), nz_ptr.eq(c.u_addr)]
+            m.d.sync += [
+                cur.eq(c),
+                running.eq(1),
+                k.eq(0),
+                at_flush.eq(c.n == 0),
+                nz_ptr.eq(c.u_addr),
+            ]
 
         # ---- beats
-        at_flush = k == cur.n
         beat_w = ~cur.u  # a layer pass consumes weight beats (the last one is the bias)
         w_ok = ~beat_w | self.wbeat.valid
         # a flush needs free captures and room for the record (one in the FIFO at most:
@@ -238,7 +248,7 @@ class PassEngine(wiring.Component):
         flush = running & at_flush & w_ok & flush_ok
         m.d.comb += self.wbeat.ready.eq(beat_w & (mac | flush))
         with m.If(mac):
-            m.d.sync += [k.eq(k + 1), nz_ptr.eq(nz_ptr + 1)]
+            m.d.sync += [k.eq(k + 1), at_flush.eq(k + 1 == cur.n), nz_ptr.eq(nz_ptr + 1)]
         with m.If(flush):
             m.d.sync += [running.eq(0), caps_busy.eq(1)]
         # ``nz_en`` (a u-row pass's MAC beat: ``mac & cur.u``) from a register loaded with
