@@ -1065,9 +1065,21 @@ class Finalizer(wiring.Component):
         # first_t's choice of ymax is not before them (first_t through it, a compare and
         # the choices into s_max was the 128-lane ECP5 evaluator's critical path at
         # 56d9c53, 14.43 ns)
-        smax = st[8:16].as_signed()
-        take0 = is_oth[0] & (first_t | (hv[0] > smax))
-        take1 = is_oth[1] & Mux(take0, hv[1] > hv[0], first_t | (hv[1] > smax))
+        # the compares themselves a cycle earlier, into registers (wc 1: the state's read
+        # data at the banks' outputs, h0 in its register, h1 as sat(y1) before its own):
+        # the stored maximum through the compares, the choices and the select into s_max
+        # had 14 of the 128-lane ULX3S build's 84 endpoints past 10 ns at 22de219
+        # (seed 1, 10.82 ns)
+        smax_n = Mux(ub_d, rports[1].data, rports[0].data)[8:16].as_signed()  # u_U next
+        hv1_n = sat[1][:8].as_signed()  # h1 next
+        gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
+        m.d.sync += [
+            gt[0].eq(hv[0] > smax_n),
+            gt[1].eq(hv1_n > smax_n),
+            gt[2].eq(hv1_n > hv[0]),
+        ]
+        take0 = is_oth[0] & (first_t | gt[0])
+        take1 = is_oth[1] & Mux(take0, gt[2], first_t | gt[1])
         nm = Mux(take1, hv[1], Mux(take0, hv[0], ymax))
         s_lab = sig(signed(8), "s_lab")
         s_max = sig(signed(8), "s_max")
