@@ -195,6 +195,9 @@ class Sequencer(wiring.Component):
         # adds before c_fa's adder had 7 of the 128-lane ULX3S build's 84 endpoints past
         # 10 ns at 22de219 (seed 1)
         c_fa_inc = Signal(nb + 2, reset_less=True)
+        # whether the noise slots overflow the bank: registered with c_fa's last step (the
+        # compare in PH_CFG_NEXT was before the phase's and the round's enables)
+        c_fa_over = Signal()
 
         rnd = Signal(12)
         first_pair = Signal(12)
@@ -348,12 +351,14 @@ class Sequencer(wiring.Component):
                             m.d.sync += c_fa.eq(c_fa + c_fa_inc)
                 with m.Else():
                     m.d.sync += [c_word.eq(c_word + (c_off != 0)), phase.eq(PH_CFG_NEXT)]
+                    fa = c_fa if QUANT else c_fa + c_fa_inc  # c_fa in PH_CFG_NEXT
+                    m.d.sync += c_fa_over.eq(fa > p.noise_bank_depth)
                     if not QUANT:
-                        m.d.sync += c_fa.eq(c_fa + c_fa_inc)
+                        m.d.sync += c_fa.eq(fa)
             with m.Case(PH_CFG_NEXT):
                 with m.If(cl + 1 == nl):
                     m.d.sync += self.noise_needed.eq(c_fa)
-                    with m.If(c_fa > p.noise_bank_depth):
+                    with m.If(c_fa_over):
                         m.d.sync += [self.error[7].eq(1), phase.eq(PH_END)]
                     with m.Elif(c_left == 0):  # the rounds are counted
                         m.d.sync += [
