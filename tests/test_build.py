@@ -372,19 +372,22 @@ def test_every_pll_setting_makes_its_clock_and_an_exact_baud_rate():
 def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):
     """The ULX3S build's Device with its default parameters (128 lanes, 33 update lanes,
     the digits set's sample memory) needs no more DP16KD than the ECP5-85 has, by
-    ``benchmarks.memories``' estimate (it counts the 9-bit byte enables: the noise banks,
-    written three lanes at a time, take 22 blocks each, not 32), and so do 64 lanes with
-    a whole weight row per update cycle and 128 KiB of samples. A change of the defaults
-    or of a memory's layout that overfills the device fails here in seconds, not after a
-    20-minute build."""
+    ``benchmarks.memories``' estimate with the DP16KD the RTL instantiates itself (the
+    sample memory's, the Z memory's; the estimate counts the 9-bit byte enables: the
+    noise banks, written three lanes at a time, take 22 blocks each, not 32), and so do
+    64 lanes with a whole weight row per update cycle and 128 KiB of samples. A change
+    of the defaults or of a memory's layout that overfills the device fails here in
+    seconds, not after a 20-minute build."""
     from pentegg.benchmarks import memories
     from pentegg.boards.ulx3s import DEFAULT_PARAMS
 
-    def total(*params):
+    def total(*params):  # the memories' estimate and the DP16KD the RTL instantiates
         args = [a for p in params for a in ("--param", p)]
         assert memories.main(["device", "--device", "ecp5-85", *args]) == 0
         out = capsys.readouterr().out
-        return int(re.search(r"block RAMs of the memories above: (\d+)", out).group(1)), out
+        n = int(re.search(r"block RAMs of the memories above: (\d+)", out).group(1))
+        prims = re.search(r"DP16KD instantiated by the RTL: (\d+)", out)
+        return n + (int(prims.group(1)) if prims else 0), out
 
     def noise_bank(out):  # bits and blocks of noise bank 0's slices (18-bit writes)
         rows = re.findall(r"ev\.noise0\.slice\d+\s+(\d+)\s+\d+\s+18\s+[\d.]+\s+(\d+)\b", out)
