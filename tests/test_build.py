@@ -105,7 +105,9 @@ def test_build_json_and_program(built, board):
     assert Path(info["bitstream"]).name == bitstream
     assert Path(info["bitstream"]).stat().st_size > 10_000
     assert 100 < info["luts"] < 2000 and 50 < info["ffs"] < 2000
-    assert info["brams"] == 0 and info["dsps"] == 0
+    # the iCE40 has no LUT RAM: the echo FIFO's storage becomes a block RAM there once
+    # Yosys takes the transmit register stage's payload register as its read register
+    assert info["brams"] == {"icebreaker": 1, "ulx3s-85f": 0}[board] and info["dsps"] == 0
     assert info["clock_mhz"] == clock and info["yosys_flow"] == "default"
     assert info["fmax_mhz"] >= clock and info["timing_met"] is True
     assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 25}[board]
