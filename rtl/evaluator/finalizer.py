@@ -1070,13 +1070,17 @@ class Finalizer(wiring.Component):
         # the stored maximum through the compares, the choices and the select into s_max
         # had 14 of the 128-lane ULX3S build's 84 endpoints past 10 ns at 22de219
         # (seed 1, 10.82 ns)
+        # h1 is taken as y1 against the bounds, not after its saturation (the saturation
+        # then a compare in one cycle was the 128-lane ULX3S build's critical path at
+        # 005e676, seed 1: 11.31 ns): the state matters for the last layer's ACT ops
+        # alone, whose h1 = clamp(y1, -127, 127), so h1 > s <=> s < 127 and (y1 > s or
+        # s < -127), and h1 > h0 <=> h0 < 127 and y1 > h0 (h0 is in -127..127)
         smax_n = Mux(ub_d, rports[1].data, rports[0].data)[8:16].as_signed()  # u_U next
-        hv1_n = sat[1][:8].as_signed()  # h1 next
         gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
         m.d.sync += [
             gt[0].eq(hv[0] > smax_n),
-            gt[1].eq(hv1_n > smax_n),
-            gt[2].eq(hv1_n > hv[0]),
+            gt[1].eq((smax_n < 127) & ((y[1] > smax_n) | (smax_n < -127))),
+            gt[2].eq((hv[0] < 127) & (y[1] > hv[0])),
         ]
         take0 = is_oth[0] & (first_t | gt[0])
         take1 = is_oth[1] & Mux(take0, gt[2], first_t | gt[1])
