@@ -29,11 +29,11 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes). 128 lanes (the 128
-#: pairs of population 256 in one round) at 75 MHz: a digits step of 950,810 cycles
-#: (baf0473; two more with mem_latency 3), 12.7 ms, where 64 lanes take 1,721,858
-#: cycles, 23.0 ms at 75 MHz (docs/boards.md);
-#: 33 update lanes and a sample memory of the digits set's size make them fit the block
-#: RAM (193 of 208 DP16KD).
+#: pairs of population 256 in one round) at 75 MHz: a digits step of 951,843 cycles
+#: (0aa2487), 12.7 ms, where 64 lanes take 1,721,858 cycles (86d58ea), 23.0 ms at 75 MHz
+#: (docs/boards.md); 33 update lanes and a sample memory of the digits set's size make
+#: them fit the block RAM (161 of 208 DP16KD at 005e676; 180 by the estimate since the
+#: Z memory's output registers, 700b5c1).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
     "lanes": 128,
