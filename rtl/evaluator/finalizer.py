@@ -1066,15 +1066,15 @@ class Finalizer(wiring.Component):
         # the choices into s_max was the 128-lane ECP5 evaluator's critical path at
         # 56d9c53, 14.43 ns)
         # the compares themselves a cycle earlier, into registers (wc 1: the state's read
-        # data at the banks' outputs, h0 in its register, h1 as sat(y1) before its own):
-        # the stored maximum through the compares, the choices and the select into s_max
-        # had 14 of the 128-lane ULX3S build's 84 endpoints past 10 ns at 22de219
-        # (seed 1, 10.82 ns)
-        # h1 is taken as y1 against the bounds, not after its saturation (the saturation
-        # then a compare in one cycle was the 128-lane ULX3S build's critical path at
-        # 005e676, seed 1: 11.31 ns): the state matters for the last layer's ACT ops
-        # alone, whose h1 = clamp(y1, -127, 127), so h1 > s <=> s < 127 and (y1 > s or
-        # s < -127), and h1 > h0 <=> h0 < 127 and y1 > h0 (h0 is in -127..127)
+        # data at the banks' outputs, h0 in its register, y1 in its register before h1
+        # is): the stored maximum through the compares, the choices and the select into
+        # s_max had 14 of the 128-lane ULX3S build's 84 endpoints past 10 ns at 22de219
+        # (seed 1, 10.82 ns). h1 is taken as y1 against the bounds, not after its
+        # saturation (the saturation then a compare in one cycle was the 128-lane ULX3S
+        # build's critical path at 005e676, seed 1: 11.31 ns): the state matters for the
+        # last layer's ACT ops alone, whose h1 = clamp(y1, -127, 127), so h1 > s <=>
+        # s < 127 and (y1 > s or s < -127), and h1 > h0 <=> h0 < 127 and y1 > h0 (h0 is
+        # in -127..127)
         smax_n = Mux(ub_d, rports[1].data, rports[0].data)[8:16].as_signed()  # u_U next
         gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
         m.d.sync += [
