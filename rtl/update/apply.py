@@ -17,6 +17,8 @@ back; the old ``W`` is not needed. In pentary mode the old ``W`` words are read.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
@@ -218,18 +220,14 @@ class WeightUpdater(wiring.Component):
         # load multiplexer into the shift register, it had 29 of the 128-lane ULX3S
         # build's 413 endpoints past 10 ns (cd6a36f, seed 1)
         zq = self.z_data.as_value()
-        s1a_valid = Signal()
-        s1a_last = Signal()
-        s1a_n = Signal(ab)
-        s1a_wi = Signal(ab)
-        s1a_dpos = Signal.like(dpos)
-        m.d.sync += [
-            s1a_valid.eq(s1_valid),
-            s1a_last.eq(s1_last),
-            s1a_n.eq(s1_n),
-            s1a_wi.eq(s1_wi),
-            s1a_dpos.eq(s1_dpos),
-        ]
+
+        def later(stage, **fields):
+            """The walk's ``fields`` registered into stage ``stage``."""
+            regs = {k: Signal.like(v, name=f"{stage}_{k}") for k, v in fields.items()}
+            m.d.sync += [regs[k].eq(v) for k, v in fields.items()]
+            return SimpleNamespace(**regs)
+
+        s1a = later("s1a", valid=s1_valid, last=s1_last, n=s1_n, wi=s1_wi, dpos=s1_dpos)
         # data, loaded at lane 0 of every word before it is read: no reset (the reset net
         # reaches only control state)
         zsh = Signal(lanes * zb, reset_less=True)
@@ -250,27 +248,16 @@ class WeightUpdater(wiring.Component):
             m.d.sync += zsh.eq(zq)
 
         # ---- stage 1b: Z -> move; the V or W word read at stage 1 registered
-        s1b_valid = Signal()
-        s1b_last = Signal()
-        s1b_n = Signal(ab)
-        s1b_wi = Signal(ab)
-        s1b_dpos = Signal.like(dpos)
-        m.d.sync += [
-            s1b_valid.eq(s1a_valid),
-            s1b_last.eq(s1a_last),
-            s1b_n.eq(s1a_n),
-            s1b_wi.eq(s1a_wi),
-            s1b_dpos.eq(s1a_dpos),
-        ]
+        s1b = later("s1b", **vars(s1a))
         # the V (or W) read is issued at stage 1a and its data registered here, so that
         # the latent or weight memory's unregistered output meets no adder
-        m.d.comb += self.r_en.eq(s1a_valid)
+        m.d.comb += self.r_en.eq(s1a.valid)
         if latent:
-            m.d.comb += self.v_raddr.eq(s1a_n)
+            m.d.comb += self.v_raddr.eq(s1a.n)
             s2_old = Signal(signed(self.latent_bits))
             m.d.sync += s2_old.eq(self.v_rdata)
         else:
-            m.d.comb += self.w_raddr.eq(s1a_wi)
+            m.d.comb += self.w_raddr.eq(s1a.wi)
             s2_old = Signal(16)
             m.d.sync += s2_old.eq(self.w_rdata)
         z = Signal(signed(zb))
@@ -309,12 +296,12 @@ class WeightUpdater(wiring.Component):
         s2_wi = Signal(ab)
         s2_dpos = Signal.like(dpos)
         m.d.sync += [
-            s2_valid.eq(s1b_valid),
-            s2_last.eq(s1b_last),
+            s2_valid.eq(s1b.valid),
+            s2_last.eq(s1b.last),
             s2_move.eq(move),
-            s2_n.eq(s1b_n),
-            s2_wi.eq(s1b_wi),
-            s2_dpos.eq(s1b_dpos),
+            s2_n.eq(s1b.n),
+            s2_wi.eq(s1b.wi),
+            s2_dpos.eq(s1b.dpos),
         ]
         # stage 2 gives the new V (latent) or the new W digit (pentary) to stage 3
         s3_valid = Signal()
