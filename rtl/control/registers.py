@@ -82,7 +82,14 @@ class RegisterFile(wiring.Component):
     Interface attributes
     --------------------
     w_addr : In(8), w_data : In(32), w_en : In(1)
-        A host write; writes to read-only or unmapped addresses are ignored.
+        A host write; writes to read-only or unmapped addresses are ignored. The register
+        takes the value a cycle after ``w_en`` (latency 2 to its output): the address
+        decode is registered into one write strobe per register, beside the value, so
+        that no path runs from the command decoder's state across the die into a
+        register's enables (the seed register sits by the noise fill's keyer: its 32
+        enables were 32 of the 128-lane ULX3S build's 117 endpoints past 10 ns at
+        005e676, seed 1, 10.80 ns). A command decoder's next command comes a cycle or
+        more after a write, so a read or a run after a write sees the value.
     r_addr : In(8), r_data : Out(32)
         A host read, combinational (unmapped addresses read 0).
     <name> : Out(width) for each ``rw`` register; In(width) for each ``ro`` one (``id``
@@ -110,13 +117,17 @@ class RegisterFile(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+        w_data = Signal(32, reset_less=True)  # the write's value, a cycle late
+        m.d.sync += w_data.eq(self.w_data)
         for r in self.regs:
             if r.access != "rw":
                 continue
             reg = Signal(r.width, init=r.reset, name=f"reg_{r.name}")
+            hit = Signal(name=f"wr_{r.name}")  # this register's write strobe
+            m.d.sync += hit.eq(self.w_en & (self.w_addr == r.addr))
             m.d.comb += getattr(self, r.name).eq(reg)
-            with m.If(self.w_en & (self.w_addr == r.addr)):
-                m.d.sync += reg.eq(self.w_data[: r.width])
+            with m.If(hit):
+                m.d.sync += reg.eq(w_data[: r.width])
             if r.name == "step":
                 with m.If(self.step_wr):
                     m.d.sync += reg.eq(self.step_next)
