@@ -316,7 +316,9 @@ class LogitWriter(wiring.Component):
     Interface attributes
     --------------------
     start : In(1)
-        Strobe: a new evaluation (``stride`` stable until its last beat is written).
+        Strobe: a new evaluation (``stride`` stable until its last beat is written). Taken
+        through a register (``busy`` covers that cycle): the strobe comes from the
+        controller, and each state's enables are then the writer's own.
     stride : In(addr_bits)
         ``batch * n_L`` (MemberSizes).
     logits : In(stream.Signature(out_logits_layout(p)))
@@ -363,7 +365,9 @@ class LogitWriter(wiring.Component):
             self.w_en.eq(w_en),
         ]
         fsm_busy = Signal()
-        m.d.comb += self.busy.eq(fsm_busy | full | self.w_en)
+        start = Signal()  # self.start, a cycle late
+        m.d.sync += start.eq(self.start)
+        m.d.comb += self.busy.eq(fsm_busy | full | self.w_en | start)
 
         n_keys = 2 << len(beat.i)  # (i, s), i up to its field's range
         ptr = Array(Signal(ab, name=f"ptr{q}") for q in range(n_keys))
@@ -375,8 +379,13 @@ class LogitWriter(wiring.Component):
         q = Signal(range(n_keys))
         # the beat's pointer, selected in TAKE and used (written back + 1) in PUT: the
         # select of one of n_keys pointers, the increment and the write-back in one cycle
-        # had 139 of the 128-lane ULX3S build's 948 endpoints past 10 ns (23e1484, seed 2)
+        # had 139 of the 128-lane ULX3S build's 948 endpoints past 10 ns (23e1484, seed 2).
+        # a0 samples ptr[key] every cycle, without an enable: PUT reads what TAKE's cycle
+        # sampled (the beat and its pointer stand still from TAKE to PUT), and no other
+        # state reads a0 (the enable, TAKE's round compare, had 5 of the 117 endpoints
+        # past 10 ns at 005e676, seed 1)
         a0 = Signal(ab)
+        m.d.sync += a0.eq(ptr[key])
         two_s = (self.stride << 1)[:ab]
 
         # the beat's logits and mask of groups 1.., shifted down a group per write: the
@@ -389,7 +398,7 @@ class LogitWriter(wiring.Component):
         addr = Signal(ab)
 
         def restart():  # a start in any state begins a new evaluation
-            with m.If(self.start):
+            with m.If(start):
                 m.d.sync += [cur_fp.eq(0), rnd_base.eq(0), acc.eq(0), q.eq(0)]
                 m.next = "INIT"
 
@@ -414,7 +423,6 @@ class LogitWriter(wiring.Component):
                     with m.If(beat.first_pair != cur_fp):
                         m.next = "ADVANCE"
                     with m.Else():
-                        m.d.sync += a0.eq(ptr[key])
                         m.next = "PUT"
             with _state(m, "PUT", restart):  # group 0 now, the others in WRITE
                 m.d.comb += [
