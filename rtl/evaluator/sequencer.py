@@ -243,9 +243,20 @@ class Sequencer(wiring.Component):
             "r2": Signal(3, name="lay_r2"),
         }
 
+        # whether pass ps is its block's last (ps == t_last, or u_passes - 1 in a U block):
+        # a flag set with ps and the block, not a compare after them. The compare and the
+        # block kind's select were the first levels of the emit's enables (the sample count
+        # b's 16 enables were 16 of the 128-lane ULX3S build's 117 endpoints past 10 ns at
+        # 005e676, seed 1, 10.54 ns). A layer's first pass is its last when out <= 2
+        lp = Signal()
+        u_single = Const(p.u_passes == 1)
+
         def enter_layer(mm, l):
+            """Layer l's constants, and lp for the first pass of a block of layer l (a U
+            block sets lp after this)."""
             out = widths[l + 1]
             wrap = r1[l] >= 3  # 2 r1 >= 5
+            mm.d.sync += lp.eq(out <= 2)
             mm.d.sync += [
                 bk_l.eq(l),
                 lay["n"].eq(widths[l]),
@@ -274,7 +285,7 @@ class Sequencer(wiring.Component):
                     u_addr.eq(fstart[0]),
                 ]
             else:
-                mm.d.sync += [bk_u.eq(1), u_addr.eq(0), naddr.eq(ub_base)]
+                mm.d.sync += [bk_u.eq(1), u_addr.eq(0), naddr.eq(ub_base), lp.eq(u_single)]
 
         def prefill(mm, current, buf):
             # two buffers: fill the round after `current` (if any) into `buf`, the buffer
@@ -430,7 +441,8 @@ class Sequencer(wiring.Component):
         rec = cmd.rec
         out = lay["out"]
         last_layer = lay["last"]
-        last_pass = Mux(bk_u, ps == u_passes - 1, ps == lay["t_last"])
+        lp = v["lp"]  # the flag of enter_layer's comment
+        last_pass = lp
         gs = v["gs"]
         in_slot = Mux(shared, gs[0], bk_s)
 
@@ -503,7 +515,10 @@ class Sequencer(wiring.Component):
 
         with m.If(ok):
             with m.If(~last_pass):
-                m.d.sync += ps.eq(ps + 1)
+                m.d.sync += [
+                    ps.eq(ps + 1),
+                    lp.eq(ps + 1 == Mux(bk_u, u_passes - 1, lay["t_last"])),
+                ]
                 with m.If(bk_u):
                     # U(q+1): bank (q+1) % 2, address ((q+1) // 2) * n0
                     with m.If(ps[0]):
@@ -520,6 +535,7 @@ class Sequencer(wiring.Component):
                 with m.If(bk_u):
                     with m.If(~bk_s & ~shared):  # U of member 2j+1
                         m.d.sync += [bk_s.eq(1), u_addr.eq(0), naddr.eq(ub_base)]
+                        m.d.sync += lp.eq(v["u_single"])
                     with m.Else():  # layer 0 of member 2j
                         enter_layer(m, 0)
                         m.d.sync += [
@@ -531,6 +547,7 @@ class Sequencer(wiring.Component):
                         ]
                 with m.Elif(~bk_s & ~both):  # the same layer, member 2j+1
                     m.d.sync += [
+                        lp.eq(lay["t_last"] == 0),
                         bk_s.eq(1),
                         pos_word.eq(wbase[bk_l]),
                         pos_off.eq(0),
