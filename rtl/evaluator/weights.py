@@ -187,8 +187,16 @@ class WeightStreamer(wiring.Component):
                 m.submodules[f"{side}cmd{i}"] = q
                 qs.append((i, side, q))
         p = self.cmd.payload
-        all_ready = Cat(*(q.w_rdy for _, _, q in qs)).all()
+        # all_ready == every queue's w_rdy (level != 2), as a flip-flop: each queue's level
+        # after this cycle's push and pop, compared a cycle ahead. The queues' level
+        # compares (the four queues beside the cursors) were the deepest inputs of the
+        # sequencer's emit enables (128-lane ULX3S build at 005e676, seed 1)
+        all_ready = Signal(init=1)
         m.d.comb += self.cmd.ready.eq(all_ready)
+        push = self.cmd.valid & all_ready
+        m.d.sync += all_ready.eq(
+            Cat((q.level + push - (q.r_en & q.r_rdy)) != q.depth for _, _, q in qs).all()
+        )
         for i, side, q in qs:
             row = Signal(row_layout, name=f"row_{side}{i}")
             m.d.comb += [
