@@ -375,8 +375,8 @@ def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):
     """The ULX3S build's Device with its default parameters (128 lanes, 33 update lanes,
     the digits set's sample memory) needs no more DP16KD than the ECP5-85 has, by
     ``benchmarks.memories``' estimate with the DP16KD the RTL instantiates itself (the
-    sample memory's, the Z memory's; the estimate counts the 9-bit byte enables: the
-    noise banks, written three lanes at a time, take 22 blocks each, not 32), and so do
+    sample memory's; the estimate counts the 9-bit byte enables: the noise banks,
+    written three lanes at a time, take 22 blocks each, not 32), and so do
     64 lanes with a whole weight row per update cycle and 128 KiB of samples. A change
     of the defaults or of a memory's layout that overfills the device fails here in
     seconds, not after a 20-minute build."""

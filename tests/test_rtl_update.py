@@ -63,7 +63,7 @@ async def run_votes(ctx, dut, job) -> tuple[np.ndarray, int]:
     for o in range(out):
         for kb in range(nkb):
             ctx.set(dut.z_addr, o * nkb + kb)
-            await ctx.tick().repeat(2)  # read latency 2
+            await ctx.tick()
             word = ctx.get(dut.z_data)
             for i in range(lanes):
                 if kb * lanes + i < fan:
@@ -203,8 +203,7 @@ def test_vote_cycle_formula_keyer_boundary():
 
 
 class Memories:
-    """Z, weight and latent memories around a WeightUpdater: Z with two cycles of read
-    latency (the vote accumulator's output register), the others with one."""
+    """Z, weight and latent memories around a WeightUpdater, one cycle of read latency."""
 
     def __init__(self, dut, z, w, v, w_base, v_base, fill=0x7FFF):
         self.dut = dut
@@ -212,7 +211,6 @@ class Memories:
         out, fan = z.shape
         nkb = -(-fan // lanes)
         self.z = [[0] * lanes for _ in range(dut.z_depth)]
-        self.z_prev = 0  # the Z address sampled at the previous edge
         for o in range(out):
             for k in range(fan):
                 self.z[o * nkb + k // lanes][k % lanes] = int(z[o, k])
@@ -243,10 +241,7 @@ class Memories:
         else:
             (wr,) = rest
             ctx.set(d.w_rdata, self.w[wr] if wr < len(self.w) else 0)
-        # Z has read latency 2: after this edge, the word at the address of the last
-        zp = self.z_prev
-        ctx.set(d.z_data, self.z[zp] if zp < len(self.z) else [0] * d.lanes)
-        self.z_prev = za
+        ctx.set(d.z_data, self.z[za] if za < len(self.z) else [0] * d.lanes)
 
     async def process(self, ctx):
         async for vals in ctx.tick().sample(*self.signals()):

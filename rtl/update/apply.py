@@ -74,7 +74,7 @@ class WeightUpdater(wiring.Component):
         the last word is written (or the start was refused); ``error`` set with ``done``
         when a run-time input is out of range (nothing is written), cleared by ``start``.
     z_addr : Out(range), z_data : In(ArrayLayout(signed(z_bits), lanes))
-        ``Z`` read port, latency 2 (the accumulator's ``z_addr``/``z_data``).
+        ``Z`` read port, latency 1 (the accumulator's ``z_addr``/``z_data``).
     w_raddr : Out(addr_bits), w_rdata : In(16)
         Pentary update only: read port of the weight memory, latency 1.
     w_waddr : Out(addr_bits), w_wdata : Out(16), w_wen : Out(1)
@@ -89,13 +89,13 @@ class WeightUpdater(wiring.Component):
 
     Timing: ``done`` is high ``out * fan + 6`` cycles after the ``start`` cycle: one weight
     per cycle (a ``V`` write per cycle, a ``W`` word write every five) through six
-    pipeline stages (the ``Z`` word read, out of the block RAM's output register; ``Z``
-    into a shift register of ``lanes * z_bits`` flip-flops, so that no lane multiplexer
-    meets the block RAM's output; ``Z`` to move while ``V`` or
+    pipeline stages (the ``Z`` word registered as the block RAM gives it; ``Z`` into a
+    shift register of ``lanes * z_bits`` flip-flops, so that no lane multiplexer meets
+    the block RAM's output; ``Z`` to move while ``V`` or
     ``W`` is read into a register; the move applied, saturated; ``V`` written and ``PQUANT`` as
     four comparisons of ``V`` with the thresholds of ``latent_shift``; the digit packed
     and the word written). No memory's read data meets logic before a register.
-    Read ports: ``z_data`` two cycles after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
+    Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
     after ``v_raddr``/``w_raddr``.
     """
 
@@ -214,12 +214,13 @@ class WeightUpdater(wiring.Component):
             s1_dpos.eq(dpos),
         ]
         zb = self.z_bits
-        # ---- stage 1a: the Z word (read at stage 0, latency 2: out of the block RAM's
-        # output register), the walk's fields a cycle later. Straight from the block
-        # RAM's unregistered output (about 6 ns from the clock on the ECP5) through the
-        # load multiplexer into the shift register, it had 29 of the 128-lane ULX3S
-        # build's 413 endpoints past 10 ns (cd6a36f, seed 1)
-        zq = self.z_data.as_value()
+        # ---- stage 1a: the Z word as the block RAM gives it, registered (no reset: data),
+        # the walk's fields a cycle later: the block RAM's output (without its output
+        # register, about 6 ns from the clock on the ECP5) through the load multiplexer
+        # into the shift register had 29 of the 128-lane ULX3S build's 413 endpoints
+        # past 10 ns (cd6a36f, seed 1)
+        zq = Signal(lanes * zb, reset_less=True)
+        m.d.sync += zq.eq(self.z_data.as_value())
 
         def later(stage, **fields):
             """The walk's ``fields`` registered into stage ``stage``."""
