@@ -420,9 +420,20 @@ class Finalizer(wiring.Component):
         # lane select (from the block RAMs through the select into the group's digit
         # register was the critical path of the 128-lane ULX3S build at de0e2ae, 12.47
         # ns, and 133 of the 948 endpoints past 10 ns at 23e1484, seed 2)
+        # The address leaves through a register per noise-bank slice (44 at 128 lanes), so
+        # its logic is kept to a multiplexer of flip-flops: the window's last cycle as a
+        # flag, the entering op's address registered at T - 2 (it holds to T - 1, as
+        # go's decision has it; without go the read is not used), n_ptr + 1 beside n_ptr.
+        # The record FIFO's read, the bias row's add and the window compare before the
+        # fan-out had 65 of the 128-lane ULX3S build's 583 endpoints past 10 ns at
+        # 3f25487 (seed 1, 11.98 ns)
         n_ptr = Signal(self.addr_bits)
-        n_ptr_next = Mux(last_wc, new.rec.naddr, Mux(is_store_P, n_ptr, n_ptr + 1))
-        m.d.sync += n_ptr.eq(n_ptr_next)
+        n_ptr1 = Signal(self.addr_bits)  # n_ptr + 1
+        last_wc_f = Signal()  # == last_wc
+        new_naddr = Signal(self.addr_bits)  # new.rec.naddr a cycle ago
+        m.d.sync += [last_wc_f.eq(wc == T - 2), new_naddr.eq(new.rec.naddr)]
+        n_ptr_next = Mux(last_wc_f, new_naddr, Mux(is_store_P, n_ptr, n_ptr1))
+        m.d.sync += [n_ptr.eq(n_ptr_next), n_ptr1.eq(n_ptr_next + 1)]
         wc_next = Mux(last_wc, 0, wc + 1)
         valid_next = Mux(last_wc, go & new.valid, opP.valid)
         store_next = Mux(last_wc, new.kind == KIND_STORE, is_store_P)
