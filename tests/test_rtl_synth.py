@@ -59,7 +59,9 @@ def test_synth_platform_selects_dp16kd():
     assert ram.uses_dp16kd(SynthPlatform("ecp5"))
     assert not ram.uses_dp16kd(SynthPlatform("ice40"))
     assert not ram.uses_dp16kd(None)
-    assert not RegisteredRAM(3, 2048).uses_dp16kd(SynthPlatform("ecp5"))
+    # deeper than one block: a RAM in rows of blocks, a ROM left to Yosys
+    assert RegisteredRAM(3, 2048).uses_dp16kd(SynthPlatform("ecp5"))
+    assert not RegisteredRAM(3, 2048, init=[0] * 2048).uses_dp16kd(SynthPlatform("ecp5"))
 
 
 def test_yosys_map_falls_back_when_the_default_run_fails(tmp_path, monkeypatch):
@@ -361,13 +363,15 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
     3,220 loads of the 128-lane evaluator's reset leaf), and which byte each group's
     lanes take comes from two registers of the group's own (the finalizer's window and
     ``shared``: the one ``shared`` register reached every data bit's logic, 1,189
-    loads at 128 lanes), as does the shared sample's byte. Two groups: two drivers of
+    loads at 128 lanes), as does the shared sample's byte and the flag that enables it.
+    Two groups: two drivers of
     each, no data flip-flop with a reset, after the flows' replica keep and Yosys's
     optimisation."""
     sel = {
         "use_common": "w:*loader.aw_use_common* %ci1 t:* %i",
         "fin_next": "w:*loader.aw_fin_next* %ci1 t:* %i",
         "got": "w:*loader.got* %ci1 t:*dff* %i",
+        "arrived": "w:*loader.s_arrived* %ci1 t:*dff* %i",
         "data": "w:*loader.aw_data* %ci1 t:*dff* %i",
         "data_reset": "w:*loader.aw_data* %ci1 t:*sdff* t:*adff* %u %i",
     }
@@ -375,6 +379,7 @@ def test_input_loader_data_register_has_no_reset_and_its_selects_are_per_group(t
     assert len(got["use_common"]) == 2, got["use_common"]
     assert len(got["fin_next"]) == 2, got["fin_next"]
     assert len(got["got"]) == 2, got["got"]  # the shared sample's byte
+    assert len(got["arrived"]) == 2, got["arrived"]  # and its enable, a flip-flop
     assert got["data"], "no data register found"
     assert got["data_reset"] == [], got["data_reset"]
 

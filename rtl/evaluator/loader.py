@@ -228,7 +228,7 @@ class InputLoader(wiring.Component):
         # copies spread over the chip had 18 of the 128-lane ULX3S build's 583 endpoints
         # past 10 ns at 3f25487 (seed 1)
         for g, c in enumerate(got):
-            take = Signal(name=f"got_take{g}", attrs={REPLICA_ATTR: 1})
+            take = Signal(name=f"s_arrived{g}", attrs={REPLICA_ATTR: 1})
             m.d.sync += take.eq(pend[-2])
             with m.If(take):
                 m.d.sync += c.eq(self.s_data)
