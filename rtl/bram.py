@@ -67,6 +67,7 @@ __all__ = [
     "RWWatch",
     "RegisteredRAM",
     "SinglePortRAM",
+    "dp16kd_blocks",
     "dp16kd_initvals",
     "dp16kd_instance",
 ]
@@ -93,7 +94,7 @@ class RWWatch(NamedTuple):
     used: Any
 
 
-#: A DP16KD used as 1024 words of 18 bits (the only configuration used here).
+#: A DP16KD in 18-bit mode: 1024 words of 18 bits (9-bit mode: 2048 words of 9).
 DP16KD_DEPTH, DP16KD_WIDTH = 1024, 18
 #: An SB_SPRAM256KA: 16,384 words of 16 bits; the iCE40UP5K has four.
 SPRAM_DEPTH, SPRAM_WIDTH, UP5K_SPRAMS = 16384, 16, 4
@@ -163,6 +164,59 @@ def dp16kd_instance(
     return Instance("DP16KD", **params, **ports)
 
 
+def dp16kd_blocks(width: int, depth: int) -> tuple[int, int, int]:
+    """``(data width, columns, rows)`` of ``depth`` words of ``width`` bits in ``DP16KD``
+    blocks: 9-bit mode (2048 words) or 18-bit mode (1024 words), the one with fewer
+    blocks, 9-bit when equal."""
+    best = None
+    for w, words in ((9, 2 * DP16KD_DEPTH), (DP16KD_WIDTH, DP16KD_DEPTH)):
+        cols, rows = -(-width // w), -(-depth // words)
+        if best is None or cols * rows < best[1] * best[2]:
+            best = (w, cols, rows)
+    return best
+
+
+def dp16kd_rows(m: Module, width: int, depth: int, w, r_addr, r_en, r_data) -> None:
+    """``depth`` words of ``width`` bits in ``DP16KD`` blocks (:func:`dp16kd_blocks`),
+    port A writing ``w = (addr, data, en)`` (the enable decoded from the address's upper
+    bits), port B reading ``r_addr`` into its output register, both of its registers
+    enabled by ``r_en``. ``r_data`` is the column outputs of the row the address chose:
+    its number follows the read through two registers (enabled by ``r_en`` too), so the
+    multiplexer (``rows`` to 1 per bit) starts from flip-flops, not from a read."""
+    w_addr, w_data, w_en = w
+    bw, cols, rows = dp16kd_blocks(width, depth)
+    wbits = 11 if bw == 9 else 10  # word address bits within a block
+    lo = 3 if bw == 9 else 4  # the word address's lowest AD bit
+    w_data = Cat(w_data, Const(0, cols * bw - width))
+    w_word = Cat(w_addr, Const(0, wbits))[:wbits]
+    r_word = Cat(r_addr, Const(0, wbits))[:wbits]
+    w_row = w_addr[wbits:]
+    r_row = r_addr[wbits:]
+    sel = [Signal(max(len(r_row), 1), name=f"row_d{k}", reset_less=True) for k in range(2)]
+    if rows > 1:
+        with m.If(r_en):
+            m.d.sync += [sel[0].eq(r_row), sel[1].eq(sel[0])]
+
+    # the word address on AD[13:lo]; below it zeros, except in 18-bit mode the write
+    # port's byte enables AD[1:0], set with the write enable
+    def ada(we):
+        low = [we if (bw == DP16KD_WIDTH and k < 2) else Const(0, 1) for k in range(lo)]
+        return low + [w_word[k] for k in range(14 - lo)]
+
+    adb = [Const(0, 1)] * lo + [r_word[k] for k in range(14 - lo)]
+    outs = []
+    for r in range(rows):
+        we = w_en & (w_row == r) if rows > 1 else w_en
+        row = []
+        for c in range(cols):
+            dout = Signal(DP16KD_WIDTH, name=f"dout{r}_{c}")
+            row.append(dout[:bw])
+            dia = Cat(w_data[c * bw : (c + 1) * bw], Const(0, DP16KD_WIDTH - bw))
+            m.submodules[f"dp16kd{r}_{c}"] = dp16kd_instance(bw, we, ada(we), dia, adb, dout, r_en)
+        outs.append(Cat(*row)[:width])
+    m.d.comb += r_data.eq(Array(outs)[sel[1]] if rows > 1 else outs[0])
+
+
 class RegisteredRAM(Elaboratable):
     """``depth`` words of ``width`` bits; read latency two cycles.
 
@@ -173,9 +227,11 @@ class RegisteredRAM(Elaboratable):
     init : list of int or None
         Contents of a ROM. With ``init``, there is no write port.
     dp16kd : bool or None
-        ``True``: ``DP16KD`` instances (``depth`` <= 1024, any ``width``, one block RAM per
-        18 bits); ``False``: a generic Amaranth memory; ``None`` (default): ``DP16KD`` when
-        elaborated for an ECP5 (``platform.family == "ecp5"``) and ``depth`` <= 1024.
+        ``True``: ``DP16KD`` instances (any ``width``; ``depth`` <= 1024 in one row of
+        18-bit blocks, or a RAM of any depth in rows, :func:`dp16kd_rows`, its read data
+        a multiplexer of the rows' output registers); ``False``: a generic Amaranth
+        memory; ``None`` (default): ``DP16KD`` when elaborated for an ECP5
+        (``platform.family == "ecp5"``), a ROM only of ``depth`` <= 1024.
 
     Attributes
     ----------
@@ -199,8 +255,8 @@ class RegisteredRAM(Elaboratable):
     ):
         if not 1 <= width or not 1 <= depth:
             raise ValueError(f"RegisteredRAM: width={width} and depth={depth} must be >= 1")
-        if dp16kd and depth > DP16KD_DEPTH:
-            raise ValueError(f"RegisteredRAM: depth={depth} > {DP16KD_DEPTH} with dp16kd")
+        if dp16kd and init is not None and depth > DP16KD_DEPTH:
+            raise ValueError(f"RegisteredRAM: a ROM of depth={depth} > {DP16KD_DEPTH} with dp16kd")
         self.dp16kd = dp16kd
         self.width = width
         self.depth = depth
@@ -216,7 +272,9 @@ class RegisteredRAM(Elaboratable):
     def uses_dp16kd(self, platform) -> bool:
         if self.dp16kd is not None:
             return self.dp16kd
-        return getattr(platform, "family", None) == "ecp5" and self.depth <= DP16KD_DEPTH
+        return getattr(platform, "family", None) == "ecp5" and (
+            self.depth <= DP16KD_DEPTH or self.init is None
+        )
 
     def elaborate(self, platform):
         m = Module()
@@ -242,6 +300,10 @@ class RegisteredRAM(Elaboratable):
 
     def _dp16kd(self, m: Module) -> None:
         rom = self.init is not None
+        if not rom and self.depth > DP16KD_DEPTH:
+            w = (self.w_addr, self.w_data, self.w_en)
+            dp16kd_rows(m, self.width, self.depth, w, self.r_addr, self.r_en, self.r_data)
+            return
         n = -(-self.width // DP16KD_WIDTH)
         pad = n * DP16KD_WIDTH - self.width
         w_data = Cat(self.w_data, Const(0, pad))
@@ -372,14 +434,8 @@ class SinglePortRAM(Elaboratable):
         )
 
     def dp16kd_blocks(self) -> tuple[int, int, int]:
-        """``(data width, columns, rows)`` of the ``DP16KD`` form: 9-bit mode (2048 words)
-        or 18-bit mode (1024 words), the one with fewer blocks, 9-bit when equal."""
-        best = None
-        for w, words in ((9, 2 * DP16KD_DEPTH), (DP16KD_WIDTH, DP16KD_DEPTH)):
-            cols, rows = -(-self.width // w), -(-self.depth // words)
-            if best is None or cols * rows < best[1] * best[2]:
-                best = (w, cols, rows)
-        return best
+        """``(data width, columns, rows)`` of the ``DP16KD`` form (:func:`dp16kd_blocks`)."""
+        return dp16kd_blocks(self.width, self.depth)
 
     def elaborate(self, platform):
         m = Module()
@@ -412,42 +468,8 @@ class SinglePortRAM(Elaboratable):
         return m
 
     def _dp16kd(self, m: Module) -> None:
-        w, cols, rows = self.dp16kd_blocks()
-        wbits = 11 if w == 9 else 10  # word address bits within a block
-        lo = 3 if w == 9 else 4  # the word address's lowest AD bit
-        w_data = Cat(self.w_data, Const(0, cols * w - self.width))
-        w_word = Cat(self.w_addr, Const(0, wbits))[:wbits]
-        r_word = Cat(self.r_addr, Const(0, wbits))[:wbits]
-        w_row = self.w_addr[wbits:]
-        r_row = self.r_addr[wbits:]
-        # the row the read data comes from: its number two cycles on
-        sel = [Signal(max(len(r_row), 1), name=f"row_d{k}", reset_less=True) for k in range(2)]
-        if rows > 1:
-            m.d.sync += [sel[0].eq(r_row), sel[1].eq(sel[0])]
-
-        # the word address on AD[13:lo]; below it zeros, except in 18-bit mode the
-        # write port's byte enables AD[1:0], set with the write enable
-        def ada(we):
-            low = [we if (w == DP16KD_WIDTH and k < 2) else Const(0, 1) for k in range(lo)]
-            return low + [w_word[k] for k in range(14 - lo)]
-
-        adb = [Const(0, 1)] * lo + [r_word[k] for k in range(14 - lo)]
-        outs = []
-        for r in range(rows):
-            we = self.w_en & (w_row == r) if rows > 1 else self.w_en
-            row = []
-            for c in range(cols):
-                dout = Signal(DP16KD_WIDTH, name=f"dout{r}_{c}")
-                row.append(dout[:w])
-                dia = Cat(w_data[c * w : (c + 1) * w], Const(0, DP16KD_WIDTH - w))
-                m.submodules[f"dp16kd{r}_{c}"] = dp16kd_instance(
-                    w, we, ada(we), dia, adb, dout, Const(1, 1)
-                )
-            outs.append(Cat(*row)[: self.width])
-        if rows > 1:
-            m.d.comb += self.r_data.eq(Array(outs)[sel[1]])
-        else:
-            m.d.comb += self.r_data.eq(outs[0])
+        w = (self.w_addr, self.w_data, self.w_en)
+        dp16kd_rows(m, self.width, self.depth, w, self.r_addr, Const(1, 1), self.r_data)
 
     def _spram(self, m: Module, platform, data: Signal) -> None:
         half = self.per_word == 2

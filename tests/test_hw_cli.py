@@ -378,7 +378,7 @@ def test_memories_lists_each_memory_and_its_block_rams(capsys):
     assert memories.block_rams(8, 92160, "ecp5") == 45  # 2048 x 9
     assert memories.main(["accelerator", "--device", "up5k"]) == 0
     out = capsys.readouterr().out
-    assert re.search(r"mem_latent\s+8\s+8320\s+8\s+65\.0\s+17", out), out
+    assert re.search(r"mem_latent\.mem\s+8\s+8320\s+8\s+65\.0\s+17", out), out
     assert "SB_SPRAM256KA instantiated by the RTL: 4" in out
     assert memories.main(["accelerator", "--device", "up5k", "--param", "lanes=0"]) == 2
 

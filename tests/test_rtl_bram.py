@@ -128,8 +128,8 @@ endmodule
 
 @pytest.mark.parametrize(
     "width, depth, rom",
-    [(12, 256, False), (3, 1024, True), (30, 21, False), (3, 64, True)],
-    ids=["ram12x256", "rom3x1024", "ram30x21", "rom3x64"],
+    [(12, 256, False), (3, 1024, True), (30, 21, False), (3, 64, True), (20, 3000, False)],
+    ids=["ram12x256", "rom3x1024", "ram30x21", "rom3x64", "ram20x3000-rows"],
 )
 def test_dp16kd_form_equals_generic(tmp_path, width, depth, rom):
     rng = random.Random(f"bram {width} {depth} {rom}")

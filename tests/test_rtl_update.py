@@ -203,7 +203,8 @@ def test_vote_cycle_formula_keyer_boundary():
 
 
 class Memories:
-    """Z, weight and latent memories around a WeightUpdater, one cycle of read latency."""
+    """Z, weight and latent memories around a WeightUpdater: one cycle of read latency,
+    two for the latent memory."""
 
     def __init__(self, dut, z, w, v, w_base, v_base, fill=0x7FFF):
         self.dut = dut
@@ -219,6 +220,7 @@ class Memories:
         self.v = [0] * (v_base + z.size + 8)
         if v is not None:
             self.v[v_base : v_base + z.size] = [int(x) for x in v.reshape(-1)]
+        self.v_read = 0  # the latent word read at the last edge, out at the next
 
     def signals(self):
         d = self.dut
@@ -237,7 +239,8 @@ class Memories:
             vr, vwa, vwd, vwe = rest
             if vwe:
                 self.v[vwa] = vwd
-            ctx.set(d.v_rdata, self.v[vr] if vr < len(self.v) else 0)
+            ctx.set(d.v_rdata, self.v_read)
+            self.v_read = self.v[vr] if vr < len(self.v) else 0
         else:
             (wr,) = rest
             ctx.set(d.w_rdata, self.w[wr] if wr < len(self.w) else 0)

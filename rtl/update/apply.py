@@ -80,12 +80,13 @@ class WeightUpdater(wiring.Component):
     w_waddr : Out(addr_bits), w_wdata : Out(16), w_wen : Out(1)
         Write port of the weight memory.
     v_raddr : Out(addr_bits), v_rdata : In(signed(latent_bits))
-        Latent update only: read port of the latent memory, latency 1.
+        Latent update only: read port of the latent memory, latency 2 (the block RAMs'
+        output registers).
     v_waddr : Out(addr_bits), v_wdata : Out(signed(latent_bits)), v_wen : Out(1)
         Latent update only: write port of the latent memory.
     r_en : Out(1)
-        The read at ``v_raddr`` or ``w_raddr`` in this cycle is used (a weight walks
-        stage 1a); the address is held otherwise.
+        The read at ``v_raddr`` (a weight walks stage 1) or ``w_raddr`` (stage 1a) in
+        this cycle is used; the address is held otherwise.
 
     Timing: ``done`` is high ``out * fan + 6`` cycles after the ``start`` cycle: one weight
     per cycle (a ``V`` write per cycle, a ``W`` word write every five) through six
@@ -95,8 +96,8 @@ class WeightUpdater(wiring.Component):
     ``W`` is read into a register; the move applied, saturated; ``V`` written and ``PQUANT`` as
     four comparisons of ``V`` with the thresholds of ``latent_shift``; the digit packed
     and the word written). No memory's read data meets logic before a register.
-    Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata``/``w_rdata`` one cycle
-    after ``v_raddr``/``w_raddr``.
+    Read ports: ``z_data`` one cycle after ``z_addr``, ``v_rdata`` two cycles after
+    ``v_raddr``, ``w_rdata`` one cycle after ``w_raddr``.
     """
 
     def __init__(
@@ -250,15 +251,14 @@ class WeightUpdater(wiring.Component):
 
         # ---- stage 1b: Z -> move; the V or W word read at stage 1 registered
         s1b = later("s1b", **vars(s1a))
-        # the V (or W) read is issued at stage 1a and its data registered here, so that
-        # the latent or weight memory's unregistered output meets no adder
-        m.d.comb += self.r_en.eq(s1a.valid)
+        # the V (or W) read is issued at stage 1 (1a) and its data registered here, so
+        # that the latent or weight memory's output meets no adder
         if latent:
-            m.d.comb += self.v_raddr.eq(s1a.n)
+            m.d.comb += [self.r_en.eq(s1_valid), self.v_raddr.eq(s1_n)]
             s2_old = Signal(signed(self.latent_bits))
             m.d.sync += s2_old.eq(self.v_rdata)
         else:
-            m.d.comb += self.w_raddr.eq(s1a.wi)
+            m.d.comb += [self.r_en.eq(s1a.valid), self.w_raddr.eq(s1a.wi)]
             s2_old = Signal(16)
             m.d.sync += s2_old.eq(self.w_rdata)
         z = Signal(signed(zb))
