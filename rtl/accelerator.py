@@ -529,9 +529,9 @@ class Accelerator(wiring.Component):
 
         # latent V: read through the block RAMs' output registers (RegisteredRAM, read
         # latency 2; the updater addresses it a stage earlier), so that the rows'
-        # multiplexer (4,736 words: three rows of 9-bit DP16KD) starts from flip-flops,
-        # not from the block RAMs' unregistered outputs. From those through the
-        # multiplexer into the updater's and the host's read registers, the 128-lane
+        # multiplexer (8,320 words at the ULX3S defaults: five rows of 9-bit DP16KD) starts
+        # from flip-flops, not from the block RAMs' unregistered outputs. From those through
+        # the multiplexer into the updater's and the host's read registers, the 128-lane
         # ULX3S build at 3f25487 had 16 of its 583 endpoints past 10 ns (seed 1, 12.83 ns)
         if self.update == "latent":
             vram = RegisteredRAM(len(self.updater.v_rdata), self.latent_words)
