@@ -85,9 +85,10 @@ class CobsEncoder(wiring.Component):
         Width of ``length`` and ``addr`` (1..24).
     latency : int
         Read latency of the byte source, 1..4 (default 1): ``data`` is the byte at the
-        ``addr`` of ``latency`` cycles before. The link engine reads at latency 2 (the
-        frame buffer's block RAM output registered once more), so that no path runs from
-        a block RAM's output into the encoder's state.
+        ``addr`` of ``latency`` cycles before. The link engine reads at latency 3 (its
+        address registered before the header's select, the frame buffer's block RAM
+        output registered once more), so that no path runs from a block RAM's output
+        into the encoder's state.
 
     Interface attributes
     --------------------
@@ -104,8 +105,8 @@ class CobsEncoder(wiring.Component):
     Throughput: each byte is read twice, once to find the end of its block and once to
     send it. The scan reads a byte per cycle (``latency`` cycles to start it); the send
     takes ``latency + 1`` cycles per byte (the address waits for ``o.ready``); plus
-    three cycles per block (a block ends at a zero or after 254 bytes). At latency 2,
-    about four cycles per byte: a UART byte takes 10 bit times of many cycles each.
+    three cycles per block (a block ends at a zero or after 254 bytes). At latency 3,
+    about five cycles per byte: a UART byte takes 10 bit times of many cycles each.
     """
 
     def __init__(self, addr_bits: int, *, latency: int = 1):

@@ -45,8 +45,9 @@ take 2 cycles (the verdict, then the branch), plus 5 per word read from the buff
 the others) and 3 for a memory request's range (end address, compares, branch: registered
 steps); execution takes 5 cycles per request word read and 5 per response word written,
 plus the Accelerator's time (a few cycles per word); the response's CRC one cycle per
-byte; the encoder about two cycles per byte plus three per block. A UART at 115200 baud
-delivers a byte every ~87 us, thousands of cycles, so the link runs at the UART's speed.
+byte; the encoder about five cycles per byte (read latency 3) plus three per block. A UART
+at 115200 baud delivers a byte every ~87 us, thousands of cycles, so the link runs at the
+UART's speed.
 """
 
 from __future__ import annotations
@@ -154,7 +155,7 @@ class LinkEngine(wiring.Component):
         fb = self.frame_bytes
         ab = ceil_log2(fb)  # byte address bits
         m.submodules.dec = dec = CobsDecoder()
-        m.submodules.enc = enc = CobsEncoder(ab + 1, latency=2)
+        m.submodules.enc = enc = CobsEncoder(ab + 1, latency=3)
         m.submodules.rx_crc = rx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
         m.submodules.tx_crc = tx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
         m.submodules.buf = buf = memory.Memory(shape=8, depth=fb, init=[])
@@ -236,11 +237,18 @@ class LinkEngine(wiring.Component):
 
         # ---- the response's bytes, as the CRC pass and the encoder read them:
         # header registers, the buffer's payload (response byte i at buffer byte i - 1),
-        # the CRC; the byte at vaddr comes out as vdata one cycle later
+        # the CRC; the byte at vaddr comes out as vdata two cycles later: vaddr is
+        # registered before the header's select and the payload's compares (from the
+        # state's choice of vaddr through them in one cycle, 6 of the 128-lane ULX3S
+        # build's 583 endpoints past 10 ns at 3f25487, seed 1), the buffer's byte with it
         vaddr = Signal(ab + 1)  # combinational: the CRC pass's vcnt or the encoder's addr
+        va_d = Signal(ab + 1, reset_less=True)
+        m.d.sync += va_d.eq(vaddr)
         vcnt = Signal(ab + 1)
         hb, hb_d = Signal(8), Signal(8)
         pay_d = Signal()
+        rp_d = Signal(8, reset_less=True)  # the buffer's byte at va_d - 1
+        m.d.sync += rp_d.eq(rp.data)
         head = Array(
             [Const(VERSION, 8), seq, cmd, Cat(status, Const(0, 4)), resp_n[:8], resp_n[8:]]
         )
@@ -253,27 +261,27 @@ class LinkEngine(wiring.Component):
         m.d.sync += resp_end.eq(RESPONSE_HEADER + resp_n)
         m.d.comb += hb.eq(
             Mux(
-                vaddr < RESPONSE_HEADER,
-                head[vaddr[:3]],
-                Mux(vaddr == resp_end, crc_val[8:], crc_val[:8]),
+                va_d < RESPONSE_HEADER,
+                head[va_d[:3]],
+                Mux(va_d == resp_end, crc_val[8:], crc_val[:8]),
             )
         )
         m.d.sync += [
             hb_d.eq(hb),
-            pay_d.eq((vaddr >= RESPONSE_HEADER) & (vaddr < resp_end)),
+            pay_d.eq((va_d >= RESPONSE_HEADER) & (va_d < resp_end)),
         ]
-        vdata = Mux(pay_d, rp.data, hb_d)
+        vdata = Mux(pay_d, rp_d, hb_d)
         resp_len = RESPONSE_HEADER + resp_n  # bytes before the CRC
-        feed_d, feed_d2 = Signal(), Signal()
-        # the encoder and the CRC read through one more register (latency 2): no path
+        feed_d, feed_d2, feed_d3 = Signal(), Signal(), Signal()
+        # the encoder and the CRC read through one more register (latency 3): no path
         # from the frame buffer's block RAM output into the encoder's scan (the ULX3S
         # build's critical path at 7b4a072 and 6a2d402) or the CRC's XOR network (at
         # aae9720, 13.19 ns, seed 2 at 60 MHz)
         enc_data = Signal(8)
-        m.d.sync += [enc_data.eq(vdata), feed_d2.eq(feed_d)]
+        m.d.sync += [enc_data.eq(vdata), feed_d2.eq(feed_d), feed_d3.eq(feed_d2)]
         m.d.comb += [
             tx_crc.data.eq(enc_data),
-            tx_crc.valid.eq(feed_d2),
+            tx_crc.valid.eq(feed_d3),
             enc.data.eq(enc_data),
         ]
 
@@ -578,7 +586,9 @@ class LinkEngine(wiring.Component):
                 m.d.sync += [vcnt.eq(vcnt + 1), feed_d.eq(vcnt < resp_len)]
                 with m.If(vcnt == resp_len):
                     m.next = "R_CRC_L"
-            with m.State("R_CRC_L"):  # the last byte enters the CRC
+            with m.State("R_CRC_L"):
+                m.next = "R_CRC_L2"
+            with m.State("R_CRC_L2"):  # the last byte enters the CRC
                 m.next = "R_CRC_W"
             with m.State("R_CRC_W"):
                 m.d.sync += crc_val.eq(tx_crc.crc)
