@@ -31,12 +31,14 @@ the component's (``z_addr``/``z_data``) while the accumulator is idle.
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ..bram import NO_RW_CHECK, RWWatch
+from ..bram import NO_RW_CHECK, RegisteredRAM, RWWatch
 from ..evaluator.params import (
     MAX_POPULATION,
     MAX_STEP,
@@ -177,7 +179,8 @@ class VoteAccumulator(wiring.Component):
         up to 2 cycles works.
     z_addr : In(z_addr_bits), z_data : Out(ArrayLayout(signed(z_bits), lanes))
         Read port of ``Z`` while ``busy`` is low: ``z_data`` is the word at the ``z_addr``
-        of the previous cycle (latency 1).
+        of three cycles before (latency 3: the block RAM's read register, its output
+        register, a fabric register).
 
     Timing: :func:`vote_cycles`, ``52 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
     2, X + 32)`` cycles from ``start`` to ``done``, ``T = out * ceil(fan / lanes) * rank``
@@ -268,12 +271,20 @@ class VoteAccumulator(wiring.Component):
             b_wr.append(mem.write_port())
             self.rw_watch.append(RWWatch(f"b_mem{i}", b_rd[i], b_wr[i], 1))
         zshape = data.ArrayLayout(signed(self.z_bits), lanes)
-        m.submodules.z_mem = z_mem = memory.Memory(
-            shape=zshape, depth=max(self.z_depth, 2), init=[], attrs=NO_RW_CHECK
-        )
-        z_rd = z_mem.read_port()
-        z_wr = z_mem.write_port()
+        # Z reads through the block RAMs' output registers (RegisteredRAM: DP16KD with
+        # OUTREG on the ECP5) and then a fabric register (z_q), read latency 3 with the
+        # address at stage 1: a block RAM's unregistered output (about 5 ns from the
+        # clock) into the fabric register had 127 of the 128-lane ULX3S build's 229
+        # endpoints past 10 ns at acf8080 and about 300 of 477 at a321e40 (seed 1, 12.08
+        # ns); the output registers without the fabric register put the adders between
+        # them and the block RAMs' write data (700b5c1, reverted: 366 endpoints, 13.68 ns)
+        m.submodules.z_mem = z_mem = RegisteredRAM(zshape.size, max(self.z_depth, 2))
+        m.d.comb += z_mem.r_en.eq(1)
+        z_rd = SimpleNamespace(addr=z_mem.r_addr)
+        z_wr = SimpleNamespace(addr=z_mem.w_addr, data=z_mem.w_data, en=z_mem.w_en)
         self.rw_watch.append(RWWatch("z_mem", z_rd, z_wr, 1))
+        z_q = Signal(zshape.size, reset_less=True)
+        m.d.sync += z_q.eq(z_mem.r_data)
 
         busy = Signal()
         m.d.comb += self.busy.eq(busy)
@@ -465,24 +476,25 @@ class VoteAccumulator(wiring.Component):
                 m.d.comb += [pq.x.eq(acc[i]), pq.shift.eq(self.sigma_shift)]
                 contrib = times_digit(s2_g, pq.q)
             m.d.sync += s3_add[i].eq(contrib)
-        # The Z word is read while the group's sums are formed (stage 1b's address, its
-        # data at stage 2) and goes through a register before the add and the write
-        # (the block RAM's output straight into the adder and the write port was the
-        # 64-lane ECP5 synthesis's critical path at 928b7e3: 13.11 ns, 7.59 of it the
-        # RAMs' own delays). A word is read again at least three cycles after a read of
-        # it, so after its write (stage 3): the words of a pair are distinct, and between
-        # two pairs' issues the controller passes through WAIT and BEGIN.
+        # The Z word is read at stage 1 (its address with the group's terms) and comes out
+        # of z_q at stage 3, for the add and the write (the block RAM's output straight
+        # into the adder and the write port was the 64-lane ECP5 synthesis's critical
+        # path at 928b7e3: 13.11 ns, 7.59 of it the RAMs' own delays). A word's next read
+        # samples the RAM after its write (stage 3, three cycles after its read): the
+        # words of a pair are distinct, and two pairs' issues are max(T + 2, X + 32)
+        # cycles apart (vote_cycles), with WAIT and BEGIN between them.
+        s3_old = zshape(z_q)  # the word read at stage 1, in stage 3
+        z_new = Signal(zshape)
         m.d.comb += [
-            z_rd.addr.eq(Mux(busy, s1b_zaddr, self.z_addr)),
-            z_rd.en.eq(1),
-            self.z_data.eq(z_rd.data),
+            z_rd.addr.eq(Mux(busy, s1_zaddr, self.z_addr)),
+            self.z_data.eq(z_q),
+            # stage 3: write back
+            z_wr.addr.eq(s3_zaddr),
+            z_wr.en.eq(s3_valid),
+            z_wr.data.eq(z_new),
         ]
-        s3_old = Signal(zshape, name="s3_old", reset_less=True)
-        m.d.sync += s3_old.eq(z_rd.data)
-        # stage 3: write back
-        m.d.comb += [z_wr.addr.eq(s3_zaddr), z_wr.en.eq(s3_valid)]
         for i in range(lanes):
-            m.d.comb += z_wr.data[i].eq(Mux(fresh_c[i], 0, s3_old[i]) + s3_add[i])
+            m.d.comb += z_new[i].eq(Mux(fresh_c[i], 0, s3_old[i]) + s3_add[i])
 
         # ---- control
         bad = Signal()
