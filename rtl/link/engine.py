@@ -40,23 +40,26 @@ Empty payload ``WRITE_REGS``, ``READ_REGS`` and ``WRITE_MEM`` requests are ``LEN
 ``WRITE_MEM`` with its header word and no value is ``PARAM`` (count 0).
 
 Latency and throughput (cycles, no back-pressure): one byte per cycle received; the checks
-take 2 cycles (the verdict, then the branch), plus 5 per word read from the buffer
-(``PARAM`` reads every address of ``WRITE_REGS``/``READ_REGS``, the first word or two of
-the others) and 3 for a memory request's range (end address, compares, branch: registered
-steps); execution takes 5 cycles per request word read and 5 per response word written,
-plus the Accelerator's time (a few cycles per word); the response's CRC one cycle per
-byte; the encoder about five cycles per byte (read latency 3) plus three per block. A UART
-at 115200 baud delivers a byte every ~87 us, thousands of cycles, so the link runs at the
-UART's speed.
+take 2 cycles (the verdict, then the branch), plus 6 per word read from the buffer (its
+read latency 2) (``PARAM`` reads every address of ``WRITE_REGS``/``READ_REGS``, the first
+word or two of the others) and 3 for a memory request's range (end address, compares,
+branch: registered steps); execution takes 6 cycles per request word read and 5 per
+response word written, plus the Accelerator's time (a few cycles per word); the response's
+CRC one cycle per byte; the encoder about five cycles per byte (read latency 3) plus three
+per block. A UART at 115200 baud delivers a byte every ~87 us, thousands of cycles, so the
+link runs at the UART's speed.
 """
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 from amaranth import Array, Cat, Const, Module, Mux, Signal
-from amaranth.lib import crc, fifo, memory, stream, wiring
+from amaranth.lib import crc, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
+from ..bram import SinglePortRAM
 from ..control.command import Op
 from ..control.registers import register_map
 from ..params import check_int
@@ -158,9 +161,16 @@ class LinkEngine(wiring.Component):
         m.submodules.enc = enc = CobsEncoder(ab + 1, latency=3)
         m.submodules.rx_crc = rx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
         m.submodules.tx_crc = tx_crc = crc.catalog.CRC16_CCITT_FALSE(8).create()
-        m.submodules.buf = buf = memory.Memory(shape=8, depth=fb, init=[])
-        rp = buf.read_port()
-        wp = buf.write_port()
+        # the frame buffer: read latency 2, through the block RAMs' output registers on
+        # the ECP5 (SinglePortRAM: its rows' multiplexer starts from flip-flops). Its
+        # unregistered outputs through the rows' multiplexer into the fetched words and
+        # the response's bytes had 61 of the 128-lane ULX3S build's 477 endpoints past
+        # 10 ns at a321e40 (seed 1, 10.83 ns). It is written (a request's bytes, a
+        # response's words) and read in different states, never in one cycle; block RAM
+        # on the iCE40 too (the SPRAMs are the accelerator's)
+        m.submodules.buf = buf = SinglePortRAM(8, fb, latency=2, spram=False)
+        rp = SimpleNamespace(addr=buf.r_addr, data=buf.r_data)
+        wp = SimpleNamespace(addr=buf.w_addr, data=buf.w_data, en=buf.w_en)
         wiring.connect(m, wiring.flipped(self.rx), dec.i)
         # The encoder's bytes pass a small FIFO with registered outputs: ``tx`` is
         # driven from flip-flops, so the frame buffer's read data (the encoder's payload)
@@ -247,8 +257,7 @@ class LinkEngine(wiring.Component):
         vcnt = Signal(ab + 1)
         hb, hb_d = Signal(8), Signal(8)
         pay_d = Signal()
-        rp_d = Signal(8, reset_less=True)  # the buffer's byte at va_d - 1
-        m.d.sync += rp_d.eq(rp.data)
+        # (the buffer's byte at va_d - 1 comes out of its read latency 2 with hb_d)
         head = Array(
             [Const(VERSION, 8), seq, cmd, Cat(status, Const(0, 4)), resp_n[:8], resp_n[8:]]
         )
@@ -270,7 +279,7 @@ class LinkEngine(wiring.Component):
             hb_d.eq(hb),
             pay_d.eq((va_d >= RESPONSE_HEADER) & (va_d < resp_end)),
         ]
-        vdata = Mux(pay_d, rp_d, hb_d)
+        vdata = Mux(pay_d, rp.data, hb_d)
         resp_len = RESPONSE_HEADER + resp_n  # bytes before the CRC
         feed_d, feed_d2, feed_d3 = Signal(), Signal(), Signal()
         # the encoder and the CRC read through one more register (latency 3): no path
@@ -287,12 +296,13 @@ class LinkEngine(wiring.Component):
 
         # ---- helpers: states that read a word from the buffer, write one, send, receive
         def fetch(state, dest, then):
-            """``dest`` = the little-endian word at ``rptr``; ``rptr`` += 4. 5 cycles."""
+            """``dest`` = the little-endian word at ``rptr``; ``rptr`` += 4. 6 cycles (the
+            buffer's read latency 2)."""
             with m.State(state):
                 m.d.comb += rd_addr.eq(rptr + k)
-                with m.If(k != 0):
-                    m.d.sync += dest.word_select((k - 1)[:2], 8).eq(rp.data)
-                with m.If(k == 4):
+                with m.If(k >= 2):
+                    m.d.sync += dest.word_select((k - 2)[:2], 8).eq(rp.data)
+                with m.If(k == 5):
                     m.d.sync += [k.eq(0), rptr.eq(rptr + 4)]
                     m.next = then
                 with m.Else():
