@@ -101,7 +101,7 @@ def vote_cycles(
     """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
     the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
 
-        52 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
+        53 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
 
     with ``T = out * ceil(fan / lanes) * rank`` a pair's computation (one ``(o, kb, c)``
     per cycle), ``X = max(0, fan * Wb - 15)`` the part of a pair's ``B`` fill that the
@@ -110,13 +110,13 @@ def vote_cycles(
     ``j + 1`` (two keyer requests, 15 cycles each, and the ``B`` fill) is fetched while
     pair ``j`` is computed, so a pair takes ``T + 2`` cycles when its computation is the
     longer, ``X + 32`` when the fetch is; the first pair's fetch (and, for ``Wb > 2``, its
-    first row of ``A``) is not hidden; 52 covers the run key, the first fetch, the start
+    first row of ``A``) is not hidden; 53 covers the run key, the first fetch, the start
     and the pipeline.
     """
     wb = max(1, rank // (8 if digits == "binomial" else 4))
     t = out * -(-fan // lanes) * rank
     x = max(0, fan * wb - 15)
-    return 52 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
+    return 53 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
 
 
 def times_digit(x, d):
@@ -182,7 +182,7 @@ class VoteAccumulator(wiring.Component):
         of three cycles before (latency 3: the block RAM's read register, its output
         register, a fabric register).
 
-    Timing: :func:`vote_cycles`, ``52 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
+    Timing: :func:`vote_cycles`, ``53 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
     2, X + 32)`` cycles from ``start`` to ``done``, ``T = out * ceil(fan / lanes) * rank``
     (one ``(o, kb, c)`` per cycle while computing), ``X = max(0, fan * Wb - 15)`` (``Wb``
     cycles per row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform).
@@ -255,7 +255,7 @@ class VoteAccumulator(wiring.Component):
         # ---- memories: B rows (one small memory per lane) and Z. Both never read a word
         # in the cycle it is written (NO_RW_CHECK, watched by the tests with every read
         # counted as used): a B memory is read in one buffer while the other is filled,
-        # and a Z word is read again only after its write (stage 3, below).
+        # and a Z word is read again only after its write (stage 4, below).
         self.rw_watch = []
         b_depth = max(self.nkb_max, 2)
         b_mem, b_rd, b_wr = [], [], []
@@ -477,24 +477,32 @@ class VoteAccumulator(wiring.Component):
                 contrib = times_digit(s2_g, pq.q)
             m.d.sync += s3_add[i].eq(contrib)
         # The Z word is read at stage 1 (its address with the group's terms) and comes out
-        # of z_q at stage 3, for the add and the write (the block RAM's output straight
+        # of z_q at stage 3, for the add (the block RAM's output straight
         # into the adder and the write port was the 64-lane ECP5 synthesis's critical
         # path at 928b7e3: 13.11 ns, 7.59 of it the RAMs' own delays). A word's next read
-        # samples the RAM after its write (stage 3, three cycles after its read): the
+        # samples the RAM after its write (stage 4, four cycles after its read): the
         # words of a pair are distinct, and two pairs' issues are max(T + 2, X + 32)
         # cycles apart (vote_cycles), with WAIT and BEGIN between them.
+        # The sum goes through a register (stage 4) before the block RAMs' write port:
+        # from the fresh flag's copies through the adders into the block RAMs' write data
+        # was the critical path of the 128-lane ULX3S build at b56882b (seed 1, 11.23 ns,
+        # 8.72 of it routing; 38 of its 109 endpoints past 10 ns)
         s3_old = zshape(z_q)  # the word read at stage 1, in stage 3
         z_new = Signal(zshape)
+        for i in range(lanes):
+            m.d.comb += z_new[i].eq(Mux(fresh_c[i], 0, s3_old[i]) + s3_add[i])
+        s4_valid = Signal()
+        s4_zaddr = Signal(self.z_addr_bits)
+        s4_data = Signal(zshape.size, reset_less=True)
+        m.d.sync += [s4_valid.eq(s3_valid), s4_zaddr.eq(s3_zaddr), s4_data.eq(z_new)]
         m.d.comb += [
             z_rd.addr.eq(Mux(busy, s1_zaddr, self.z_addr)),
             self.z_data.eq(z_q),
-            # stage 3: write back
-            z_wr.addr.eq(s3_zaddr),
-            z_wr.en.eq(s3_valid),
-            z_wr.data.eq(z_new),
+            # stage 4: write back
+            z_wr.addr.eq(s4_zaddr),
+            z_wr.en.eq(s4_valid),
+            z_wr.data.eq(s4_data),
         ]
-        for i in range(lanes):
-            m.d.comb += z_new[i].eq(Mux(fresh_c[i], 0, s3_old[i]) + s3_add[i])
 
         # ---- control
         bad = Signal()
@@ -596,7 +604,7 @@ class VoteAccumulator(wiring.Component):
                         m.d.sync += j.eq(j + 1)
                         m.next = "WAIT"
             with m.State("FINISH"):
-                with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid):
+                with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid & ~s4_valid):
                     m.d.sync += busy.eq(0)
                     m.d.comb += self.done.eq(1)
                     m.next = "IDLE"
