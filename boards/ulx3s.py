@@ -32,8 +32,8 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: pairs of population 256 in one round) at 75 MHz: a digits step of 951,843 cycles
 #: (0aa2487), 12.7 ms, where 64 lanes take 1,721,858 cycles (86d58ea), 23.0 ms at 75 MHz
 #: (docs/boards.md); 33 update lanes and a sample memory of the digits set's size make
-#: them fit the block RAM (161 of 208 DP16KD at 005e676; 180 by the estimate since Z is
-#: read through the block RAMs' output registers, b56882b).
+#: them fit the block RAM (161 of 208 DP16KD at 005e676; 180 at b56882b, where Z is read
+#: through the block RAMs' output registers, 89.05 MHz).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
     "lanes": 128,
