@@ -4,6 +4,8 @@ writer (logits beats into (member, sample, output) addresses)."""
 
 from __future__ import annotations
 
+import random
+
 import numpy as np
 import pytest
 from amaranth.sim import Simulator
@@ -56,6 +58,13 @@ def test_sizes_give_strides_and_refuse_a_run_one_byte_over_either_depth():
         (34, 3, 40, 5),  # 4080 input bytes, 510 logit bytes: fits
         (34, 3, 41, 5),  # 4182 input bytes: over
     ]
+    # and random ones, zeros and the widest values among them, run back to back
+    rng = random.Random(harness.pick_seed("member sizes"))
+
+    def pick(bits):
+        return rng.choice([0, 1, (1 << bits) - 1, rng.getrandbits(bits)])
+
+    jobs += [(pick(12), pick(16), pick(13), pick(13)) for _ in range(60)]
     got = _sizes(dut, jobs)
     for (pop, batch, n_in, n_out), (fits, si, so, cycles) in zip(jobs, got, strict=True):
         want = pop * batch * n_in <= 4096 and pop * batch * n_out <= 1000

@@ -90,42 +90,54 @@ class MemberSizes(wiring.Component):
         acc_in, acc_out = Signal(tb), Signal(tb)
         second = Signal()  # the products by population
         # mul != 0 as a flag set with mul (the 16-bit compare before mul's own enables had
-        # 16 of the 128-lane ULX3S build's 583 endpoints past 10 ns at 3f25487, seed 1)
+        # 16 of the 128-lane ULX3S build's 583 endpoints past 10 ns at 3f25487, seed 1),
+        # and the accumulators' two actions as flip-flops set a cycle ahead: add (MUL,
+        # mul != 0, mul[0]) and clear (MUL, mul == 0: the products are taken, the next
+        # begin at 0). Decoded in their cycle, they were one LUT's output driving the
+        # accumulators' 74 enables (35 of the 109 endpoints past 10 ns at b56882b, seed
+        # 1, 10.50 ns). The accumulators are 0 whenever a multiplication starts.
         mul_nz = Signal()
+        add = Signal()  # acc += a in this cycle
+        clr = Signal()  # acc = 0 in this cycle
+        m.d.sync += [add.eq(0), clr.eq(0)]
+        with m.If(add):
+            m.d.sync += [acc_in.eq(acc_in + a_in), acc_out.eq(acc_out + a_out)]
+        with m.If(clr):
+            m.d.sync += [acc_in.eq(0), acc_out.eq(0)]
+
+        def load(value):  # mul and the flags of the next cycle, which works on it
+            m.d.sync += [
+                mul.eq(value),
+                mul_nz.eq(value != 0),
+                add.eq(value[0]),
+                clr.eq(value == 0),
+            ]
+
         with m.FSM():
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [
-                        mul.eq(self.batch),
-                        mul_nz.eq(self.batch != 0),
-                        a_in.eq(self.n_in),
-                        a_out.eq(self.n_out),
-                        acc_in.eq(0),
-                        acc_out.eq(0),
-                        second.eq(0),
-                    ]
+                    load(self.batch)
+                    m.d.sync += [a_in.eq(self.n_in), a_out.eq(self.n_out), second.eq(0)]
                     m.next = "MUL"
             with m.State("MUL"):
                 m.d.comb += self.busy.eq(1)
                 with m.If(mul_nz):
-                    with m.If(mul[0]):
-                        m.d.sync += [acc_in.eq(acc_in + a_in), acc_out.eq(acc_out + a_out)]
+                    nxt = mul[1:]
                     m.d.sync += [
-                        mul.eq(mul >> 1),
-                        mul_nz.eq(mul[1:] != 0),
+                        mul.eq(nxt),
+                        mul_nz.eq(nxt != 0),
+                        add.eq(nxt[0]),
+                        clr.eq(nxt == 0),
                         a_in.eq(a_in << 1),
                         a_out.eq(a_out << 1),
                     ]
                 with m.Elif(~second):
+                    load(self.population)
                     m.d.sync += [
                         self.in_stride.eq(acc_in),
                         self.out_stride.eq(acc_out),
-                        mul.eq(self.population),
-                        mul_nz.eq(self.population != 0),
                         a_in.eq(acc_in),
                         a_out.eq(acc_out),
-                        acc_in.eq(0),
-                        acc_out.eq(0),
                         second.eq(1),
                     ]
                 with m.Else():
