@@ -105,13 +105,9 @@ class MemberSizes(wiring.Component):
         with m.If(clr):
             m.d.sync += [acc_in.eq(0), acc_out.eq(0)]
 
-        def load(value):  # mul and the flags of the next cycle, which works on it
-            m.d.sync += [
-                mul.eq(value),
-                mul_nz.eq(value != 0),
-                add.eq(value[0]),
-                clr.eq(value == 0),
-            ]
+        def load(value):  # mul and the flags of the next cycle, which works on it (no
+            # clear: the accumulators are 0 at a load)
+            m.d.sync += [mul.eq(value), mul_nz.eq(value != 0), add.eq(value[0])]
 
         with m.FSM():
             with m.State("IDLE"):
