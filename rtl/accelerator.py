@@ -323,7 +323,14 @@ class Accelerator(wiring.Component):
         ok &= regs.population <= self.max_population
         if self.update == "latent":
             ok &= regs.latent_shift <= self.updater.q_max
-        m.d.comb += ctl.params_ok.eq(ok)
+        # registered: the compares' tree (7 LUT levels from the widths and the population)
+        # reached the controller's registers through its check state (2 of the 128-lane
+        # ULX3S build's 109 endpoints past 10 ns at b56882b, seed 1). A register write
+        # lands two cycles after its command word and RUN, a later word, reaches the
+        # check state a cycle after its strobe: the check sees every write before it.
+        params_ok = Signal(name="params_ok")
+        m.d.sync += params_ok.eq(ok)
+        m.d.comb += ctl.params_ok.eq(params_ok)
 
         # ---- evaluator
         m.d.comb += [

@@ -236,6 +236,30 @@ def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lan
     run_on(dut, script)
 
 
+def test_run_with_a_register_out_of_range_sets_params_and_sees_a_write_just_before_it():
+    """RUN eval with width1 past max_width, written in the word before RUN: the run ends
+    at its check with error flag 13 (params) and no evaluation cycle; width1 written back
+    in range just before the next RUN: that run's check sees it, the run evaluates."""
+    ml = 2
+    dut = small_accelerator(2, 2)
+    cfg = Config(layers=(3, 4, 2), population=4, seed=1).validate()
+
+    async def script(send):
+        await send(ap.config_words(cfg, ml, step=0, batch=1))
+        for width1, flags in ((5, ["params"]), (4, [])):
+            await send(ap.reg_write("width1", width1, ml) + ap.run("eval"))
+            status = await wait_idle(send, ml)
+            (err,) = await send(ap.reg_read("error", ml), 1)
+            (cycles,) = await send(ap.reg_read("eval_cycles", ml), 1)
+            assert ap.decode_error(err) == flags and bool(status & 2) == bool(flags), (
+                width1,
+                ap.decode_error(err),
+            )
+            assert (cycles == 0) == bool(flags), (width1, cycles)
+
+    run_on(dut, script)
+
+
 @pytest.mark.parametrize("mem_latency", [1, 2, 3])
 def test_host_reads_back_every_writable_memory_as_written(mem_latency):
     """WMEM of random words to every host-writable memory, then RMEM of each: the words
