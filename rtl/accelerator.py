@@ -626,17 +626,38 @@ class Accelerator(wiring.Component):
 
         # per-member inputs: the reader (eval) and the host; logits: the writer, read by
         # the host (sign-extended)
-        rp, wp = mem("member_x", 8, self.depths["member_x"], (phase == 1) & rd.r_en, addr_reg)
         ra = Mux(phase == 1, rd.r_addr, host_addr)
-        m.d.comb += [
-            rp.en.eq(1),
-            rp.addr.eq(delayed(ra, 1, "member_x_raddr") if addr_reg else ra),
-            rd.r_data.eq(delayed(rp.data, lat - 1 - addr_reg, "x")),
-        ]
-        write_port(wp, "member_x", [])
-        rd_data["member_x"] = rp.data
-        if addr_reg:
-            rd_latency["member_x"] = 2
+        if lat >= 3:
+            # the address register, then the block RAMs' two (RegisteredRAM): the reader's
+            # data register is the block RAMs' output register (from their unregistered
+            # outputs into it, 2 of the 128-lane ULX3S build's 109 endpoints past 10 ns at
+            # b56882b, seed 1, 10.26 ns)
+            xram = RegisteredRAM(8, self.depths["member_x"])
+            m.submodules.mem_member_x = xram
+            xw = _WritePort(xram.w_addr, xram.w_data, xram.w_en)
+            used = ((phase == 1) & rd.r_en) | (dec.mem_ren & (host_sel == MEMORIES["member_x"]))
+            self.rw_watch.append(
+                RWWatch("member_x", _ReadPort(xram.r_addr), xw, delayed(used, 1, "member_x_used"))
+            )
+            m.d.comb += [
+                xram.r_en.eq(1),
+                xram.r_addr.eq(delayed(ra, 1, "member_x_raddr")),
+                rd.r_data.eq(delayed(xram.r_data, lat - 3, "x")),
+            ]
+            write_port(xw, "member_x", [])
+            rd_data["member_x"] = xram.r_data
+            rd_latency["member_x"] = 3
+        else:
+            rp, wp = mem("member_x", 8, self.depths["member_x"], (phase == 1) & rd.r_en, addr_reg)
+            m.d.comb += [
+                rp.en.eq(1),
+                rp.addr.eq(delayed(ra, 1, "member_x_raddr") if addr_reg else ra),
+                rd.r_data.eq(delayed(rp.data, lat - 1 - addr_reg, "x")),
+            ]
+            write_port(wp, "member_x", [])
+            rd_data["member_x"] = rp.data
+            if addr_reg:
+                rd_latency["member_x"] = 2
         # The logits are read through the block RAMs' output registers (RegisteredRAM,
         # read latency 2): their outputs into the host's read register had 5 of the
         # 128-lane ULX3S build's 109 endpoints past 10 ns at b56882b (seed 1, 10.6 ns).

@@ -186,7 +186,7 @@ def small_accelerator(lanes, mem_latency, **params) -> Accelerator:
     )
 
 
-@pytest.mark.parametrize("lanes, mem_latency", [(2, 1), (3, 2)])
+@pytest.mark.parametrize("lanes, mem_latency", [(2, 1), (3, 2), (2, 3), (3, 4)])
 def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lanes, mem_latency):
     """RUN eval with shared = 0 through the command stream only: inputs written to
     ``member_x``, logits read from ``logits`` equal golden's, batch 2, a population not
