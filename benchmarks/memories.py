@@ -10,15 +10,16 @@ iCE40 4-Kbit blocks as 256 x 16, 512 x 8, 1024 x 4 or 2048 x 2; ECP5 DP16KD as 5
 1024 x 18, 2048 x 9, 4096 x 4, 8192 x 2 or 16384 x 1. A memory written in parts (write
 granularity below its width) costs more on the ECP5: a DP16KD's byte enables each cover 9
 bits, so a part takes whole 9-bit segments (a 6-bit lane slot leaves 3 bits of each
-unused: with ``noise_write_lanes=1`` the evaluator's noise banks take 32 blocks at 128
-lanes, not 22; three lanes per write fill two segments); the iCE40's
-blocks have a write mask per bit. Memories under 1 Kbit (Yosys maps
-them to flip-flops or LUT RAM), memories read without a clock (never a block RAM: LUT
-RAM on the ECP5, flip-flops on the iCE40), memories the RTL marks ``ram_style
-"distributed"`` (LUT RAM) and primitives the RTL instantiates itself (DP16KD,
-SB_SPRAM256KA) are listed apart. It is an estimate of Yosys's mapping, not a
-measurement: Yosys may split or pack differently (``pentegg synth`` gives the count), but
-it takes seconds instead of minutes, and names the memories.
+unused; three lanes per write fill two segments); the iCE40's blocks have a write mask
+per bit. Memories under 1 Kbit (Yosys maps them to flip-flops or LUT RAM), memories read
+without a clock (never a block RAM: LUT RAM on the ECP5, flip-flops on the iCE40),
+memories the RTL marks ``ram_style "distributed"`` (LUT RAM) and primitives the RTL
+instantiates itself (DP16KD, SB_SPRAM256KA: their count, and per module; on the ECP5
+the evaluator's noise and activation banks are DP16KD of their own, costed the same way
+by ``rtl/evaluator/sliced.py``: with ``noise_write_lanes=1`` a noise bank takes 32 blocks
+at 128 lanes, with three lanes per write 22) are listed apart. It is an estimate of
+Yosys's mapping, not a measurement: Yosys may split or pack differently (``pentegg
+synth`` gives the count), but it takes seconds instead of minutes, and names the memories.
 """
 
 from __future__ import annotations
@@ -83,8 +84,9 @@ def _granularity(width: int, en: str) -> int:
     return width // len(bits) if bits else 0
 
 
-def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
-    """The memories of an RTLIL design, and how many of each instantiated primitive."""
+def memories(text: str) -> tuple[list[Memory], dict[str, dict[str, int]]]:
+    """The memories of an RTLIL design, and how many of each instantiated primitive each
+    module holds (``{primitive: {module: count}}``)."""
     sizes, gran, prims, module, comb = {}, {}, {}, "", set()
     memid = width = None
     rd = None  # the MEMID of the $memrd_v2 cell being read
@@ -101,7 +103,8 @@ def memories(text: str) -> tuple[list[Memory], dict[str, int]]:
             if any(re.match(r'\s*attribute \\ram_style "distributed"', a) for a in before):
                 dist.add(f"{module}.{m.group(3)}")
         elif m := re.match(r"\s*cell \\(DP16KD|SB_SPRAM256KA|SB_RAM40_4K) ", line):
-            prims[m.group(1)] = prims.get(m.group(1), 0) + 1
+            per = prims.setdefault(m.group(1), {})
+            per[module] = per.get(module, 0) + 1
         elif re.match(r"\s*cell \$memwr_v2 ", line):
             memid, width = "", 0
         elif re.match(r"\s*cell \$memrd_v2 ", line):
@@ -175,8 +178,9 @@ def main(argv=None) -> int:
             f"distributed RAM by the RTL's choice (ram_style): {len(dist)} memories, "
             f"{bits / 1024:.1f} Kbit, e.g. {dist[0].name}, {dist[0].width} x {dist[0].depth} bits"
         )
-    for prim, n in sorted(prims.items()):
-        print(f"{prim} instantiated by the RTL: {n}")
+    for prim, per in sorted(prims.items()):
+        parts = ", ".join(f"{mod}: {n}" for mod, n in sorted(per.items(), key=lambda x: -x[1]))
+        print(f"{prim} instantiated by the RTL: {sum(per.values())} ({parts})")
     return 0
 
 

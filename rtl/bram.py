@@ -119,16 +119,21 @@ def dp16kd_initvals(words: list[int]) -> dict[str, int]:
 def dp16kd_instance(
     width: int, we, ada, dia, adb, dob, r_en, initvals: dict[str, int] | None = None
 ) -> Instance:
-    """One ``DP16KD`` as both RAM classes use it: ``width`` (9 or 18) bits on both ports,
-    port A writes (write enable ``we``, the 14 address bits ``ada``, the 18 data bits
-    ``dia``), port B reads (address bits ``adb``) through its output register
-    (``REGMODE_B`` ``OUTREG``) into ``dob`` (18 bits), both of its registers enabled by
-    ``r_en``; chip selects, resets and port B's write side tied off; ``initvals``: its
-    ``INITVAL_*`` (:func:`dp16kd_initvals`)."""
+    """One ``DP16KD`` as the RAM classes use it: ``width`` (9, 18 or 36) bits on both
+    ports, port A writes (write enable ``we``, the 14 address bits ``ada``, which hold the
+    byte enables of the 18-bit (``ada[1:0]``) and 36-bit (``ada[3:0]``) modes, the data
+    bits ``dia``: 18, or 36 in the 36-bit mode), port B reads (address bits ``adb``)
+    through its output register into ``dob`` (18 bits, or 36: the 36-bit mode's read data
+    leaves on both ports' outputs, so both ports' ``REGMODE`` are ``OUTREG``), the read and
+    output registers enabled by ``r_en``; chip selects, resets and port B's write side tied
+    off; ``initvals``: its ``INITVAL_*`` (:func:`dp16kd_initvals`)."""
+    if width not in (9, DP16KD_WIDTH, 2 * DP16KD_WIDTH):
+        raise ValueError(f"dp16kd_instance: width={width} is not 9, 18 or 36")
+    wide = width == 2 * DP16KD_WIDTH
     params = {
         "p_DATA_WIDTH_A": width,
         "p_DATA_WIDTH_B": width,
-        "p_REGMODE_A": "NOREG",
+        "p_REGMODE_A": "OUTREG" if wide else "NOREG",
         "p_REGMODE_B": "OUTREG",
         "p_RESETMODE": "SYNC",
         "p_ASYNC_RESET_RELEASE": "SYNC",
@@ -142,7 +147,7 @@ def dp16kd_instance(
     ports = {
         "i_CLKA": ClockSignal("sync"),
         "i_CEA": Const(1, 1),
-        "i_OCEA": Const(1, 1),
+        "i_OCEA": r_en if wide else Const(1, 1),
         "i_WEA": we,
         "i_RSTA": Const(0, 1),
         "i_CLKB": ClockSignal("sync"),
@@ -159,8 +164,12 @@ def dp16kd_instance(
         ports[f"i_ADB{k}"] = adb[k]
     for k in range(DP16KD_WIDTH):
         ports[f"i_DIA{k}"] = dia[k]
-        ports[f"i_DIB{k}"] = Const(0, 1)
-        ports[f"o_DOB{k}"] = dob[k]
+        ports[f"i_DIB{k}"] = dia[DP16KD_WIDTH + k] if wide else Const(0, 1)
+        if wide:
+            ports[f"o_DOA{k}"] = dob[k]
+            ports[f"o_DOB{k}"] = dob[DP16KD_WIDTH + k]
+        else:
+            ports[f"o_DOB{k}"] = dob[k]
     return Instance("DP16KD", **params, **ports)
 
 

@@ -1,15 +1,20 @@
 // Behavioural model of the Lattice ECP5 DP16KD block RAM, for simulation only, limited to
-// the configurations pentegg.rtl.bram's RegisteredRAM and SinglePortRAM instantiate:
-//   * both ports 18 bits wide (DATA_WIDTH_A = DATA_WIDTH_B = 18): 1024 words, word address
-//     in AD*[13:4], AD*[1:0] the byte enables of a write (AD*[3:2] unused); or both ports
-//     9 bits wide (DATA_WIDTH_A = DATA_WIDTH_B = 9): 2048 words, word address in
-//     AD*[13:3] (AD*[2:0] unused), contents starting at zero (INITVAL must be zero);
+// the configurations pentegg.rtl.bram (RegisteredRAM, SinglePortRAM) and
+// pentegg.rtl.evaluator.sliced (SlicedRAM) instantiate:
+//   * both ports 9 bits wide (DATA_WIDTH_A = DATA_WIDTH_B = 9): 2048 words, word address in
+//     AD*[13:3] (AD*[2:0] unused);
+//   * both ports 18 bits wide: 1024 words, word address in AD*[13:4], AD*[1:0] the byte
+//     enables of a write (bits 8:0 and 17:9; AD*[3:2] unused);
+//   * both ports 36 bits wide (pseudo dual port): 512 words, port A writes, port B reads,
+//     word address in AD*[13:5], ADA[3:0] the byte enables of a write (bits 9k+8:9k),
+//     write data {DIB, DIA}, read data {DOB, DOA}, REGMODE_A = REGMODE_B;
 //   * WRITEMODE NORMAL (a write does not change the port's read data), chip selects and
 //     CSDECODE 0, resets tied low, clocks not inverted;
 //   * REGMODE "NOREG" (read data from the RAM's read register) or "OUTREG" (through one more
 //     register, enabled by OCE);
-//   * 18-bit contents from INITVAL_00..3F, 16 words per 320-bit row, word i in bits
-//     [20i+17:20i] (the packing of Yosys's techlibs/lattice/brams_map_16kd.v, init_slice).
+//   * contents starting at zero, or (18-bit mode) from INITVAL_00..3F, 16 words per 320-bit
+//     row, word i in bits [20i+17:20i] (the packing of Yosys's
+//     techlibs/lattice/brams_map_16kd.v, init_slice).
 // A read of an address in the cycle the other port writes it gives X (no_rw_check).
 `timescale 1ns/1ps
 module DP16KD #(
@@ -78,11 +83,13 @@ module DP16KD #(
                      ADA2, ADA1, ADA0};
   wire [13:0] adb = {ADB13, ADB12, ADB11, ADB10, ADB9, ADB8, ADB7, ADB6, ADB5, ADB4, ADB3,
                      ADB2, ADB1, ADB0};
-  localparam W9 = DATA_WIDTH_A == 9;  // 9-bit mode: 2048 words of 9 bits
-  reg [17:0] mem [0:2047];
-  reg [17:0] lat_a, lat_b, out_a, out_b;
-  wire [17:0] doa = REGMODE_A == "OUTREG" ? out_a : lat_a;
-  wire [17:0] dob = REGMODE_B == "OUTREG" ? out_b : lat_b;
+  localparam W9 = DATA_WIDTH_A == 9;  // 2048 words of 9 bits
+  localparam W36 = DATA_WIDTH_A == 36;  // 512 words of 36 bits
+  reg [35:0] mem [0:2047];
+  reg [35:0] lat_a, lat_b, out_a, out_b;
+  wire [35:0] rd_b = REGMODE_B == "OUTREG" ? out_b : lat_b;
+  wire [17:0] doa = W36 ? rd_b[17:0] : (REGMODE_A == "OUTREG" ? out_a[17:0] : lat_a[17:0]);
+  wire [17:0] dob = W36 ? rd_b[35:18] : rd_b[17:0];
   assign {DOA17, DOA16, DOA15, DOA14, DOA13, DOA12, DOA11, DOA10, DOA9, DOA8, DOA7, DOA6,
           DOA5, DOA4, DOA3, DOA2, DOA1, DOA0} = doa;
   assign {DOB17, DOB16, DOB15, DOB14, DOB13, DOB12, DOB11, DOB10, DOB9, DOB8, DOB7, DOB6,
@@ -99,32 +106,40 @@ module DP16KD #(
     INITVAL_0E, INITVAL_0D, INITVAL_0C, INITVAL_0B, INITVAL_0A, INITVAL_09, INITVAL_08,
     INITVAL_07, INITVAL_06, INITVAL_05, INITVAL_04, INITVAL_03, INITVAL_02, INITVAL_01,
     INITVAL_00};
-  integer i;
+  integer i, k;
   initial begin
-    if (!((DATA_WIDTH_A == 18 && DATA_WIDTH_B == 18) ||
-          (DATA_WIDTH_A == 9 && DATA_WIDTH_B == 9 && init == 0)) ||
+    if (DATA_WIDTH_A != DATA_WIDTH_B ||
+        !(DATA_WIDTH_A == 9 || DATA_WIDTH_A == 18 || DATA_WIDTH_A == 36) ||
+        (DATA_WIDTH_A != 18 && init != 0) || (W36 && REGMODE_A != REGMODE_B) ||
         WRITEMODE_A != "NORMAL" || WRITEMODE_B != "NORMAL") begin
       $display("DP16KD model: unsupported configuration");
       $finish;
     end
     #0;
-    for (i = 0; i < 2048; i = i + 1) mem[i] = i < 1024 ? init[20 * i +: 18] : 18'b0;
+    for (i = 0; i < 2048; i = i + 1) mem[i] = i < 1024 ? {18'b0, init[20 * i +: 18]} : 36'b0;
   end
 
-  // word addresses, and the mask of the bits a word holds
-  wire [10:0] wa = W9 ? ada[13:3] : {1'b0, ada[13:4]};
-  wire [10:0] wb = W9 ? adb[13:3] : {1'b0, adb[13:4]};
-  wire [17:0] mask = W9 ? 18'h001ff : 18'h3ffff;
-  wire wr_a = CEA && WEA && (W9 || ada[1:0] == 2'b11);
-  wire wr_b = CEB && WEB && (W9 || adb[1:0] == 2'b11);
+  // word addresses, and each port's byte (9-bit) write enables
+  wire [10:0] wa = W9 ? ada[13:3] : W36 ? {2'b0, ada[13:5]} : {1'b0, ada[13:4]};
+  wire [10:0] wb = W9 ? adb[13:3] : W36 ? {2'b0, adb[13:5]} : {1'b0, adb[13:4]};
+  wire [3:0] be_a = W9 ? 4'b0001 : W36 ? ada[3:0] : {2'b00, ada[1:0]};
+  wire [3:0] be_b = W9 ? 4'b0001 : W36 ? 4'b0000 : {2'b00, adb[1:0]};
+  wire [35:0] din_a = W36 ? {dib, dia} : {18'b0, dia};
+  wire [35:0] din_b = {18'b0, dib};
+  wire wr_a = CEA && WEA && be_a != 0;
+  wire wr_b = CEB && WEB && be_b != 0;
   always @(posedge CLKA) begin
-    if (CEA && !WEA) lat_a <= (wr_b && wb == wa) ? 18'bx : mem[wa];
+    if (CEA && !WEA && !W36) lat_a <= (wr_b && wb == wa) ? 36'bx : mem[wa];
     if (OCEA) out_a <= lat_a;
-    if (wr_a) mem[wa] <= dia & mask;
+    if (wr_a)
+      for (k = 0; k < 4; k = k + 1)
+        if (be_a[k]) mem[wa][9 * k +: 9] <= din_a[9 * k +: 9];
   end
   always @(posedge CLKB) begin
-    if (CEB && !WEB) lat_b <= (wr_a && wa == wb) ? 18'bx : mem[wb];
+    if (CEB && !WEB) lat_b <= (wr_a && wa == wb) ? 36'bx : mem[wb];
     if (OCEB) out_b <= lat_b;
-    if (wr_b) mem[wb] <= dib & mask;
+    if (wr_b)
+      for (k = 0; k < 4; k = k + 1)
+        if (be_b[k]) mem[wb][9 * k +: 9] <= din_b[9 * k +: 9];
   end
 endmodule

@@ -313,3 +313,130 @@ def test_spram_chosen_on_ice40_for_large_memories_only():
     assert SinglePortRAM(8, 1024).sprams(ice40) == 0  # 8 Kbit: two block RAMs
     assert SinglePortRAM(8, 131072).sprams(ecp5) == 0
     assert SinglePortRAM(8, 131072).sprams(None) == 0
+
+
+class SlicedPair(Elaboratable):
+    """A generic SlicedRAM and a DP16KD one (direct writes) on the same inputs."""
+
+    def __init__(self, width, depth, granule, per_slice):
+        from pentegg.rtl.evaluator.sliced import SlicedRAM
+
+        kw = {"width": width, "depth": depth, "granule": granule, "per_slice": per_slice}
+        self.gen = SlicedRAM(**kw, name="gen", dp16kd=False)
+        self.dp = SlicedRAM(**kw, name="dp", dp16kd=True)
+        self.w_addr = Signal(self.gen.abits)
+        self.w_data = Signal(width)
+        self.w_en = Signal(width // granule)
+        self.r_addr = Signal(self.gen.abits)
+        self.q_gen = Signal(width)
+        self.q_dp = Signal(width)
+
+    def elaborate(self, platform):
+        m = Module()
+        m.submodules.gen = self.gen
+        m.submodules.dp = self.dp
+        for ram in (self.gen, self.dp):
+            m.d.comb += [
+                ram.r_addr.eq(self.r_addr),
+                ram.w_addr.eq(self.w_addr),
+                ram.w_data.eq(self.w_data),
+                ram.w_en.eq(self.w_en),
+            ]
+        m.d.comb += [self.q_gen.eq(self.gen.r_data), self.q_dp.eq(self.dp.r_data)]
+        return m
+
+
+# r_data after the edge of line i is the word line i - 2 addressed
+SLICED_TB = """
+`timescale 1ns/1ps
+module tb;
+  reg clk = 0, rst = 1;
+  reg [{eb}:0] w_en = 0;
+  reg [{ab}:0] w_addr = 0, r_addr = 0;
+  reg [{wb}:0] w_data = 0;
+  wire [{wb}:0] q_gen, q_dp;
+  integer i, bad = 0, checked = 0, fd, code;
+  reg [127:0] a, b, c, f;
+  top dut(.clk(clk), .rst(rst), .w_addr(w_addr), .w_data(w_data), .w_en(w_en),
+          .r_addr(r_addr), .q_gen(q_gen), .q_dp(q_dp));
+  always #5 clk = ~clk;
+  initial begin
+    fd = $fopen("{stim}", "r");
+    @(posedge clk); #1 rst = 0;
+    for (i = 0; i < {n}; i = i + 1) begin
+      code = $fscanf(fd, "%h %h %h %h\\n", a, b, c, f);
+      w_en = a; w_addr = b; w_data = c; r_addr = f;
+      @(posedge clk); #1;
+      if (i >= 3) begin
+        checked = checked + 1;
+        if (q_gen !== q_dp) begin
+          bad = bad + 1;
+          if (bad < 5) $display("MISMATCH line %0d: generic %h dp16kd %h", i, q_gen, q_dp);
+        end
+      end
+    end
+    $display("RESULT checked=%0d bad=%0d", checked, bad);
+    $finish;
+  end
+endmodule
+"""
+
+
+@pytest.mark.parametrize(
+    "width, depth, granule, mode",
+    [(48, 64, 6, 36), (64, 200, 8, 36), (54, 300, 18, 36), (24, 1000, 6, 18), (16, 2000, 8, 9)],
+    ids=["noise-slots-36", "bytes-36", "groups-36", "slots-18", "bytes-9"],
+)
+def test_sliced_dp16kd_form_equals_generic(tmp_path, width, depth, granule, mode):
+    """The ECP5 form of SlicedRAM (a DP16KD per slice, in the mode its depth allows, each
+    granule in whole bytes with their own write enables, read through the output
+    register) against the generic form: every granule written first, then random
+    partial writes and reads; no read meets a write of its word at the block RAM."""
+    from types import SimpleNamespace
+
+    from pentegg.rtl.evaluator.sliced import dp16kd_mode, slice_granules_for
+
+    per = slice_granules_for(SimpleNamespace(family="ecp5"), depth, granule)
+    assert dp16kd_mode(depth, granule, per) == mode
+    dut = SlicedPair(width, depth, granule, per)
+    assert dut.dp.slices > 1
+    n = width // granule
+    rng = random.Random(f"sliced {width} {depth} {granule}")
+    rows = [((1 << n) - 1, a, rng.getrandbits(width), 0) for a in range(depth)]
+    for _ in range(3000):
+        rows.append(
+            (
+                rng.getrandbits(n) if rng.random() < 0.6 else 0,
+                rng.randrange(depth),
+                rng.getrandbits(width),
+                rng.randrange(depth),
+            )
+        )
+    # the block RAM reads r_addr a cycle late: not the word the next line writes
+    for i in range(len(rows) - 1):
+        we, wa = rows[i + 1][0], rows[i + 1][1]
+        if we and rows[i][3] == wa:
+            rows[i] = (*rows[i][:3], (wa + 1) % depth)
+    lines = [f"{we:x} {wa:x} {wd:x} {ra:x}" for we, wa, wd, ra in rows]
+    ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.q_gen, dut.q_dp]
+    tb = SLICED_TB.format(
+        eb=n - 1, ab=dut.gen.abits - 1, wb=width - 1, n=len(lines), stim=tmp_path / "stim.txt"
+    )
+    out = simulate(tmp_path, dut, ports, tb, lines, [MODEL])
+    assert f"RESULT checked={len(lines) - 3} bad=0" in out, out
+
+
+def test_sliced_ram_form_by_family_and_fit():
+    """DP16KD slices on the ECP5 when every slice fits one block RAM; a slice too large
+    for one with dp16kd=True is refused naming its granules and depth."""
+    from types import SimpleNamespace
+
+    from pentegg.rtl.evaluator.sliced import SlicedRAM
+
+    ecp5, ice40 = SimpleNamespace(family="ecp5"), SimpleNamespace(family="ice40")
+    ram = SlicedRAM(width=48, depth=64, granule=6, per_slice=4)
+    assert ram.uses_dp16kd(ecp5) and not ram.uses_dp16kd(ice40) and not ram.uses_dp16kd(None)
+    assert not SlicedRAM(width=48, depth=64, granule=6, per_slice=None).uses_dp16kd(ecp5)
+    assert not SlicedRAM(width=8, depth=4096, granule=8, per_slice=1).uses_dp16kd(ecp5)
+    with pytest.raises(ValueError, match="a slice of 8 granules of 6 bits at depth 64"):
+        SlicedRAM(width=48, depth=64, granule=6, per_slice=None, dp16kd=True)

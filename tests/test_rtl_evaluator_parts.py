@@ -489,11 +489,11 @@ def test_sliced_ram_slices_hold_what_one_block_ram_holds():
         (30, 3, None, "broadcast"),
     ],
 )
-def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
+def test_sliced_ram_gives_the_word_at_the_address_of_three_cycles_before(
     width, granule, per_slice, writes
 ):
     """Random writes and reads every cycle against a model memory: ``r_data`` is the
-    word at the address of two cycles earlier as the memory held it a cycle earlier,
+    word at the address of three cycles earlier as the memory held it two cycles earlier,
     across slices of a few granules or one slice, with granule writes landing in their
     cycle or, registered, a cycle later, and broadcast writes (one granule's value into
     the granule it names, through a head register and more first-level copies than one)
@@ -536,9 +536,9 @@ def test_sliced_ram_gives_the_word_at_the_address_of_two_cycles_before(
                 ctx.set(dut.w_en, we)
             landing = pending[0] if latency else (wa, wd, we)
             board.check(f"landing, cycle {cycle}", [landing[2]], [ctx.get(dut.landing)])
-            if cycle >= 2:
-                addr = history[cycle - 2][0]
-                _, snap, (la, _, le) = history[cycle - 1]
+            if cycle >= 3:
+                addr = history[cycle - 3][0]
+                _, snap, (la, _, le) = history[cycle - 2]
                 if not (le and la == addr):
                     board.check(f"r_data, cycle {cycle}", [snap[addr]], [ctx.get(dut.r_data)])
                     compared.append(cycle)

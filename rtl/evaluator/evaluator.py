@@ -246,8 +246,9 @@ class PopulationEvaluator(wiring.Component):
         m.d.comb += [self.busy.eq(seq.busy), self.error.eq(seq.error)]
 
         # ---- memories: activations (a byte per lane), noise (two digits per lane, x2),
-        # each in slices with their own read-address registers (SlicedRAM: data two
-        # cycles after the address, registered a third time for the lanes)
+        # each in slices with their own read-address registers (SlicedRAM: data three
+        # cycles after the address, the third register the block RAMs' output register
+        # on the ECP5, the lanes' data register)
         # (no_rw_check: a MAC beat never reads a word written in its cycle, nor does a
         # u-row beat or the finalizer read a noise word being written: the passes wait for
         # the blocks and inputs they read, the fill for the round's reads. The tests'
@@ -269,11 +270,10 @@ class PopulationEvaluator(wiring.Component):
         m.submodules.act = act
         act_used = Signal()
         m.d.sync += act_used.eq(eng.act_en)
-        self.rw_watch = act.watches(act_used)
+        # (a DP16KD form is not simulated: nothing to watch)
+        self.rw_watch = [] if act.uses_dp16kd(platform) else act.watches(act_used)
         m.d.comb += act.r_addr.eq(eng.act_addr)
-        # the output register: data three cycles after the address (data: no reset)
-        x_reg = Signal(8 * L, reset_less=True)
-        m.d.sync += x_reg.eq(act.r_data)
+        x_reg = act.r_data  # data three cycles after the address
         # the finalizer writes in its window's aw_cycles, the loader in the others (both
         # from registers)
         fin_w = fin.aw_any
@@ -347,7 +347,8 @@ class PopulationEvaluator(wiring.Component):
                 used = lanes_use | fin.n_en
             used_d = Signal(name=f"noise_used{b}")
             m.d.sync += used_d.eq(used)
-            self.rw_watch += bank.watches(used_d)
+            if not bank.uses_dp16kd(platform):
+                self.rw_watch += bank.watches(used_d)
             # "a write in flight" (a slice's write enable) from a register of its own,
             # loaded with the condition of the enables: the OR of the 128-lane build's
             # enables into the sequencer was the start of the 128-lane ECP5 evaluator's
@@ -412,11 +413,8 @@ class PopulationEvaluator(wiring.Component):
                     bank.w_index.eq(w_grp),
                     bank.w_valid.eq(f_en),
                 ]
-            reg = Signal(slot, name=f"noise_rd{b}", reset_less=True)  # data: no reset
-            m.d.sync += reg.eq(bank.r_data)
-            n_data.append(reg)
-            # the finalizer picks its lanes' digits from the block RAMs' data and
-            # registers them itself
+            # the lanes' and the finalizer's noise data: the bank's output registers
+            n_data.append(data.View(slot, bank.r_data[: 6 * L]))
             m.d.comb += fin.n_data[b].eq(bank.r_data[: 6 * L])
 
         # ---- lanes

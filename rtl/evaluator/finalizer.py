@@ -198,8 +198,9 @@ class Finalizer(wiring.Component):
         The captures of the oldest unfinished record have all been taken (a strobe).
     n_addr : Out(addr_bits), n_en : Out(1)
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
-        The noise banks' read data (both banks, same address), a cycle after the address
-        (the block RAMs' own register; the finalizer registers the lane it picks).
+        The noise banks' read data (both banks, same address), two cycles after the
+        address (the block RAMs' read and output registers; the finalizer registers the
+        lane it picks).
     aw_addr : Out(range(act_depth)), aw_en : Out(lanes)
         Writes of hidden activations (one row of lane ``i`` of every group), from
         registers: a cycle after the U window's cycles that produce them.
@@ -834,20 +835,24 @@ class Finalizer(wiring.Component):
         m.d.sync += u_U.eq(Mux(ub_d, rports[1].data, rports[0].data))
 
         # the noise digits of this group's lane of the op in P (their read issued a cycle
-        # ahead of the op's cycle, the banks' data registered in the group two cycles
+        # ahead of the op's cycle, the banks' data in their output registers two cycles
         # after that, then the lane's digits three cycles after the op's cycle): picked
         # from those registers by the group's copy of the lane index and registered in
-        # the group, so that the route from the lanes' bank slices to the
-        # group's p accumulators starts at a register (from the evaluator's shared data
-        # registers through the group's multiplexer it was the 128-lane ECP5 evaluator's
-        # critical path at c58b015: 16.53 ns, 13.49 of it routing)
+        # the group, so that the route from the group to its p accumulators starts at a
+        # register (from the evaluator's shared data registers through the group's
+        # multiplexer it was the 128-lane ECP5 evaluator's critical path at c58b015:
+        # 16.53 ns, 13.49 of it routing). The group's own register of the block RAMs'
+        # unregistered outputs, before, had up to 10.3 ns at b56882b.
         i_d = [copy(len(opP.i), f"id{j}") for j in range(2)]
         m.d.sync += [i_d[0].eq(opP.i), i_d[1].eq(i_d[0])]
         nd = []
         for b in range(2):
             # the group's lanes' digits as the bank gives them (the read a cycle ahead)
-            raw = sig(data.ArrayLayout(data.ArrayLayout(3, 2), len(lanes)), f"nraw{b}")
-            m.d.sync += raw.eq(Cat(self.n_data[b][j].as_value() for j in lanes))
+            # (the banks' output registers: the block RAMs' on the ECP5)
+            raw = data.View(
+                data.ArrayLayout(data.ArrayLayout(3, 2), len(lanes)),
+                Cat(self.n_data[b][j].as_value() for j in lanes),
+            )
             pick = lane_mux(
                 [raw[k] for k in range(len(lanes))], i_d[1], data.ArrayLayout(3, 2), f"ndsel{b}"
             )

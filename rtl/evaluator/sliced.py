@@ -12,8 +12,16 @@ address in a copy of its own (:data:`~pentegg.rtl.evaluator.pass_engine.REPLICA_
 the placer puts every copy between the shared address and its block RAM, so the route
 is cut in two.
 
-Read latency: two cycles. ``r_data`` is the word at the ``r_addr`` of two cycles earlier
-(the address register, then the block RAM's read register). Writes (``writes``):
+Read latency: three cycles. ``r_data`` is the word at the ``r_addr`` of three cycles
+earlier: the address register, the block RAM's read register, then its output register.
+Elaborated for an ECP5, each slice is a ``DP16KD`` instance (:func:`dp16kd_mode`: 36, 18
+or 9 bits by depth, a write granule in whole 9-bit bytes) with its output register
+(``REGMODE`` ``OUTREG``): the data leave the block RAM about 2 ns after the clock instead
+of 5.6, and the lanes' data registers and the finalizers' noise registers, which took
+the block RAMs' outputs across the chip (a noise bank into a finalizer group's register
+had 9.5 to 10.3 ns, some 70 of the 128-lane ULX3S build's 3,498 endpoints past 8 ns at
+``b56882b``, seed 1), are those output registers. Elsewhere (and in simulation) a slice is
+an Amaranth memory and a register. Writes (``writes``):
 
 * ``"direct"``: the block RAMs' own (``w_*`` written at the end of their cycle);
 * ``"registered"``: from a copy per slice of registers loaded with ``w_*`` (written a
@@ -38,16 +46,16 @@ tests' collision monitor.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Signal
+from amaranth import Cat, Const, Module, Signal
 from amaranth.lib import memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
-from ..bram import NO_RW_CHECK, RWWatch
+from ..bram import DP16KD_WIDTH, NO_RW_CHECK, RWWatch, dp16kd_instance
 from ..params import check_int
 from .pass_engine import REPLICA_ATTR
 
-__all__ = ["WRITES", "WRITE_FANOUT", "SlicedRAM", "slice_granules_for"]
+__all__ = ["WRITES", "WRITE_FANOUT", "SlicedRAM", "dp16kd_mode", "slice_granules_for"]
 
 #: slices one first-level copy of a broadcast write feeds
 WRITE_FANOUT = 4
@@ -69,6 +77,16 @@ def slice_granules_for(platform, depth: int, granule: int) -> int | None:
     return max(1, enables // -(-granule // 9))
 
 
+def dp16kd_mode(depth: int, granule: int, granules: int) -> int | None:
+    """The ``DP16KD`` data width (36 up to 512 words, 18 up to 1,024, 9 up to 2,048) that
+    holds ``granules`` write granules of ``granule`` bits, each in whole 9-bit bytes (one
+    write enable each), at ``depth`` words; None if one block RAM cannot."""
+    width = 36 if depth <= 512 else 18 if depth <= 1024 else 9 if depth <= 2048 else None
+    if width is None or granules * -(-granule // 9) > width // 9:
+        return None
+    return width
+
+
 class SlicedRAM(wiring.Component):
     """``depth`` words of ``width`` bits, written in granules of ``granule`` bits.
 
@@ -82,12 +100,16 @@ class SlicedRAM(wiring.Component):
         One of :data:`WRITES` (above).
     name : str
         Prefix of the slices' names.
+    dp16kd : bool or None
+        ``True``: every slice a ``DP16KD`` (each must fit one, :func:`dp16kd_mode`);
+        ``False``: Amaranth memories; None (default): ``DP16KD`` when elaborated for an
+        ECP5 and every slice fits one.
 
     Interface attributes
     --------------------
     r_addr : In(ceil_log2(depth))
     r_data : Out(width)
-        The word at ``r_addr`` two cycles earlier.
+        The word at ``r_addr`` three cycles earlier.
     w_addr : In(ceil_log2(depth)), w_data : In(width), w_en : In(width // granule)
         A write, per granule ("direct", "registered").
     w_addr, w_unit : In(granule), w_index : In(range(width // granule)), w_valid : In(1)
@@ -105,6 +127,7 @@ class SlicedRAM(wiring.Component):
         per_slice: int | None,
         writes: str = "direct",
         name: str = "ram",
+        dp16kd: bool | None = None,
     ):
         check_int("granule", granule, 1, width)
         if writes not in WRITES:
@@ -118,13 +141,14 @@ class SlicedRAM(wiring.Component):
         per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
         self.spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
         self.abits = max(1, ceil_log2(depth))
-        # the slices and their ports exist from here on, for the collision monitor
-        self.mems, self.rports, self.wports = [], [], []
-        for lo, hi in self.spans:
-            mem = memory.Memory(shape=(hi - lo) * granule, depth=depth, init=[], attrs=NO_RW_CHECK)
-            self.mems.append(mem)
-            self.rports.append(mem.read_port())
-            self.wports.append(mem.write_port(granularity=granule))
+        self.modes = [dp16kd_mode(depth, granule, hi - lo) for lo, hi in self.spans]
+        if dp16kd and None in self.modes:
+            raise ValueError(
+                f"SlicedRAM {name}: a slice of {max(h - lo for lo, h in self.spans)} "
+                f"granules of {granule} bits at depth {depth} does not fit one DP16KD"
+            )
+        self.dp16kd = dp16kd
+        self._memories = None  # the generic form's, made by watches() or elaborate()
         super().__init__(
             {
                 "r_addr": In(self.abits),
@@ -143,22 +167,42 @@ class SlicedRAM(wiring.Component):
     def slices(self) -> int:
         return len(self.spans)
 
+    def uses_dp16kd(self, platform) -> bool:
+        if self.dp16kd is not None:
+            return self.dp16kd
+        return getattr(platform, "family", None) == "ecp5" and None not in self.modes
+
     @property
     def write_latency(self) -> int:
         """Cycles from a write on ``w_*`` to its ``landing``."""
         return WRITES[self.writes]
 
+    def memories(self) -> list[tuple]:
+        """The generic form's ``(memory, read port, write port)`` per slice, made at the
+        first call (the collision monitor's watches take the ports before elaboration)."""
+        if self._memories is None:
+            self._memories = []
+            for lo, hi in self.spans:
+                mem = memory.Memory(
+                    shape=(hi - lo) * self.granule, depth=self.depth, init=[], attrs=NO_RW_CHECK
+                )
+                self._memories.append(
+                    (mem, mem.read_port(), mem.write_port(granularity=self.granule))
+                )
+        return self._memories
+
     def watches(self, used) -> list[RWWatch]:
-        """Each slice's read and write port; ``used``: the read of the cycle (at the
-        registered address) is consumed."""
+        """Each slice's read and write port (the generic form's: a simulation's);
+        ``used``: the read of the cycle (at the registered address) is consumed."""
         return [
             RWWatch(f"{self.name}.{s}", rp, wp, used)
-            for s, (rp, wp) in enumerate(zip(self.rports, self.wports, strict=True))
+            for s, (_, rp, wp) in enumerate(self.memories())
         ]
 
     def elaborate(self, platform):
         m = Module()
         g = self.granule
+        dp = self.uses_dp16kd(platform)
         copy = {REPLICA_ATTR: 1} if self.slices > 1 else {}
         datas = []
         if self.writes == "broadcast":
@@ -184,14 +228,9 @@ class SlicedRAM(wiring.Component):
                 )
                 m.d.sync += [r.eq(v) for r, v in zip(regs, head, strict=True)]
                 first.append(regs)
-        for s, ((lo, hi), mem, rp, wp) in enumerate(
-            zip(self.spans, self.mems, self.rports, self.wports, strict=True)
-        ):
-            m.submodules[f"slice{s}"] = mem
+        for s, (lo, hi) in enumerate(self.spans):
             ra = Signal(self.abits, name=f"{self.name}_ra{s}", reset_less=True, attrs=copy)
             m.d.sync += ra.eq(self.r_addr)
-            m.d.comb += [rp.addr.eq(ra), rp.en.eq(1)]
-            datas.append(rp.data)
             if self.writes == "broadcast":
                 a1, u1, i1, v1 = first[s // WRITE_FANOUT]
                 w = (a1, u1.replicate(hi - lo), Cat(v1 & (i1 == j) for j in range(lo, hi)))
@@ -211,7 +250,44 @@ class SlicedRAM(wiring.Component):
                 )
                 m.d.sync += [r.eq(v) for r, v in zip(regs, w, strict=True)]
                 w = regs
+            m.d.comb += self.landing[lo:hi].eq(w[2])
+            if dp:
+                datas.append(self._dp16kd(m, s, self.modes[s], hi - lo, ra, w))
+                continue
+            mem, rp, wp = self.memories()[s]
+            m.submodules[f"slice{s}"] = mem
+            q = Signal((hi - lo) * g, name=f"{self.name}_q{s}", reset_less=True)
+            m.d.comb += [rp.addr.eq(ra), rp.en.eq(1)]
             m.d.comb += [wp.addr.eq(w[0]), wp.data.eq(w[1]), wp.en.eq(w[2])]
-            m.d.comb += self.landing[lo:hi].eq(wp.en)
+            m.d.sync += q.eq(rp.data)
+            datas.append(q)
         m.d.comb += self.r_data.eq(Cat(*datas))
         return m
+
+    def _dp16kd(self, m: Module, s: int, width: int, n: int, ra, w):
+        """Slice ``s`` (``n`` granules) as one ``DP16KD`` of data width ``width``: granule
+        ``j`` in bytes ``j k .. j k + k - 1`` (``k`` 9-bit bytes a granule), each byte's
+        write enable its granule's; the word address above the mode's byte-enable bits
+        (36-bit mode: ``AD[13:5]``, 18: ``AD[13:4]``, 9: ``AD[13:3]``). In the 36-bit
+        mode port A only writes (``WEA`` high, as Yosys maps it), the byte enables decide.
+        Returns the slice's read data (``n * granule`` bits, from the output register)."""
+        g = self.granule
+        k = -(-g // 9)
+        nbytes = width // 9
+        addr_lo = {36: 5, 18: 4, 9: 3}[width]
+        w_addr, w_data, w_en = w
+        dia = Cat(*(Cat(w_data[j * g : (j + 1) * g], Const(0, 9 * k - g)) for j in range(n)))
+        be = Cat(*(w_en[j].replicate(k) for j in range(n)))
+        be = Cat(be, Const(0, nbytes - len(be)))
+        dia = Cat(dia, Const(0, max(width, DP16KD_WIDTH) - len(dia)))
+        pad = Const(0, 14 - addr_lo - self.abits)
+        if width == 9:
+            ada = Cat(Const(0, 3), w_addr, pad)
+            we = w_en[0]
+        else:
+            ada = Cat(be, Const(0, addr_lo - nbytes), w_addr, pad)
+            we = Const(1, 1) if width == 36 else w_en.any()
+        adb = Cat(Const(0, addr_lo), ra, pad)
+        dout = Signal(max(width, DP16KD_WIDTH), name=f"{self.name}_q{s}")
+        m.submodules[f"slice{s}"] = dp16kd_instance(width, we, ada, dia, adb, dout, Const(1, 1))
+        return Cat(*(dout[9 * k * j : 9 * k * j + g] for j in range(n)))
