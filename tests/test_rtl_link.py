@@ -117,10 +117,12 @@ def test_cobs_decoder_matches_pentegg_link_on_random_and_corner_frames():
 
 
 class _EncoderBench(wiring.Component):
-    """The encoder reading a memory through ``latency - 1`` extra registers."""
+    """The encoder reading a memory through ``latency - 1`` extra registers, at ``addr``
+    or (``prev``) at ``addr_prev + 1``."""
 
-    def __init__(self, data: bytes, latency: int):
+    def __init__(self, data: bytes, latency: int, prev: bool = False):
         self.data = data
+        self.prev = prev
         self.enc = CobsEncoder(12, latency=latency)
         super().__init__({})
 
@@ -131,7 +133,7 @@ class _EncoderBench(wiring.Component):
             shape=8, depth=max(1, len(self.data)), init=self.data
         )
         rp = mem.read_port()
-        m.d.comb += rp.addr.eq(enc.addr)
+        m.d.comb += rp.addr.eq((enc.addr_prev + 1)[:12] if self.prev else enc.addr)
         d = rp.data
         for i in range(self.enc.latency - 1):
             r = Signal(8, name=f"d{i}")
@@ -141,13 +143,14 @@ class _EncoderBench(wiring.Component):
         return m
 
 
-@pytest.mark.parametrize("latency", [1, 2, 3])
+@pytest.mark.parametrize("latency, prev", [(1, False), (2, False), (3, False), (3, True)])
 @pytest.mark.parametrize("case", range(len(cobs_cases())))
-def test_cobs_encoder_gives_pentegg_link_bytes(case, latency):
+def test_cobs_encoder_gives_pentegg_link_bytes(case, latency, prev):
     """At every read latency, with ``o.ready`` low at random, the bytes are
-    ``cobs_encode``'s and a delimiter."""
+    ``cobs_encode``'s and a delimiter; also when the source is read at ``addr_prev + 1``
+    (``addr_prev`` is ``addr - 1`` at every read)."""
     data = cobs_cases()[case]
-    top = _EncoderBench(data, latency)
+    top = _EncoderBench(data, latency, prev)
     enc = top.enc
     out = bytearray()
     rng = random.Random(case * 10 + latency)

@@ -98,6 +98,10 @@ class CobsEncoder(wiring.Component):
     addr : Out(addr_bits), data : In(8)
         The byte source (a memory read port, always enabled, plus ``latency - 1``
         registers). ``addr`` is a function of the state only (not of ``o.ready``).
+    addr_prev : Out(addr_bits)
+        ``addr - 1`` (modulo ``2**addr_bits``), from registers of its own (no subtractor
+        after ``addr``'s multiplexer): the link engine's frame buffer holds response
+        byte ``i`` at ``i - 1``.
     o : Out(stream.Signature(8))
     busy : Out(1)
         From the cycle after ``start`` until the delimiter has been sent.
@@ -117,6 +121,7 @@ class CobsEncoder(wiring.Component):
                 "start": In(1),
                 "length": In(addr_bits),
                 "addr": Out(addr_bits),
+                "addr_prev": Out(addr_bits),
                 "data": In(8),
                 "o": Out(stream.Signature(8)),
                 "busy": Out(1),
@@ -132,35 +137,38 @@ class CobsEncoder(wiring.Component):
         q = Signal(n)  # scan: the first byte not in the block (the byte ``data`` is)
         a = Signal(n)  # scan: the next address read (``q + latency`` once started)
         r = Signal(n)  # emit: the next byte to send
+        a1 = Signal(n)  # a - 1 and r - 1, set with them (addr_prev)
+        r1 = Signal(n)
         w = Signal(range(lat + 1))  # cycles of a read so far
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
                     m.d.sync += [length.eq(self.length), p.eq(0), q.eq(0), a.eq(0), w.eq(0)]
+                    m.d.sync += a1.eq(-1)
                     m.next = "SCAN"
             with m.State("SCAN"):  # issue the reads of q .. q + latency - 1
-                m.d.comb += self.addr.eq(a)
+                m.d.comb += [self.addr.eq(a), self.addr_prev.eq(a1)]
                 with m.If((q == length) | (q - p == 254)):
                     m.next = "CODE"
                 with m.Else():
-                    m.d.sync += [a.eq(a + 1), w.eq(w + 1)]
+                    m.d.sync += [a.eq(a + 1), a1.eq(a1 + 1), w.eq(w + 1)]
                     with m.If(w == lat - 1):
                         m.next = "SCAN_D"
             with m.State("SCAN_D"):  # data: the byte at q; the one at a is read meanwhile
-                m.d.comb += self.addr.eq(a)
+                m.d.comb += [self.addr.eq(a), self.addr_prev.eq(a1)]
                 with m.If(self.data == 0):
                     m.next = "CODE"
                 with m.Else():
-                    m.d.sync += [q.eq(q + 1), a.eq(a + 1)]
+                    m.d.sync += [q.eq(q + 1), a.eq(a + 1), a1.eq(a1 + 1)]
                     with m.If((q + 1 == length) | (q + 1 - p == 254)):
                         m.next = "CODE"
             with m.State("CODE"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(q - p + 1)]
                 with m.If(self.o.ready):
-                    m.d.sync += [r.eq(p), w.eq(0)]
+                    m.d.sync += [r.eq(p), r1.eq(p - 1), w.eq(0)]
                     m.next = "EMIT"
             with m.State("EMIT"):  # read the byte at r
-                m.d.comb += self.addr.eq(r)
+                m.d.comb += [self.addr.eq(r), self.addr_prev.eq(r1)]
                 with m.If(r == q):
                     m.next = "NEXT"
                 with m.Else():
@@ -168,9 +176,10 @@ class CobsEncoder(wiring.Component):
                     with m.If(w == lat - 1):
                         m.next = "EMIT_D"
             with m.State("EMIT_D"):  # data: the byte at r, held until it is taken
-                m.d.comb += [self.addr.eq(r), self.o.valid.eq(1), self.o.payload.eq(self.data)]
+                m.d.comb += [self.addr.eq(r), self.addr_prev.eq(r1)]
+                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(self.data)]
                 with m.If(self.o.ready):
-                    m.d.sync += [r.eq(r + 1), w.eq(0)]
+                    m.d.sync += [r.eq(r + 1), r1.eq(r1 + 1), w.eq(0)]
                     with m.If(r + 1 == q):
                         m.next = "NEXT"
                     with m.Else():
@@ -178,12 +187,12 @@ class CobsEncoder(wiring.Component):
             with m.State("NEXT"):
                 m.d.sync += w.eq(0)
                 with m.If(q - p == 254):  # a full block: no zero consumed
-                    m.d.sync += [p.eq(q), a.eq(q)]
+                    m.d.sync += [p.eq(q), a.eq(q), a1.eq(q - 1)]
                     m.next = "SCAN"
                 with m.Elif(q == length):
                     m.next = "DELIM"
                 with m.Else():  # skip the zero that ended the block
-                    m.d.sync += [p.eq(q + 1), q.eq(q + 1), a.eq(q + 1)]
+                    m.d.sync += [p.eq(q + 1), q.eq(q + 1), a.eq(q + 1), a1.eq(q)]
                     m.next = "SCAN"
             with m.State("DELIM"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(0)]
