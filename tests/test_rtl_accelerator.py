@@ -95,7 +95,7 @@ async def wait_idle(send, max_layers, limit=2_000_000):
     [((3, 4, 2), "latent", "rank", "random"), ((2, 3, 3), "pentary", "sign", "zero")],
 )
 def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init):
-    """Two ES steps, every step's weights, latent, scores and theta equal to golden's;
+    """Two ES steps, every step's weights, latent, scores, g and theta equal to golden's;
     the vote accumulator and the updater start each layer with its widths."""
     rng = np.random.default_rng(harness.pick_seed(f"accelerator {layers} {update}"))
     cfg = Config(
@@ -144,6 +144,9 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init)
             if info is not None:
                 sc = await send(ap.mem_read("scores", 0, cfg.population), cfg.population)
                 board.check(f"step {t}: scores", info.scores, [ap.to_signed(v, 32) for v in sc])
+                npairs = cfg.population // 2
+                g = await send(ap.mem_read("g", 0, npairs), npairs)
+                board.check(f"step {t}: g", info.g, [ap.to_signed(v, 32) for v in g])
                 (theta,) = await send(ap.reg_read("theta", ml), 1)
                 assert theta == info.theta, f"step {t}: theta {theta} != golden {info.theta}"
             if t + 1 < len(ref):  # one step: its batch indices at 0
