@@ -15,12 +15,16 @@ Memory layouts (the accelerator's, docs/rtl.md):
   row-major), no padding.
 
 Throughput: one weight per cycle (zero), one per cycle after each layer's stream start
-(random: the keyer's 29 cycles for the first layer, 15 for the others). Latency: the
-writes leave from registers, a cycle after their digit (the stream core's word through
-the digit decode, the packing and the latent shift and saturation into the memories'
-write data was the ECP5 accelerator's critical path at 6de42bf and d56cfec); the last
-write leaves in the LAYER state after a layer's last digit, while ``busy`` is high. Widths: a layer
-of ``out x fan`` weights is walked by a row and a column counter (no multiplier).
+(random: the keyer's 29 cycles for the first layer, 15 for the others). Latency: a
+digit is registered where it is taken (with its position and whether it ends a word),
+packed and turned into its latent value in the next cycle, and the writes leave from
+registers after that, two cycles after their digit (the stream core's word through the
+digit decode, the packing and the latent shift and saturation into the memories' write
+data was the ECP5 accelerator's critical path at 6de42bf and d56cfec; through the
+decode and the packing into the writes' registers, 6 of the 128-lane ULX3S build's 80
+endpoints past 10 ns at 5e791fe); ``busy`` stays high until the last write has left.
+Widths: a layer of ``out x fan`` weights is walked by a row and a column counter (no
+multiplier).
 """
 
 from __future__ import annotations
@@ -152,11 +156,22 @@ class InitWriter(wiring.Component):
             keyer.x0.ready.eq(1),
         ]
 
-        # the digit of this cycle (valid when `take`)
+        # the digit of this cycle (valid when `take`), registered with its position and
+        # whether it ends a word: the packing and the latent value are made from those
         digit = Signal(signed(3))
         take = Signal()
-        code = digit.as_unsigned()
-        m.d.comb += w_data.eq(word | (code << (3 * pos)))
+        d1_digit = Signal(signed(3), reset_less=True)
+        d1_pos = Signal.like(pos, reset_less=True)
+        d1_take = Signal()
+        d1_ends = Signal()  # the digit ends a word (the fifth, or a layer's last)
+        m.d.sync += [
+            d1_digit.eq(digit),
+            d1_pos.eq(pos),
+            d1_take.eq(take),
+            d1_ends.eq(pos4 | (last_k & last_o)),
+        ]
+        code = d1_digit.as_unsigned()
+        m.d.comb += w_data.eq(word | (code << (3 * d1_pos)))
 
         # V = sat(digit << q): the four nonzero values, sat(+-1 << q) and sat(+-2 << q),
         # are registers computed from a copy of latent_shift (stable from start on; the
@@ -179,22 +194,27 @@ class InitWriter(wiring.Component):
 
         v_of = {d: Signal(signed(self.latent_bits), name=f"v_of{d + 2}") for d in (-2, -1, 1, 2)}
         m.d.sync += [v.eq(sat_shift(d)) for d, v in v_of.items()]
-        with m.Switch(digit):
+        with m.Switch(d1_digit):
             for d, v in v_of.items():
                 with m.Case(d):
                     m.d.comb += v_data.eq(v)
             with m.Default():
                 m.d.comb += v_data.eq(0)
         m.d.comb += [
-            v_en.eq(take if self.update == "latent" else 0),
-            w_en.eq(take & (pos4 | (last_k & last_o))),
+            v_en.eq(d1_take if self.update == "latent" else 0),
+            w_en.eq(d1_take & d1_ends),
         ]
-        with m.If(take):
+        with m.If(d1_take):
             m.d.sync += v_addr.eq(v_addr + 1)
-            with m.If(pos4 | (last_k & last_o)):
-                m.d.sync += [pos.eq(0), pos4.eq(0), word.eq(0), w_addr.eq(w_addr + 1)]
+            with m.If(d1_ends):
+                m.d.sync += [word.eq(0), w_addr.eq(w_addr + 1)]
             with m.Else():
-                m.d.sync += [pos.eq(pos + 1), pos4.eq(pos == 3), word.eq(w_data[:15])]
+                m.d.sync += word.eq(w_data[:15])
+        with m.If(take):
+            with m.If(pos4 | (last_k & last_o)):
+                m.d.sync += [pos.eq(0), pos4.eq(0)]
+            with m.Else():
+                m.d.sync += [pos.eq(pos + 1), pos4.eq(pos == 3)]
             with m.If(last_k):
                 m.d.sync += [
                     k.eq(0),
@@ -221,7 +241,6 @@ class InitWriter(wiring.Component):
                     k.eq(0),
                     pos.eq(0),
                     pos4.eq(0),
-                    word.eq(0),
                     k_max.eq(self.widths[layer]),
                     o_max.eq(self.widths[layer + 1] - 1),
                     last_k.eq(self.widths[layer] == 0),
@@ -255,8 +274,7 @@ class InitWriter(wiring.Component):
                 with m.If(last_k & last_o):
                     m.d.sync += layer.eq(layer + 1)
                     m.next = "LAYER"
-        # a layer's last write leaves the output registers in the LAYER state that
-        # follows its last digit, so busy covers it (the InitWriter test checks that no
-        # write comes while busy is low)
-        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE"))
+        # busy until the last write has left the output registers (the InitWriter test
+        # checks that no write comes while busy is low)
+        m.d.comb += self.busy.eq(~fsm.ongoing("IDLE") | d1_take | self.w_en | self.v_en)
         return m
