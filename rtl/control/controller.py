@@ -275,8 +275,7 @@ class Controller(wiring.Component):
                         with m.Case(RUN_KINDS["update"]):
                             with m.If(step_bad):
                                 fail(11)
-                            with m.Else():
-                                m.d.sync += left.eq(1)
+                            with m.Else():  # (NEXT ends any run but TRAIN: no `left`)
                                 goto("SHAPE")
                         with m.Case(RUN_KINDS["init"]):
                             goto("INIT")
