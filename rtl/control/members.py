@@ -212,6 +212,13 @@ class MemberReader(wiring.Component):
         k = Signal(len(self.n_in))
         j = Signal(range(max(L, 2)))
         lane_off = Signal(ab)  # j * 2 * stride
+        # k + 1 >= n_in, b + 1 >= batch and first_pair + lanes >= pairs as flags set with
+        # their counters: the compares and the evaluator's ready through the word's
+        # bookkeeping into the counters' enables had 23 of the 128-lane ULX3S build's 31
+        # endpoints past 10 ns at 063e153 (seed 1, 10.63 ns)
+        last_k = Signal()
+        last_b = Signal()
+        last_round = Signal()
         word = Signal(8 * L, reset_less=True)  # every byte written before it is offered
         m.d.comb += [
             self.r_addr.eq(rnd_base + Mux(s, self.stride, 0) + b_off + k + lane_off),
@@ -262,6 +269,9 @@ class MemberReader(wiring.Component):
                     k.eq(0),
                     j.eq(0),
                     lane_off.eq(0),
+                    last_k.eq(self.n_in <= 1),
+                    last_b.eq(self.batch <= 1),
+                    last_round.eq(L >= pairs),
                 ]
                 m.next = "STEP"
 
@@ -292,18 +302,23 @@ class MemberReader(wiring.Component):
                 m.d.comb += [self.busy.eq(1), self.inp.valid.eq(1)]
                 with m.If(self.inp.ready):
                     m.next = "ISSUE"
-                    with m.If(k + 1 < self.n_in):
-                        m.d.sync += k.eq(k + 1)
+                    with m.If(~last_k):
+                        m.d.sync += [k.eq(k + 1), last_k.eq(k + 2 >= self.n_in)]
                     with m.Else():
-                        m.d.sync += [k.eq(0), s.eq(~s)]
+                        m.d.sync += [k.eq(0), last_k.eq(self.n_in <= 1), s.eq(~s)]
                         with m.If(s):
-                            with m.If(b + 1 < self.batch):
-                                m.d.sync += [b.eq(b + 1), b_off.eq(b_off + self.n_in)]
+                            with m.If(~last_b):
+                                m.d.sync += [
+                                    b.eq(b + 1),
+                                    last_b.eq(b + 2 >= self.batch),
+                                    b_off.eq(b_off + self.n_in),
+                                ]
                             with m.Else():
-                                m.d.sync += [b.eq(0), b_off.eq(0)]
-                                with m.If(first_pair + L < pairs):
+                                m.d.sync += [b.eq(0), last_b.eq(self.batch <= 1), b_off.eq(0)]
+                                with m.If(~last_round):
                                     m.d.sync += [
                                         first_pair.eq(first_pair + L),
+                                        last_round.eq(first_pair + 2 * L >= pairs),
                                         rnd_base.eq(rnd_base + rnd_step),
                                     ]
                                 with m.Else():
