@@ -472,6 +472,24 @@ class Accelerator(wiring.Component):
             self.rw_watch.append(RWWatch(name, rp, wp, used | direct))
             return rp, wp
 
+        def registered_mem(name, width, depth, used, raddr, *, addr_reg=False, signed=True):
+            """A memory read through its block RAMs' output registers (RegisteredRAM,
+            read latency 2, 3 with ``addr_reg``: ``raddr`` through a register first),
+            its watch (``used``: a block's read at ``raddr`` is consumed; the host's
+            too) and its host read data. Returns the RAM and its write port."""
+            ram = RegisteredRAM(width, depth)
+            m.submodules[f"mem_{name}"] = ram
+            used = used | (dec.mem_ren & (host_sel == MEMORIES[name]))
+            if addr_reg:
+                used = delayed(used, 1, f"{name}_used")
+                raddr = delayed(raddr, 1, f"{name}_raddr")
+            wport = _WritePort(ram.w_addr, ram.w_data, ram.w_en)
+            self.rw_watch.append(RWWatch(name, _ReadPort(ram.r_addr), wport, used))
+            m.d.comb += [ram.r_en.eq(1), ram.r_addr.eq(raddr)]
+            rd_data[name] = ram.r_data.as_signed() if signed else ram.r_data
+            rd_latency[name] = 2 + addr_reg
+            return ram, wport
+
         # With mem_latency >= 2 the read addresses the blocks make combinationally (the
         # weight streamer's arbitration of its two cursors, 6 LUT levels; the member
         # reader's) reach the block RAM through a register beside it, and their data
@@ -541,26 +559,16 @@ class Accelerator(wiring.Component):
         # the multiplexer into the updater's and the host's read registers, the 128-lane
         # ULX3S build at 3f25487 had 16 of its 583 endpoints past 10 ns (seed 1, 12.83 ns)
         if self.update == "latent":
-            vram = RegisteredRAM(len(self.updater.v_rdata), self.latent_words)
-            m.submodules.mem_latent = vram
-            host_reads = dec.mem_ren & (host_sel == MEMORIES["latent"])
-            self.rw_watch.append(
-                RWWatch(
-                    "latent",
-                    _ReadPort(vram.r_addr),
-                    _WritePort(vram.w_addr, vram.w_data, vram.w_en),
-                    ((phase == 4) & up.r_en) | host_reads,
-                )
+            vram, vw = registered_mem(
+                "latent",
+                len(self.updater.v_rdata),
+                self.latent_words,
+                (phase == 4) & up.r_en,
+                Mux(phase == 4, up.v_raddr, host_addr),
             )
-            m.d.comb += [
-                vram.r_en.eq(1),
-                vram.r_addr.eq(Mux(phase == 4, up.v_raddr, host_addr)),
-                up.v_rdata.eq(vram.r_data),
-            ]
-            rd_data["latent"] = vram.r_data.as_signed()
-            rd_latency["latent"] = 2
+            m.d.comb += up.v_rdata.eq(vram.r_data)
             write_port(
-                _WritePort(vram.w_addr, vram.w_data, vram.w_en),
+                vw,
                 "latent",
                 [(4, up.v_waddr, up.v_wdata, up.v_wen), (5, ini.v_addr, ini.v_data, ini.v_en)],
             )
@@ -618,26 +626,19 @@ class Accelerator(wiring.Component):
         # the unregistered outputs into the accumulator's and the host's registers, 12
         # of the 128-lane ULX3S build's 80 endpoints past 10 ns at 5e791fe (seed 1,
         # 10.64 ns).
-        gram = RegisteredRAM(len(sh.g_data), max(2, self.max_population // 2))
-        m.submodules.mem_g = gram
-        self.rw_watch.append(
-            RWWatch(
-                "g",
-                _ReadPort(gram.r_addr),
-                _WritePort(gram.w_addr, gram.w_data, gram.w_en),
-                (phase == 3) | (dec.mem_ren & (host_sel == MEMORIES["g"])),
-            )
+        gram, _ = registered_mem(
+            "g",
+            len(sh.g_data),
+            max(2, self.max_population // 2),
+            phase == 3,
+            Mux(phase == 3, vo.g_addr, host_addr),
         )
         m.d.comb += [
-            gram.r_en.eq(1),
-            gram.r_addr.eq(Mux(phase == 3, vo.g_addr, host_addr)),
             vo.g_data.eq(gram.r_data),
             gram.w_addr.eq(sh.g_addr),
             gram.w_data.eq(sh.g_data),
             gram.w_en.eq(sh.g_en),
         ]
-        rd_data["g"] = gram.r_data.as_signed()
-        rd_latency["g"] = 2
 
         # per-member inputs: the reader (eval) and the host; logits: the writer, read by
         # the host (sign-extended)
@@ -647,21 +648,17 @@ class Accelerator(wiring.Component):
             # data register is the block RAMs' output register (from their unregistered
             # outputs into it, 2 of the 128-lane ULX3S build's 109 endpoints past 10 ns at
             # b56882b, seed 1, 10.26 ns)
-            xram = RegisteredRAM(8, self.depths["member_x"])
-            m.submodules.mem_member_x = xram
-            xw = _WritePort(xram.w_addr, xram.w_data, xram.w_en)
-            used = ((phase == 1) & rd.r_en) | (dec.mem_ren & (host_sel == MEMORIES["member_x"]))
-            self.rw_watch.append(
-                RWWatch("member_x", _ReadPort(xram.r_addr), xw, delayed(used, 1, "member_x_used"))
+            xram, xw = registered_mem(
+                "member_x",
+                8,
+                self.depths["member_x"],
+                (phase == 1) & rd.r_en,
+                ra,
+                addr_reg=True,
+                signed=False,
             )
-            m.d.comb += [
-                xram.r_en.eq(1),
-                xram.r_addr.eq(delayed(ra, 1, "member_x_raddr")),
-                rd.r_data.eq(delayed(xram.r_data, lat - 3, "x")),
-            ]
+            m.d.comb += rd.r_data.eq(delayed(xram.r_data, lat - 3, "x"))
             write_port(xw, "member_x", [])
-            rd_data["member_x"] = xram.r_data
-            rd_latency["member_x"] = 3
         else:
             rp, wp = mem("member_x", 8, self.depths["member_x"], (phase == 1) & rd.r_en, addr_reg)
             m.d.comb += [
@@ -676,29 +673,17 @@ class Accelerator(wiring.Component):
         # The logits are read through the block RAMs' output registers (RegisteredRAM,
         # read latency 2): their outputs into the host's read register had 5 of the
         # 128-lane ULX3S build's 109 endpoints past 10 ns at b56882b (seed 1, 10.6 ns).
-        lram = RegisteredRAM(8, self.depths["logits"])
-        m.submodules.mem_logits = lram
-        self.rw_watch.append(
-            RWWatch(
-                "logits",
-                _ReadPort(lram.r_addr),
-                _WritePort(lram.w_addr, lram.w_data, lram.w_en),
-                dec.mem_ren & (host_sel == MEMORIES["logits"]),
-            )
-        )
+        lram, _ = registered_mem("logits", 8, self.depths["logits"], 0, host_addr)
         m.d.comb += [
-            lram.r_en.eq(1),
-            lram.r_addr.eq(host_addr),
             lram.w_addr.eq(wr.w_addr),
             lram.w_data.eq(wr.w_data),
             lram.w_en.eq(wr.w_en),
         ]
-        rd_data["logits"] = lram.r_data.as_signed()
-        rd_latency["logits"] = 2
 
         # host reads: each memory's read data registered, then the selected one (the
         # decoder samples it three cycles after mem_ren, the address held meanwhile: the
-        # single-port memories' read latency is up to two). A memory of read latency one
+        # memories' read latency is up to three, member_x's at mem_latency >= 3). A
+        # memory of read latency one
         # (its block RAM's output unregistered) takes two registers, one beside the
         # memory and one beside the select: the latent memory's output into its one
         # register had 8 of the 128-lane ULX3S build's 413 endpoints past 10 ns at
