@@ -39,6 +39,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..bram import NO_RW_CHECK, RegisteredRAM, RWWatch
+from ..evaluator.lane import digit_ctrl
 from ..evaluator.params import (
     MAX_POPULATION,
     MAX_STEP,
@@ -122,10 +123,9 @@ def vote_cycles(
 def times_digit(x, d):
     """``x * d`` for a digit code ``d`` (spec 1.2): select ``0``, ``x`` or ``x << 1``,
     negate when ``d < 0``. No multiplier."""
-    is2 = d[1] & ~d[0]
-    nz = d[0] | d[1]
-    mag = Mux(nz, Mux(is2, x << 1, x), 0)
-    return Mux(d[2], -mag, mag)
+    c = digit_ctrl(d)
+    mag = Mux(c["nz"], Mux(c["is2"], x << 1, x), 0)
+    return Mux(c["neg"], -mag, mag)
 
 
 class VoteAccumulator(wiring.Component):
@@ -301,7 +301,7 @@ class VoteAccumulator(wiring.Component):
         # 80 endpoints past 10 ns at 5e791fe, seed 1, 10.21 ns)
         g_times = {
             d: Signal(signed(self.coef_bits), name=f"g_times{'m' if d < 0 else ''}{abs(d)}")
-            for d in (-2, -1, 2)
+            for d in ((-2, -1, 2) if self.mode == "lowrank" else ())
         }
         reseed = Signal()
         wbuf = Signal()  # the B buffer being filled; the other one is read
@@ -389,10 +389,12 @@ class VoteAccumulator(wiring.Component):
         s1_g = Signal(signed(self.g_bits))
         s1b_g = Signal(signed(self.g_bits))
         if self.mode == "lowrank":  # times_digit(g, a_dig), from g's multiples
-            nz, neg, is2 = a_dig[0] | a_dig[1], a_dig[2], a_dig[1] & ~a_dig[0]
+            d = digit_ctrl(a_dig)
             coef = Mux(
-                nz,
-                Mux(neg, Mux(is2, g_times[-2], g_times[-1]), Mux(is2, g_times[2], g)),
+                d["nz"],
+                Mux(
+                    d["neg"], Mux(d["is2"], g_times[-2], g_times[-1]), Mux(d["is2"], g_times[2], g)
+                ),
                 0,
             )
         else:
@@ -591,11 +593,12 @@ class VoteAccumulator(wiring.Component):
                     # B is read from the buffer just filled; the prefetch moves on to
                     # pair j + 1 into the other one
                     m.d.sync += [g.eq(g_next), wbuf.eq(~wbuf)]
-                    m.d.sync += [
-                        g_times[-2].eq(-(g_next << 1)),
-                        g_times[-1].eq(-g_next),
-                        g_times[2].eq(g_next << 1),
-                    ]
+                    if g_times:
+                        m.d.sync += [
+                            g_times[-2].eq(-(g_next << 1)),
+                            g_times[-1].eq(-g_next),
+                            g_times[2].eq(g_next << 1),
+                        ]
                     with m.If(jn + 1 != pairs):
                         m.d.comb += pf_go.eq(1)
                         m.d.sync += jn.eq(jn + 1)
