@@ -19,7 +19,7 @@ or 9 bits by depth, a write granule in whole 9-bit bytes) with its output regist
 (``REGMODE`` ``OUTREG``): the data leave the block RAM about 2 ns after the clock instead
 of 5.6, and the lanes' data registers and the finalizers' noise registers, which took
 the block RAMs' outputs across the chip (a noise bank into a finalizer group's register
-had 9.5 to 10.3 ns, some 70 of the 128-lane ULX3S build's 3,498 endpoints past 8 ns at
+had up to 10.3 ns, 287 of the 128-lane ULX3S build's 3,498 endpoints past 8 ns at
 ``b56882b``, seed 1), are those output registers. Elsewhere (and in simulation) a slice is
 an Amaranth memory and a register. Writes (``writes``):
 
