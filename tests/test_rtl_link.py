@@ -319,6 +319,10 @@ def _errors(frame_bytes):
         ("bad cobs", b"\x00\x09\x01\x16\x02\x00", Status.FRAME, (0x16, 2)),
         ("oversize", raw(request_frame(Cmd.WRITE_REGS, 23, long)), Status.OVERSIZE, (23, 2)),
         ("len mismatch", raw(with_crc(hdr[:3] + b"\x0c\x00" + hdr[5:])), Status.LENGTH, (24, 2)),
+        # the shortest frame, its length field's high byte three beats before the end:
+        # the check must see the whole field (its low byte alone, 0, would pass)
+        ("len 256, no payload", raw(with_crc(struct.pack("<BBBH", 1, 28, Cmd.WRITE_REGS, 256))),
+         Status.LENGTH, (28, 2)),
         ("version", raw(request_frame(Cmd.WRITE_REGS, 25, pairs(population=4), version=2)),
          Status.VERSION, (25, 2)),
         ("command 0x09", raw(request_frame(0x09, 26)), Status.COMMAND, (26, 9)),

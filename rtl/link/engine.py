@@ -202,10 +202,8 @@ class LinkEngine(wiring.Component):
         k = Signal(3)
         word, wword, hdr0, hdr1 = Signal(32), Signal(32), Signal(32), Signal(32)
         cnt = Signal(max(ab + 1, 6))
-        rd_addr = Signal(ab)
         dup_valid, dup_seq = Signal(), Signal(8)
         wait = Signal(range(RUN_WAIT + 1))
-        m.d.comb += rp.addr.eq(rd_addr)
 
         # ---- register and memory tables
         regs = register_map(self.max_layers)
@@ -251,11 +249,19 @@ class LinkEngine(wiring.Component):
         # registered before the header's select and the payload's compares (from the
         # state's choice of vaddr through them in one cycle, 6 of the 128-lane ULX3S
         # build's 583 endpoints past 10 ns at 3f25487, seed 1), the buffer's byte with it
-        vaddr = Signal(ab + 1)  # combinational: the CRC pass's vcnt or the encoder's addr
+        # The buffer's read address and vaddr are each a choice of two registers by a
+        # flip-flop (tx_rd: set for R_TX), not by a decode of the state: the fetches'
+        # rptr, which is also vcnt - 1 in the CRC pass, else the encoder's addr_prev;
+        # the CRC pass's vcnt, else the encoder's addr. Outside those states the read
+        # data is not used (the states' choice of rptr, vcnt - 1 or the encoder's
+        # address into the block RAMs' read address had 22 of the 128-lane ULX3S build's
+        # endpoints past 9.3 ns at f3eb1f7, seed 1, 10.23 ns)
+        tx_rd = Signal()
+        vcnt = Signal(ab + 1)
+        vaddr = Mux(tx_rd, enc.addr, vcnt)
         va_d = Signal(ab + 1, reset_less=True)
         m.d.sync += va_d.eq(vaddr)
-        vcnt = Signal(ab + 1)
-        vprev = Signal(ab + 1)  # vcnt - 1, a register: the buffer's address in the CRC pass
+        m.d.comb += rp.addr.eq(Mux(tx_rd, enc.addr_prev, rptr))
         hb, hb_d = Signal(8), Signal(8)
         pay_d = Signal()
         # (the buffer's byte at va_d - 1 comes out of its read latency 2 with hb_d)
@@ -295,6 +301,19 @@ class LinkEngine(wiring.Component):
             enc.data.eq(enc_data),
         ]
 
+        # every byte reaches the frame buffer a cycle later, from registers: a received
+        # byte (the decoder's output through its state into the block RAMs' write data
+        # and enables had 14 of the 128-lane ULX3S build's 17 endpoints past 10 ns at
+        # f3eb1f7, seed 1, 10.67 ns) and a response's (``store``, below). A request's last
+        # byte lands in CHECK, before any state that reads the buffer; a store's last
+        # in the state after it, which reads nothing (the next read is a later fetch or
+        # R_CRC, two states on)
+        w_addr = Signal(ab, reset_less=True)
+        w_data = Signal(8, reset_less=True)
+        w_en = Signal()
+        m.d.sync += w_en.eq(0)
+        m.d.comb += [wp.addr.eq(w_addr), wp.data.eq(w_data), wp.en.eq(w_en)]
+
         # ---- helpers: states that read a word from the buffer, write one, send, receive
         def fetch(state, dest, then):
             """``dest`` = the little-endian word at ``rptr``; ``rptr`` += 4. 6 cycles (the
@@ -303,7 +322,6 @@ class LinkEngine(wiring.Component):
             multiplexer into the block RAMs' address had 31 of the 128-lane ULX3S build's
             80 endpoints past 10 ns at 5e791fe, seed 1, 11.21 ns)."""
             with m.State(state):
-                m.d.comb += rd_addr.eq(rptr)
                 with m.If(~k[2]):
                     m.d.sync += rptr.eq(rptr + 1)
                 with m.If(k >= 2):
@@ -315,15 +333,22 @@ class LinkEngine(wiring.Component):
                     m.d.sync += k.eq(k + 1)
 
         def store(state, then):
-            """``wword`` written at ``wptr``; ``wptr`` += 4. 4 cycles."""
+            """``wword`` written at ``wptr``; ``wptr`` += 4. 4 cycles. Each byte goes
+            through the write registers (``w_addr``, ``w_data``, ``w_en``, above) and
+            reaches the buffer a cycle later; ``wptr`` moves with each byte, so no
+            ``wptr + k`` adder and no choice of the states lies before the block RAMs'
+            write port (the write port's inputs, the receiver's and these through the
+            states' multiplexer, had 19 of the 128-lane ULX3S build's endpoints past
+            9.3 ns at f3eb1f7, seed 1, 10.45 ns)."""
             with m.State(state):
-                m.d.comb += [
-                    wp.addr.eq(wptr + k),
-                    wp.data.eq(wword.word_select(k[:2], 8)),
-                    wp.en.eq(1),
+                m.d.sync += [
+                    w_addr.eq(wptr),
+                    w_data.eq(wword.word_select(k[:2], 8)),
+                    w_en.eq(1),
+                    wptr.eq(wptr + 1),
                 ]
                 with m.If(k == 3):
-                    m.d.sync += [k.eq(0), wptr.eq(wptr + 4)]
+                    m.d.sync += k.eq(0)
                     m.next = then
                 with m.Else():
                     m.d.sync += k.eq(k + 1)
@@ -357,13 +382,20 @@ class LinkEngine(wiring.Component):
         # state decode into resp_n's and cnt's enables had 28 of the 948 endpoints past
         # 10 ns of the 128-lane ULX3S build at 23e1484, seed 2)
         chk_short, chk_crc, chk_len = Signal(), Signal(), Signal()
+        # the frame's length as its length field gives it, a register a cycle behind
+        # len_f (final at the field's last byte, three beats or more before the end
+        # beat of any frame not too short to have a CRC), so chk_len is one compare
+        # (len_f's subtraction from n before the compare: 10.04 ns in the 128-lane
+        # ULX3S build at f3eb1f7, seed 1)
+        len_tot = Signal(18, reset_less=True)
+        m.d.sync += len_tot.eq(len_f + REQUEST_HEADER + CRC_BYTES)
         gate_dup, gate_busy = Signal(), Signal()
         waits = (cmd == Cmd.WRITE_REGS) | (cmd == Cmd.WRITE_MEM)
         waits |= (cmd == Cmd.READ_MEM) | (cmd == Cmd.RUN)
         m.d.sync += [
             chk_short.eq(n < REQUEST_HEADER + CRC_BYTES),
             chk_crc.eq(rx_crc.crc != 0),
-            chk_len.eq(len_f != n - REQUEST_HEADER - CRC_BYTES),
+            chk_len.eq(len_tot != n),
             gate_dup.eq((cmd == Cmd.RUN) & dup_valid & (seq == dup_seq)),
             gate_busy.eq(waits & self.busy),
         ]
@@ -417,17 +449,6 @@ class LinkEngine(wiring.Component):
         op = lambda o, low: (o.value << 28) | low  # noqa: E731
         payload_words = len_f[2:]
 
-        # a received byte reaches the frame buffer a cycle later, from registers (the
-        # decoder's output through its state into the block RAMs' write data and enables
-        # had 14 of the 128-lane ULX3S build's 17 endpoints past 10 ns at f3eb1f7, seed 1,
-        # 10.67 ns). The last lands in CHECK, before any state that reads or writes the
-        # buffer; the store states' writes take the port in their own cycles.
-        rx_wa = Signal(ab, reset_less=True)
-        rx_wd = Signal(8, reset_less=True)
-        rx_we = Signal()
-        m.d.sync += rx_we.eq(0)
-        m.d.comb += [wp.addr.eq(rx_wa), wp.data.eq(rx_wd), wp.en.eq(rx_we)]
-
         with m.FSM():
             # ---- 1. receive
             with m.State("RX"):
@@ -441,7 +462,7 @@ class LinkEngine(wiring.Component):
                     with m.If(n == fb):
                         m.d.sync += over.eq(1)
                     with m.Else():
-                        m.d.sync += [rx_wa.eq(n), rx_wd.eq(beat.data), rx_we.eq(1)]
+                        m.d.sync += [w_addr.eq(n), w_data.eq(beat.data), w_en.eq(1)]
                         m.d.sync += n.eq(n + 1)
                         for i, reg in enumerate((ver, seq, cmd)):
                             with m.If(n == i):
@@ -606,11 +627,10 @@ class LinkEngine(wiring.Component):
             # ---- 6. respond
             with m.State("R_START"):
                 m.d.comb += tx_crc.start.eq(1)
-                m.d.sync += [vcnt.eq(0), vprev.eq(-1), feed_d.eq(0)]
+                m.d.sync += [vcnt.eq(0), rptr.eq(-1), feed_d.eq(0)]
                 m.next = "R_CRC"
             with m.State("R_CRC"):
-                m.d.comb += [vaddr.eq(vcnt), rd_addr.eq(vprev)]
-                m.d.sync += [vcnt.eq(vcnt + 1), vprev.eq(vprev + 1), feed_d.eq(vcnt < resp_len)]
+                m.d.sync += [vcnt.eq(vcnt + 1), rptr.eq(rptr + 1), feed_d.eq(vcnt < resp_len)]
                 with m.If(vcnt == resp_len):
                     m.next = "R_CRC_L"
             with m.State("R_CRC_L"):
@@ -622,11 +642,12 @@ class LinkEngine(wiring.Component):
                 m.next = "R_TX0"
             with m.State("R_TX0"):
                 m.d.comb += [enc.start.eq(1), enc.length.eq(resp_len + CRC_BYTES)]
+                m.d.sync += tx_rd.eq(1)
                 m.next = "R_TX"
             with m.State("R_TX"):
-                m.d.comb += [vaddr.eq(enc.addr), rd_addr.eq(enc.addr_prev)]
                 with m.If(~enc.busy):
                     m.d.sync += [
+                        tx_rd.eq(0),
                         n.eq(0),
                         over.eq(0),
                         cobs_err.eq(0),
