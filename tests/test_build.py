@@ -174,7 +174,7 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "ulx3s-85f", "--flash"], "--flash needs --program"),
         (["--board", "ulx3s-85f", "--program", "--flash", "--sram"], "not allowed with"),
         (["--board", "icebreaker", "--core", "nothing"], "invalid choice"),
-        (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "settings for 30, 40, 45, 60, 75"),
+        (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "for 30, 40, 45, 60, 75, 100"),
         (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 42, 48 MHz"),
         (["--board", "ulx3s-85f", "--param", "lanes=300"], "lanes=300 is not an integer in 1..256"),
         (["--board", "ulx3s-85f", "--seed", "0"], "--seed 0 is not in 1..2147483647"),
@@ -201,7 +201,7 @@ def test_ulx3s_other_clock_and_seed(tmp_path):
         "--core",
         "loopback",
         "--param",
-        "clock_mhz=60",
+        "clock_mhz=100",
         "--seed",
         "7",
         "--endpoints",
@@ -212,7 +212,8 @@ def test_ulx3s_other_clock_and_seed(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout.strip().splitlines()[-1])
-    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (60.0, 3_000_000, 20)
+    # 100 MHz: 2 Mbaud, the fastest exact rate (3 Mbaud would be 33.3 clocks per bit)
+    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (100.0, 2_000_000, 50)
     assert info["timing_met"] is True and "clock_mhz" not in info["params"]
     script = (tmp_path / "build_top.sh").read_text()
     assert info["seed"] == 7 and "--seed 7" in script
