@@ -413,7 +413,13 @@ class Finalizer(wiring.Component):
 
         # ---- P: reads
         p_reads = opP.valid & (wc < r)
-        is_store_P = opP.kind == KIND_STORE
+        # opP.kind == KIND_STORE (an empty op's kind, 0, included), a register loaded
+        # with opP: no decode of the op before the noise address's multiplexer, which
+        # fans out to every noise slice's address register (n_ptr through it had 12 of
+        # the 128-lane ULX3S build's endpoints past 9.3 ns at f3eb1f7, seed 1, 9.78 ns)
+        is_store_P = Signal(init=KIND_STORE == 0)
+        with m.If(last_wc):
+            m.d.sync += is_store_P.eq(Mux(go, new.kind == KIND_STORE, KIND_STORE == 0))
         # the noise address, naddr + c (ACT, BIAS) or naddr (STORE), from a counter loaded
         # with the op entering P. The read leaves a cycle ahead of the op's cycle (the
         # counter's next value, the op P holds next cycle and the next count), so that
