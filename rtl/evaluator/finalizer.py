@@ -652,16 +652,17 @@ class Finalizer(wiring.Component):
         c.wr = wr = [Signal(name=f"wr{j}{sfx}") for j in range(2)]
         c.wr_addr = wr_addr = [Signal(ua_bits, name=f"wra{j}{sfx}") for j in range(2)]
         c.wr_bank = wr_bank = [Signal(name=f"wrb{j}{sfx}") for j in range(2)]
-        c.wr_first = wr_first = [Signal(name=f"wrf{j}{sfx}") for j in range(2)]
+        # the first row pair's update of an ACT op (a cycle behind the op, as wr[0]):
+        # its old value is 0, given by the U read's data register as it loads (below)
+        c.wr_first = wr_first = Signal(name=f"wrf{sfx}")
         m.d.sync += [
             wr[0].eq(ur_en_U & ~u_state),
             wr_addr[0].eq(ur_addr_U),
             wr_bank[0].eq(bankU),
-            wr_first[0].eq((opU.rec.t == 0) & (u_kind == KIND_ACT)),
+            wr_first.eq((opU.rec.t == 0) & (u_kind == KIND_ACT)),
             wr[1].eq(wr[0]),
             wr_addr[1].eq(wr_addr[0]),
             wr_bank[1].eq(wr_bank[0]),
-            wr_first[1].eq(wr_first[0]),
         ]
         # the margin state's and a STORE's writes come from registers, set a cycle
         # ahead (the op in U is the same from wc 0 to T - 1), so that no decode of the
@@ -836,9 +837,14 @@ class Finalizer(wiring.Component):
         ub_d = copy(1, "ubd")
         m.d.sync += [pb_d.eq(rb_P), ub_d.eq(bankU)]
         u_P = sig(signed(uw), "urdP")
+        # U's is 0 for a first row pair's update (wr_first now: the update's cycle is
+        # the next), so the update's adder has no zeroing multiplexer before it (the
+        # adder's operands into updd had 15 of the 128-lane ULX3S build's endpoints past
+        # 9.3 ns at f3eb1f7, seed 1, 9.92 ns). The margin state reads it at wc 2 of a
+        # last-layer op, where a first row pair (t = 0) ignores it (first_t, below)
         u_U = sig(signed(uw), "urdU")
         m.d.sync += u_P.eq(Mux(pb_d, rports[1].data, rports[0].data))
-        m.d.sync += u_U.eq(Mux(ub_d, rports[1].data, rports[0].data))
+        m.d.sync += u_U.eq(Mux(wr_first, 0, Mux(ub_d, rports[1].data, rports[0].data)))
 
         # the noise digits of this group's lane of the op in P (their read issued a cycle
         # ahead of the op's cycle, the banks' data in their output registers two cycles
@@ -1042,7 +1048,7 @@ class Finalizer(wiring.Component):
         hW = hU
         bcol = [bsrW[i][:3] for i in range(2)]
 
-        old = Mux(wr_first[1], 0, u_U)
+        old = u_U  # 0 for a first row pair (wr_first, above)
         upd = sig(signed(uw + 2), "upd")
         t0, c0 = _digit_times(bcol[0], hW[0])
         t1, c1 = _digit_times(bcol[1], hW[1])
