@@ -977,12 +977,26 @@ class Finalizer(wiring.Component):
         y = [sig(signed(w), f"y{i}") for i in range(2)]
         late = wc[1]  # wc 2, 3: the vc +- t uses
         odd = wc[0]  # the second value
-        neg_b = late & opS.rec.s & ~storeS
+        # the operands' controls as flip-flops, set a cycle ahead from the next count
+        # and the op S holds next (opP2's at the window's end): no decode of the op's
+        # kind and sign before the operand multiplexers (into add, 14 of the 128-lane
+        # ULX3S build's endpoints past 9.3 ns at f3eb1f7, seed 1, 9.56 ns)
+        #   store_b: a STORE (op_b 0), store_a: a STORE's wc 0, 1 (op_a 0),
+        #   neg_b: wc 2, 3 of a member 2j+1 op, not a STORE (vc - t; the op in S
+        #   stays from wc 1 to 3, so its own fields give it)
+        wc_n = Mux(wc == T - 1, 0, wc + 1)
+        store_n = Mux(wc == T - 1, opP2.kind == KIND_STORE, storeS)
+        store_a, store_b, neg_b = (sig(1, f"{n}_f") for n in ("store_a", "store_b", "neg_b"))
+        m.d.sync += [
+            store_a.eq(store_n & ~wc_n[1]),
+            store_b.eq(store_n),
+            neg_b.eq(wc_n[1] & opS.rec.s & ~storeS),
+        ]
         p_sel = Mux(odd, psS[1], psS[0])
         vc_sel = Mux(odd, vcS[1], vcS[0])
         t_sel = Mux(odd, t[1], t[0])
-        op_a = Mux(late, vc_sel, Mux(storeS, 0, p_sel))
-        op_b = Mux(late, Mux(storeS, 0, t_sel ^ neg_b.replicate(w)), Mux(storeS, 0, rk))
+        op_a = Mux(late, vc_sel, Mux(store_a, 0, p_sel))
+        op_b = Mux(store_b, 0, Mux(late, t_sel ^ neg_b.replicate(w), rk))
         with m.If(opS.valid):
             m.d.sync += add.eq(op_a + op_b + neg_b)
         shifted = sig(signed(w), "shifted")
