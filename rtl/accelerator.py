@@ -286,7 +286,9 @@ class Accelerator(wiring.Component):
         wiring.connect(m, dec.rsp, wiring.flipped(self.rsp))
         wiring.connect(m, rd.inp, ev.inp)
         wiring.connect(m, ev.logits, wr.logits)
-        phase = ctl.phase
+        # phase == k as the controller's one-hot flip-flops (ph[k]): each memory port's
+        # multiplexer starts from one register per choice, not from a decode of phase
+        ph = ctl.phase_is
         idle = ~ctl.busy
         m.d.comb += [self.busy.eq(ctl.busy), self.error.eq(ctl.error.any() | dec.bad_command)]
 
@@ -516,7 +518,7 @@ class Accelerator(wiring.Component):
             host = (hw_addr, hw_data, hw_en)
             sel = host
             for code, *port in reversed(users):
-                sel = [Mux(phase == code, u, h) for u, h in zip(port, sel, strict=True)]
+                sel = [Mux(ph[code], u, h) for u, h in zip(port, sel, strict=True)]
             m.d.comb += [wp.addr.eq(sel[0]), wp.data.eq(sel[1]), wp.en.eq(sel[2])]
 
         # weights: read by the evaluator (eval), the updater (pentary, apply), the host
@@ -528,17 +530,17 @@ class Accelerator(wiring.Component):
             "weights",
             16,
             self.weight_words,
-            (phase == 1) & ev.w_en,
+            ph[1] & ev.w_en,
             addr_reg,
-            direct=(phase == 4) & up.r_en if pentary else 0,
+            direct=ph[4] & up.r_en if pentary else 0,
         )
-        ra = Mux(phase == 1, ev.w_addr, host_addr)
+        ra = Mux(ph[1], ev.w_addr, host_addr)
         if addr_reg:
             ra = delayed(ra, 1, "weights_raddr")
         up_w_raddr = up.w_raddr if pentary else 0
         m.d.comb += [
             rp.en.eq(1),
-            rp.addr.eq(Mux(phase == 4, up_w_raddr, ra)),
+            rp.addr.eq(Mux(ph[4], up_w_raddr, ra)),
             ev.w_data.eq(delayed(rp.data, lat - 1 - addr_reg, "w")),
         ]
         if pentary:
@@ -563,8 +565,8 @@ class Accelerator(wiring.Component):
                 "latent",
                 len(self.updater.v_rdata),
                 self.latent_words,
-                (phase == 4) & up.r_en,
-                Mux(phase == 4, up.v_raddr, host_addr),
+                ph[4] & up.r_en,
+                Mux(ph[4], up.v_raddr, host_addr),
             )
             m.d.comb += up.v_rdata.eq(vram.r_data)
             write_port(
@@ -588,7 +590,7 @@ class Accelerator(wiring.Component):
             m.submodules[f"mem_{name}"] = ram
             sprams += ram.sprams(platform)
             m.d.comb += [
-                ram.r_addr.eq(Mux(phase == 1, addr, host_addr)),
+                ram.r_addr.eq(Mux(ph[1], addr, host_addr)),
                 dout.eq(delayed(ram.r_data, lat - ram.latency, name)),
             ]
             write_port(_WritePort(ram.w_addr, ram.w_data, ram.w_en), name, [])
@@ -609,11 +611,11 @@ class Accelerator(wiring.Component):
             "scores",
             sb,
             self.max_population,
-            ((phase == 1) & ev.sc_ren) | ((phase == 2) & sh.s_en),
+            (ph[1] & ev.sc_ren) | (ph[2] & sh.s_en),
         )
         m.d.comb += [
             rp.en.eq(1),
-            rp.addr.eq(Mux(phase == 1, ev.sc_raddr, Mux(phase == 2, sh.s_addr, host_addr))),
+            rp.addr.eq(Mux(ph[1], ev.sc_raddr, Mux(ph[2], sh.s_addr, host_addr))),
             ev.sc_rdata.eq(delayed(rp.data, lat - 1, "sc")),
             sh.s_data.eq(delayed(rp.data, lat - 1, "sc").as_signed()),
         ]
@@ -630,8 +632,8 @@ class Accelerator(wiring.Component):
             "g",
             len(sh.g_data),
             max(2, self.max_population // 2),
-            phase == 3,
-            Mux(phase == 3, vo.g_addr, host_addr),
+            ph[3],
+            Mux(ph[3], vo.g_addr, host_addr),
         )
         m.d.comb += [
             vo.g_data.eq(gram.r_data),
@@ -642,7 +644,7 @@ class Accelerator(wiring.Component):
 
         # per-member inputs: the reader (eval) and the host; logits: the writer, read by
         # the host (sign-extended)
-        ra = Mux(phase == 1, rd.r_addr, host_addr)
+        ra = Mux(ph[1], rd.r_addr, host_addr)
         if lat >= 3:
             # the address register, then the block RAMs' two (RegisteredRAM): the reader's
             # data register is the block RAMs' output register (from their unregistered
@@ -652,7 +654,7 @@ class Accelerator(wiring.Component):
                 "member_x",
                 8,
                 self.depths["member_x"],
-                (phase == 1) & rd.r_en,
+                ph[1] & rd.r_en,
                 ra,
                 addr_reg=True,
                 signed=False,
@@ -660,7 +662,7 @@ class Accelerator(wiring.Component):
             m.d.comb += rd.r_data.eq(delayed(xram.r_data, lat - 3, "x"))
             write_port(xw, "member_x", [])
         else:
-            rp, wp = mem("member_x", 8, self.depths["member_x"], (phase == 1) & rd.r_en, addr_reg)
+            rp, wp = mem("member_x", 8, self.depths["member_x"], ph[1] & rd.r_en, addr_reg)
             m.d.comb += [
                 rp.en.eq(1),
                 rp.addr.eq(delayed(ra, 1, "member_x_raddr") if addr_reg else ra),

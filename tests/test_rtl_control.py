@@ -188,8 +188,19 @@ def _controller_run(
             ctx.set(ctl.members_ok, 1 if busy else members_ok)
 
     sim.add_process(members_answer)
+    bad_phase = []  # (cycle, phase, phase_is) where phase_is is not phase one-hot
+
+    async def phase_one_hot(ctx):
+        cycle = 0
+        async for _, _, ph, ph_is in ctx.tick().sample(ctl.phase, ctl.phase_is):
+            if ph_is != 1 << ph:
+                bad_phase.append((cycle, ph, ph_is))
+            cycle += 1
+
+    sim.add_process(phase_one_hot)
     sim.add_testbench(bench)
     sim.run()
+    assert not bad_phase, f"phase_is != 1 << phase first at (cycle, phase, phase_is) {bad_phase[0]}"
     checks = [e for e in log if e[0] == "members"]
     log = [e for e in log if e[0] != "members"]
     out["members_checks"] = len(checks)

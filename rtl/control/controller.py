@@ -87,6 +87,9 @@ class Controller(wiring.Component):
     phase : Out(3)
         0 idle, 1 eval, 2 shape, 3 vote, 4 apply, 5 init: which block owns the shared
         memory ports (a register, the same value as the state's phase every cycle).
+    phase_is : Out(6)
+        ``phase`` one-hot (bit ``k``: ``phase == k``), registers of their own: a memory
+        port's multiplexer takes one flip-flop per choice, not a decode of ``phase``.
     cycles, eval_cycles, shape_cycles, update_cycles : Out(32)
     """
 
@@ -124,6 +127,7 @@ class Controller(wiring.Component):
                 "init_start": Out(1),
                 "init_busy": In(1),
                 "phase": Out(3),
+                "phase_is": Out(6, init=1),
                 "cycles": Out(32),
                 "eval_cycles": Out(32),
                 "shape_cycles": Out(32),
@@ -164,7 +168,8 @@ class Controller(wiring.Component):
         # the phase is a register set with every transition (goto), not decoded from the
         # state: it drives every memory port's multiplexers
         phase_r = Signal(3)
-        m.d.comb += self.phase.eq(phase_r)
+        phase_is = Signal(6, init=1)
+        m.d.comb += [self.phase.eq(phase_r), self.phase_is.eq(phase_is)]
         codes = {"EVAL": 1, "SHAPE": 2, "VOTE": 3, "APPLY": 4, "INIT": 5}
 
         # the blocks' start strobes are flip-flops set with the transition into their
@@ -190,7 +195,8 @@ class Controller(wiring.Component):
         def goto(name):
             m.next = name
             m.d.sync += busy_r.eq(name != "IDLE")
-            m.d.sync += phase_r.eq(codes.get(name.removesuffix("_SETUP"), 0))
+            code = codes.get(name.removesuffix("_SETUP"), 0)
+            m.d.sync += [phase_r.eq(code), phase_is.eq(1 << code)]
             if name in strobe:
                 m.d.sync += strobe[name].eq(1)
 
