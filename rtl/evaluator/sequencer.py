@@ -230,6 +230,12 @@ class Sequencer(wiring.Component):
             left = pairs - pair
             return Mux(left > L, L, left)
 
+        # the next round's lanes, a register of first_pair's (a round is many cycles:
+        # final long before PH_NEXT takes it), so no add, subtract and compare lies
+        # before lanes_active
+        next_active = Signal(range(L + 1))
+        m.d.sync += next_active.eq(active_of(first_pair + L))
+
         # the constants of layer bk_l, registered when bk_l is set (enter_layer): no
         # layer-indexed lookup lies between the emit state and a command
         lay = {
@@ -328,6 +334,17 @@ class Sequencer(wiring.Component):
                         c_fa.eq(0 if QUANT else ub_base + u_cols),
                         c_left.eq(pairs),
                         rounds.eq(0),
+                        # the first round's state, used from PH_ROUND on, set here rather
+                        # than in PH_CFG_NEXT (behind its compares of cl and c_left:
+                        # into rnd's, first_pair's and lanes_active's enables, 25 of the
+                        # 128-lane ULX3S build's endpoints past 9.3 ns at 3c75e0d, seed
+                        # 1, 10.15 ns, its critical path)
+                        rnd.eq(0),
+                        first_pair.eq(0),
+                        lanes_active.eq(active_of(0)),
+                        blk.eq(0),
+                        gs.eq(0),
+                        nbuf.eq(0),
                     ]
             with m.Case(PH_CFG_DIV):  # fan // 5 and fan % 5 by subtraction
                 if QUANT:  # a row of E slots: the layer's fan
@@ -377,16 +394,7 @@ class Sequencer(wiring.Component):
                     with m.If(c_fa_over):
                         m.d.sync += [self.error[7].eq(1), phase.eq(PH_END)]
                     with m.Elif(c_left == 0):  # the rounds are counted
-                        m.d.sync += [
-                            phase.eq(PH_ROUND),
-                            rnd.eq(0),
-                            first_pair.eq(0),
-                            lanes_active.eq(active_of(0)),
-                            blk.eq(0),
-                            gs.eq(0),
-                            nbuf.eq(0),
-                        ]
-                        m.d.sync += self.load_start.eq(1)
+                        m.d.sync += [phase.eq(PH_ROUND), self.load_start.eq(1)]
                 with m.Else():
                     m.d.sync += [
                         cl.eq(cl + 1),
@@ -414,7 +422,7 @@ class Sequencer(wiring.Component):
                     m.d.sync += [
                         rnd.eq(rnd + 1),
                         first_pair.eq(first_pair + L),
-                        lanes_active.eq(active_of(first_pair + L)),
+                        lanes_active.eq(next_active),
                     ]
                     if p.noise_buffers == 2:
                         # the next round's noise is in the other buffer already
