@@ -557,7 +557,7 @@ class Finalizer(wiring.Component):
         1d5a36a (seed 3) had its critical path from the shared op in U into group 4's u
         bank write data."""
         fields = {
-            "P2": ((), ("wb", "layer")),
+            "P2": (("valid",), ("wb", "layer", "last_layer")),  # valid, last_layer: u_flags
             "S": (("valid", "i"), ("s", "layer", "last_layer", "two")),
             "U": (
                 ("valid", "i"),
@@ -615,13 +615,29 @@ class Finalizer(wiring.Component):
 
         # ---- U: reads and writes
         u_kind = opU.kind
-        c.u_act = u_act = opU.valid & (u_kind == KIND_ACT)
-        c.u_last = u_last = opU.rec.last_layer
-        u_rmw = opU.valid & (((u_kind == KIND_ACT) & ~u_last) | (u_kind == KIND_BIAS))
-        c.u_state = u_state = u_act & u_last & ~rt.emit_logits
+        c.u_act = opU.valid & (u_kind == KIND_ACT)
+        c.u_last = opU.rec.last_layer
+
+        def u_flags(op):  # its u reads: (read-modify-write, margin state, bank)
+            act = op.valid & (op.kind == KIND_ACT)
+            rmw = op.valid & ((act & ~op.rec.last_layer) | (op.kind == KIND_BIAS))
+            return rmw, act & op.rec.last_layer & ~rt.emit_logits, _ubank(op)
+
+        # the flags of the ops in S and U as registers loaded with them at the window's
+        # end (the run-time output mode holds while an op is valid), so the next
+        # cycle's read below is a choice by the count between two sets of flip-flops,
+        # not a decode of both ops (that decode into the read enables useu had 4 of the
+        # 128-lane ULX3S build's endpoints past 9.3 ns at 3c75e0d, seed 1, 9.74 ns)
+        fS = [Signal(name=f"{n}S{sfx}") for n in ("rmw", "state", "bank")]
+        fU = [Signal(name=f"{n}U{sfx}") for n in ("rmw", "state", "bank")]
+        with m.If(last_wc):
+            m.d.sync += [f.eq(v) for f, v in zip(fS, u_flags(opP2), strict=True)]
+            m.d.sync += [f.eq(v) for f, v in zip(fU, fS, strict=True)]
+        u_rmw, u_state, bankU = fU
+        c.u_state = u_state
         ur_en_U = (u_rmw & (wc < r)) | (u_state & (wc == 0))
         ur_addr_U = Mux(u_state, state_addr(opU.i, opU.rec.s), u_addr(opU.i, opU.rec.s, wc))
-        c.bankU = bankU = _ubank(opU)
+        c.bankU = bankU
         # the same read, decided a cycle ahead (from the op the U stage holds next cycle
         # and the next count) into registers per bank: its address and enable reach the
         # u banks from flip-flops (the decode of the op and the count into the banks'
@@ -635,11 +651,8 @@ class Finalizer(wiring.Component):
             },
         )
         wc_n = Mux(last_wc, 0, wc + 1)
-        act_n = nxt.valid & (nxt.kind == KIND_ACT)
-        rmw_n = nxt.valid & ((act_n & ~nxt.last_layer) | (nxt.kind == KIND_BIAS))
-        state_n = act_n & nxt.last_layer & ~rt.emit_logits
+        rmw_n, state_n, bank_n = (Mux(last_wc, s, u) for s, u in zip(fS, fU, strict=True))
         en_n = (rmw_n & (wc_n < r)) | (state_n & (wc_n == 0))
-        bank_n = Mux(nxt.kind == KIND_STORE, 0, ~nxt.layer[0])
         c.ur_addr_r = Signal(ua_bits, name=f"ura{sfx}", reset_less=True)
         c.use_u = [Signal(name=f"useu{b}{sfx}") for b in range(2)]
         m.d.sync += [
@@ -689,6 +702,7 @@ class Finalizer(wiring.Component):
         # own, so that the finalizer's enable register takes them without a decode (from
         # the group's op and count it had 40 of the 128-lane ULX3S build's 948 endpoints
         # past 10 ns, 23e1484, seed 2)
+        act_n = nxt.valid & (nxt.kind == KIND_ACT)
         c.aw_n = (act_n & ~nxt.last_layer) & ((wc_n == 2) | ((wc_n == 3) & nxt.two))
         c.i_n = nxt.i
         c.row = Cat(wc == 3, opU.rec.t)
