@@ -1099,15 +1099,20 @@ class Finalizer(wiring.Component):
         # wc 1: which rows are the label's (the op and the labels are stable in U);
         # wc 2: the state read arrives, the new state is registered; wc 3: it is written
         # and the score term (from the registered state) is pushed
-        label = rt.labels[opU.rec.sample]
-        row0 = Cat(Const(0, 1), opU.rec.t)
+        # the op's label, registered at wc 0 (the op in U and the labels hold from wc 0
+        # on), and rows 2t and 2t + 1 as bit patterns, no adder: the label lookup by
+        # sample and the row's add before the compares into is_lab and is_oth had 2 of
+        # the 128-lane ULX3S build's endpoints past 10 ns for 100 MHz at 2b110bc, seed 1
+        label = sig(p.width_bits, "label")
+        with m.If(wc == 0):
+            m.d.sync += label.eq(rt.labels[opU.rec.sample])
         is_lab = [sig(1, f"islab{i}") for i in range(2)]
         is_oth = [sig(1, f"isoth{i}") for i in range(2)]
         first_t = sig(1, "first_t")
         with m.If(wc == 1):
             for i in range(2):
                 valid = Const(1) if i == 0 else opU.rec.two
-                hit = (row0 + i) == label
+                hit = Cat(Const(i, 1), opU.rec.t) == label
                 m.d.sync += [is_lab[i].eq(valid & hit), is_oth[i].eq(valid & ~hit)]
             m.d.sync += first_t.eq(opU.rec.t == 0)
         st = u_U
