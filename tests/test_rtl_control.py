@@ -188,19 +188,35 @@ def _controller_run(
             ctx.set(ctl.members_ok, 1 if busy else members_ok)
 
     sim.add_process(members_answer)
-    bad_phase = []  # (cycle, phase, phase_is) where phase_is is not phase one-hot
+    # phase_is: one-hot every cycle, the idle bit whenever the controller is not busy
+    # (and in its own states between phases), a block's bit from its start strobe
+    # through its busy (it owns the memory ports then)
+    bad_phase = []  # (cycle, phase_is, what)
+    owners = [
+        (1, ctl.ev_start, ctl.ev_busy),
+        (2, ctl.sh_start, ctl.sh_busy),
+        (3, ctl.vote_start, ctl.vote_busy),
+        (4, ctl.apply_start, ctl.apply_busy),
+        (5, ctl.init_start, ctl.init_busy),
+    ]
 
     async def phase_one_hot(ctx):
         cycle = 0
-        async for _, _, ph, ph_is in ctx.tick().sample(ctl.phase, ctl.phase_is):
-            if ph_is != 1 << ph:
-                bad_phase.append((cycle, ph, ph_is))
+        sigs = [ctl.phase_is, ctl.busy] + [x for _, st, bz in owners for x in (st, bz)]
+        async for _, _, ph_is, busy, *blocks in ctx.tick().sample(*sigs):
+            if ph_is == 0 or ph_is & (ph_is - 1):
+                bad_phase.append((cycle, ph_is, "not one-hot"))
+            if not busy and ph_is != 1:
+                bad_phase.append((cycle, ph_is, "not idle while not busy"))
+            for (code, _, _), st, bz in zip(owners, blocks[0::2], blocks[1::2], strict=True):
+                if (st or bz) and ph_is != 1 << code:
+                    bad_phase.append((cycle, ph_is, f"phase {code}'s block running"))
             cycle += 1
 
     sim.add_process(phase_one_hot)
     sim.add_testbench(bench)
     sim.run()
-    assert not bad_phase, f"phase_is != 1 << phase first at (cycle, phase, phase_is) {bad_phase[0]}"
+    assert not bad_phase, f"phase_is wrong first at (cycle, phase_is, why) {bad_phase[0]}"
     checks = [e for e in log if e[0] == "members"]
     log = [e for e in log if e[0] != "members"]
     out["members_checks"] = len(checks)

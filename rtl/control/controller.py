@@ -84,12 +84,11 @@ class Controller(wiring.Component):
     ev_start, sh_start, vote_start, apply_start, init_start : Out(1)
     ev_busy, sh_busy, vote_busy, apply_busy, init_busy : In(1)
     ev_error : In(eval_error_bits), sh_error, up_error : In(1)
-    phase : Out(3)
-        0 idle, 1 eval, 2 shape, 3 vote, 4 apply, 5 init: which block owns the shared
-        memory ports (a register, the same value as the state's phase every cycle).
     phase_is : Out(6)
-        ``phase`` one-hot (bit ``k``: ``phase == k``), registers of their own: a memory
-        port's multiplexer takes one flip-flop per choice, not a decode of ``phase``.
+        The phase, one-hot: bit 0 idle, 1 eval, 2 shape, 3 vote, 4 apply, 5 init; which
+        block owns the shared memory ports. Flip-flops set with every transition (the
+        same value as the state's phase every cycle): a memory port's multiplexer takes
+        one flip-flop per choice, not a decode.
     cycles, eval_cycles, shape_cycles, update_cycles : Out(32)
     """
 
@@ -126,7 +125,6 @@ class Controller(wiring.Component):
                 "up_error": In(1),
                 "init_start": Out(1),
                 "init_busy": In(1),
-                "phase": Out(3),
                 "phase_is": Out(6, init=1),
                 "cycles": Out(32),
                 "eval_cycles": Out(32),
@@ -157,19 +155,18 @@ class Controller(wiring.Component):
 
         with m.If(self.busy):
             m.d.sync += self.cycles.eq(self.cycles + 1)
-            with m.Switch(self.phase):
-                with m.Case(1):
-                    m.d.sync += self.eval_cycles.eq(self.eval_cycles + 1)
-                with m.Case(2):
-                    m.d.sync += self.shape_cycles.eq(self.shape_cycles + 1)
-                with m.Case(3, 4):
-                    m.d.sync += self.update_cycles.eq(self.update_cycles + 1)
+            ph = self.phase_is
+            with m.If(ph[1]):
+                m.d.sync += self.eval_cycles.eq(self.eval_cycles + 1)
+            with m.If(ph[2]):
+                m.d.sync += self.shape_cycles.eq(self.shape_cycles + 1)
+            with m.If(ph[3] | ph[4]):
+                m.d.sync += self.update_cycles.eq(self.update_cycles + 1)
 
         # the phase is a register set with every transition (goto), not decoded from the
         # state: it drives every memory port's multiplexers
-        phase_r = Signal(3)
         phase_is = Signal(6, init=1)
-        m.d.comb += [self.phase.eq(phase_r), self.phase_is.eq(phase_is)]
+        m.d.comb += self.phase_is.eq(phase_is)
         codes = {"EVAL": 1, "SHAPE": 2, "VOTE": 3, "APPLY": 4, "INIT": 5}
 
         # the blocks' start strobes are flip-flops set with the transition into their
@@ -196,7 +193,7 @@ class Controller(wiring.Component):
             m.next = name
             m.d.sync += busy_r.eq(name != "IDLE")
             code = codes.get(name.removesuffix("_SETUP"), 0)
-            m.d.sync += [phase_r.eq(code), phase_is.eq(1 << code)]
+            m.d.sync += phase_is.eq(1 << code)
             if name in strobe:
                 m.d.sync += strobe[name].eq(1)
 
