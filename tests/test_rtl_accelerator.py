@@ -380,7 +380,9 @@ def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step():
             ctx.set(dut.reset, 1)
             await ctx.tick()
             ctx.set(dut.reset, 0)
-            assert ctx.get(dut.busy), f"the blocks take the reset a cycle later (cut {cut} of {full})"
+            assert ctx.get(dut.busy), (
+                f"the blocks take the reset a cycle later (cut {cut} of {full})"
+            )
             await ctx.tick()
             assert not ctx.get(dut.busy), "RESET ends the run"
             (step,) = await send(ap.reg_read("step", ml), 1)
