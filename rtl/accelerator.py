@@ -526,31 +526,49 @@ class Accelerator(wiring.Component):
         # the register's multiplexer in its phase: the address register takes the
         # evaluator's and the host's)
         pentary = self.update == "pentary"
-        rp, wp = mem(
-            "weights",
-            16,
-            self.weight_words,
-            ph[1] & ev.w_en,
-            addr_reg,
-            direct=ph[4] & up.r_en if pentary else 0,
-        )
-        ra = Mux(ph[1], ev.w_addr, host_addr)
-        if addr_reg:
-            ra = delayed(ra, 1, "weights_raddr")
-        # latent mode: the updater never reads W, so the address is the register alone
-        # (the phase through the apply's choice into the block RAMs' address was the
-        # critical path of the 128-lane ULX3S build for 100 MHz at 2b110bc, seed 1:
-        # 10.59 ns, 9.15 of it routing)
-        m.d.comb += [
-            rp.en.eq(1),
-            rp.addr.eq(Mux(ph[4], up.w_raddr, ra) if pentary else ra),
-            ev.w_data.eq(delayed(rp.data, lat - 1 - addr_reg, "w")),
-        ]
-        if pentary:
-            m.d.comb += up.w_rdata.eq(rp.data)
-        rd_data["weights"] = rp.data
-        if addr_reg:
-            rd_latency["weights"] = 2
+        if not pentary and lat >= 3:
+            # latent mode at a latency of 3 or more: through the block RAMs' output
+            # registers (RegisteredRAM), the address a register before them, so that the
+            # words leave flip-flops; the block RAMs' unregistered outputs (5.83 ns of
+            # clock-to-output) into the weight streamer's word FIFOs were the critical
+            # path of the 128-lane ULX3S build at dbcf3c3 (seed 2: 10.44 ns, 14
+            # endpoints past 9.3 ns)
+            wram, wp = registered_mem(
+                "weights",
+                16,
+                self.weight_words,
+                ph[1] & ev.w_en,
+                Mux(ph[1], ev.w_addr, host_addr),
+                addr_reg=True,
+                signed=False,
+            )
+            m.d.comb += ev.w_data.eq(delayed(wram.r_data, lat - 3, "w"))
+        else:
+            rp, wp = mem(
+                "weights",
+                16,
+                self.weight_words,
+                ph[1] & ev.w_en,
+                addr_reg,
+                direct=ph[4] & up.r_en if pentary else 0,
+            )
+            ra = Mux(ph[1], ev.w_addr, host_addr)
+            if addr_reg:
+                ra = delayed(ra, 1, "weights_raddr")
+            # latent mode: the updater never reads W, so the address is the register
+            # alone (the phase through the apply's choice into the block RAMs' address
+            # was the critical path of the 128-lane ULX3S build for 100 MHz at 2b110bc,
+            # seed 1: 10.59 ns, 9.15 of it routing)
+            m.d.comb += [
+                rp.en.eq(1),
+                rp.addr.eq(Mux(ph[4], up.w_raddr, ra) if pentary else ra),
+                ev.w_data.eq(delayed(rp.data, lat - 1 - addr_reg, "w")),
+            ]
+            if pentary:
+                m.d.comb += up.w_rdata.eq(rp.data)
+            rd_data["weights"] = rp.data
+            if addr_reg:
+                rd_latency["weights"] = 2
         write_port(
             wp,
             "weights",

@@ -72,7 +72,8 @@ def test_verilator_quantized_mode_xor_and_digits_every_step_bit_exact():
 
 
 RANDOM_BUILDS = [
-    {"lanes": 2, "max_width": 9, "max_layers": 3, "rank": 1, "digits": "uniform"},
+    # the ULX3S's memory latency (3: the weights through RegisteredRAM)
+    {"lanes": 2, "max_width": 9, "max_layers": 3, "rank": 1, "digits": "uniform", "mem_latency": 3},
     {"lanes": 3, "max_width": 12, "rank": 16, "update": "pentary", "mem_latency": 1},
     {
         "lanes": 1,
