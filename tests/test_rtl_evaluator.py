@@ -347,3 +347,48 @@ def test_a_run_time_value_out_of_range_sets_its_flag_and_nothing_runs():
     sim.add_testbench(bench)
     sim.run()
     assert len(seen) == len(OUT_OF_RANGE)
+
+
+@pytest.mark.parametrize("shared", [True, False])
+def test_the_shortest_samples_end_the_batch_and_the_run_at_their_last_sample(shared):
+    """One layer of two outputs, quantized: a sample is two one-pass blocks (both members'
+    layer 0), emitted in two cycles while the command queue has room, so the sequencer's
+    registered last-sample and last-round flags are read two cycles after the counts
+    change (a flag a cycle later than that would end the batch a sample late)."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator shortest samples {shared}"))
+    cfg = Config(
+        layers=(3, 2),
+        population=6,
+        rank=1,
+        mode="quantized",
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(2,),
+        margin=7,
+    ).validate()
+    batch = 3
+    if shared:
+        samples = rng.integers(-127, 128, (batch + 1, 3))
+        job = EvalJob(
+            cfg,
+            init_state(cfg).weights,
+            5,
+            samples=samples,
+            labels=rng.integers(0, 2, batch + 1),
+            batch_idx=np.array([1, 0, 3]),
+        )
+    else:
+        job = EvalJob(
+            cfg, init_state(cfg).weights, 5, member_x=rng.integers(-127, 128, (6, batch, 3))
+        )
+    dut = PopulationEvaluator(
+        lanes=1, max_width=4, max_layers=1, rank=1, mode="quantized", mem_latency=1
+    )
+    res = run_amaranth(job, dut, max_cycles=50_000)
+    assert res["error"] == 0
+    logits, scores = job.expected()
+    board = Scoreboard(f"shortest samples, shared {shared}")
+    if shared:
+        board.check("scores[member]", scores, res["scores"])
+    else:
+        board.check("logits[member, sample, class]", logits, res["logits"])

@@ -445,6 +445,17 @@ class Sequencer(wiring.Component):
         wbase, fstart = v["wbase"], v["fstart"]
         ub_base, n0 = v["ub_base"], v["n0"]
         rnd, rounds, phase = v["rnd"], v["rounds"], v["phase"]
+        # whether the sample is the batch's last and the round the run's last: flags in
+        # registers, not compares in the logic that ends a sample (rnd's compare with
+        # rounds through it into the phase was the 128-lane ULX3S build's critical path
+        # at aba3e6a, seed 2: 10.27 ns, 7.62 of it routing, 6 levels). b changes at a
+        # sample's end or when the emit begins, rnd when it begins (PH_NEXT), and a
+        # sample is two blocks or more (both members' layer 0, or a U block before a
+        # shared layer 0), so the next read of a flag is two cycles or more after its
+        # operands changed: its value a cycle behind is the same
+        b_last = Signal()
+        rnd_last = Signal()
+        m.d.sync += [b_last.eq(b + 1 == self.batch), rnd_last.eq(rnd + 1 == rounds)]
         PH_END, PH_NEXT = v["PH_END"], v["PH_NEXT"]
         first_block, enter_layer, lay = v["first_block"], v["enter_layer"], v["lay"]
         shared = self.shared
@@ -579,9 +590,9 @@ class Sequencer(wiring.Component):
                 with m.Else():  # the sample is done
                     first_block(m)
                     m.d.sync += [b.eq(b + 1), gs.eq(gs + 1)]
-                    with m.If(b + 1 == self.batch):
+                    with m.If(b_last):
                         m.d.sync += b.eq(0)
-                        with m.If(rnd + 1 == rounds):
+                        with m.If(rnd_last):
                             m.d.sync += phase.eq(PH_END)
                         with m.Else():
                             # the round's outputs still leave the finalizer: the next
