@@ -627,20 +627,21 @@ class Accelerator(wiring.Component):
 
         # scores: the evaluator accumulates (eval), the shaper reads (shape), the host
         # reads and writes (host-scored runs)
+        # (at a latency of 2 or more through the block RAMs' output registers,
+        # RegisteredRAM: the unregistered outputs into the host's read register had 6
+        # of the 128-lane ULX3S build's 58 endpoints past 9.3 ns at aba3e6a, seed 2)
         sb = p.score_bits
-        rp, wp = mem(
-            "scores",
-            sb,
-            self.max_population,
-            (ph[1] & ev.sc_ren) | (ph[2] & sh.s_en),
-        )
-        m.d.comb += [
-            rp.en.eq(1),
-            rp.addr.eq(Mux(ph[1], ev.sc_raddr, Mux(ph[2], sh.s_addr, host_addr))),
-            ev.sc_rdata.eq(delayed(rp.data, lat - 1, "sc")),
-            sh.s_data.eq(delayed(rp.data, lat - 1, "sc").as_signed()),
-        ]
-        rd_data["scores"] = rp.data.as_signed()
+        sc_used = (ph[1] & ev.sc_ren) | (ph[2] & sh.s_en)
+        sc_raddr = Mux(ph[1], ev.sc_raddr, Mux(ph[2], sh.s_addr, host_addr))
+        if lat >= 2:
+            sram, wp = registered_mem("scores", sb, self.max_population, sc_used, sc_raddr)
+            sc_data = delayed(sram.r_data, lat - 2, "sc")
+        else:
+            rp, wp = mem("scores", sb, self.max_population, sc_used)
+            m.d.comb += [rp.en.eq(1), rp.addr.eq(sc_raddr)]
+            sc_data = rp.data
+            rd_data["scores"] = rp.data.as_signed()
+        m.d.comb += [ev.sc_rdata.eq(sc_data), sh.s_data.eq(sc_data.as_signed())]
         write_port(wp, "scores", [(1, ev.sc_waddr, ev.sc_wdata, ev.sc_wen)])
 
         # g: the shaper writes, the accumulator reads (the host reads when idle), through
