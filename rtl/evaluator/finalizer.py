@@ -1061,11 +1061,13 @@ class Finalizer(wiring.Component):
         # a u bank's write data)
         hU = [sig(signed(9), f"hU{i}") for i in range(2)]
         bias_op = opU.kind == KIND_BIAS
+        hU_n = [sig(signed(9), f"hUn{i}") for i in range(2)]  # what hU loads at wc 1
+        m.d.comb += [
+            hU_n[0].eq(Mux(bias_op, BIAS, h[0])),
+            hU_n[1].eq(Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, sat[1]))),
+        ]
         with m.If(wc == 1):
-            m.d.sync += [
-                hU[0].eq(Mux(bias_op, BIAS, h[0])),
-                hU[1].eq(Mux(bias_op, 0, Mux(opU.rec.bias_row1, BIAS, sat[1]))),
-            ]
+            m.d.sync += [hU[i].eq(hU_n[i]) for i in range(2)]
         # the B digits' column of the write happening now: loaded at wc 1 with the U
         # op's digits (bsrU holds them until wc 2), shifted one column per write
         bsrW = [sig(3 * r, f"bsrW{i}") for i in range(2)]
@@ -1073,14 +1075,25 @@ class Finalizer(wiring.Component):
             m.d.sync += [bsrW[i].eq(bsrU[i]) for i in range(2)]
         with m.Elif(wr[1]):
             m.d.sync += [bsrW[i].eq(bsrW[i] >> 3) for i in range(2)]
-        hW = hU
-        bcol = [bsrW[i][:3] for i in range(2)]
+        # the digit products of the write happening now, d * hU (bsrW's low column), as
+        # registers loaded with bsrW and hU from their next values: at every cycle
+        # tw, cw = _digit_times(bsrW[:3], hU) (all of them 0 at start). The products, then the
+        # three-operand adder into updd had 14 of the 128-lane ULX3S build's 65
+        # endpoints past 9.3 ns at dd3e446 (seed 2, 10.10 ns); the adder now starts at
+        # flip-flops alone
+        tw = [sig(signed(10), f"tw{i}") for i in range(2)]
+        cw = [sig(1, f"cw{i}") for i in range(2)]
+        for i in range(2):
+            t_ld, c_ld = _digit_times(bsrU[i][:3], hU_n[i])
+            t_sh, c_sh = _digit_times(Cat(bsrW[i], Const(0, 3))[3:6], hU[i])
+            with m.If(wc == 1):
+                m.d.sync += [tw[i].eq(t_ld), cw[i].eq(c_ld)]
+            with m.Elif(wr[1]):
+                m.d.sync += [tw[i].eq(t_sh), cw[i].eq(c_sh)]
 
         old = u_U  # 0 for a first row pair (wr_first, above)
         upd = sig(signed(uw + 2), "upd")
-        t0, c0 = _digit_times(bcol[0], hW[0])
-        t1, c1 = _digit_times(bcol[1], hW[1])
-        m.d.comb += upd.eq(old + t0 + t1 + c0 + c1)
+        m.d.comb += upd.eq(old + tw[0] + tw[1] + cw[0] + cw[1])
         # the update leaves through a register, written a cycle later (three after its
         # read: column c at wc c + 3, the last spilling to wc 2 of the next window): the
         # digit products and the adder into the bank's write data were the 128-lane
