@@ -25,7 +25,7 @@ owns them: block RAM or SPRAM); the evaluator reads them through ports with
 
 from __future__ import annotations
 
-from amaranth import Array, C, Cat, Module, Mux, Signal
+from amaranth import Array, C, Cat, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -421,11 +421,21 @@ class PopulationEvaluator(wiring.Component):
         # each finalizer group's lanes take their own copy of the engine's controls (the
         # 128-lane ULX3S build at 0b480c3 missed timing on one flush net reaching every
         # lane's accumulators: 23.18 ns, 21.76 of it routing)
+        # and their own input registers: the activation memory's byte and the noise
+        # digits of the bank the lane's copy names (pass_engine.LATENCY), so that the
+        # route from a block RAM ends at a register of the lane, not at its term logic
         for j, lane in enumerate(lanes):
             ctrl = eng.ctrl[j if per_lane else j // p.group_lanes]
+            nd_bank = eng.nd_bank[min(j // p.group_lanes, len(eng.nd_bank) - 1)]
+            x_in = Signal(signed(8), name=f"lane{j}_x", reset_less=True)
+            nd_in = Signal(6, name=f"lane{j}_nd", reset_less=True)
+            m.d.sync += [
+                x_in.eq(x_reg[8 * j : 8 * j + 8]),
+                nd_in.eq(Mux(nd_bank, n_data[1][j].as_value(), n_data[0][j].as_value())),
+            ]
             m.d.comb += [
-                lane.x.eq(x_reg[8 * j : 8 * j + 8].as_signed()),
-                lane.nd.eq(Mux(ctrl.bank, n_data[1][j].as_value(), n_data[0][j].as_value())),
+                lane.x.eq(x_in),
+                lane.nd.eq(nd_in),
                 lane.w.eq(ctrl.w),
                 lane.src.eq(ctrl.src),
                 lane.en.eq(ctrl.en),

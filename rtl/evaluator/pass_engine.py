@@ -12,10 +12,12 @@ Before a pass starts the engine waits for what it depends on, as the sequencer m
 it: the finalizer's completed blocks (a layer block reads the previous layer's outputs of
 the same member), an input region loaded by the loader, the finalizer idle (a u-row
 pass reads the noise banks the finalizer also reads). A flush waits until the finalizer
-has taken the previous pass's captures. Everything the lanes receive is delayed by the
-memory latency (three cycles: the slices' address registers, the block RAM register and
-the output register; :class:`~pentegg.rtl.evaluator.sliced.SlicedRAM`) so that control,
-digits and activations meet.
+has taken the previous pass's captures. Everything the lanes receive is delayed by
+``LATENCY`` (four cycles: the memories' three, :data:`MEM_LATENCY`, then the lanes' input
+registers) so that control, digits and activations meet. The lanes' input registers take
+the activation memory's data and the noise digits of the lane's bank (``nd_bank``, a
+copy per group, in step with the memories' data), so that the route from a block RAM to
+its lane ends at a register, not at a lane's term logic.
 
 Quantized mode: every pass is a layer pass that also reads the lanes' own E digits
 (noise bank ``u_bank`` from address ``u_addr``, one slot per input, the bias column's slot
@@ -36,6 +38,7 @@ __all__ = [
     "ACTIVITY_LAYOUT",
     "COPY_LANES",
     "LATENCY",
+    "MEM_LATENCY",
     "REPLICA_ATTR",
     "PassEngine",
     "command_layout",
@@ -43,8 +46,17 @@ __all__ = [
     "lane_ctrl_layout",
 ]
 
-#: Cycles from an activation/noise read to its data at the lanes.
-LATENCY = 3
+#: Cycles from an activation/noise read to its data at the memories' outputs
+#: (:class:`~pentegg.rtl.evaluator.sliced.SlicedRAM`: the slices' address registers, the
+#: block RAM register and its output register).
+MEM_LATENCY = 3
+
+#: Cycles from an activation/noise read to its data at the lanes: the memories' three,
+#: then the lanes' input registers (the evaluator's ``lane{j}_x``, ``lane{j}_nd``). The
+#: noise banks' outputs through the bank choice into a lane's term register had 35 of the
+#: 128-lane ULX3S build's 70 endpoints past 9.3 ns at ``df38c97`` (seed 2: 10.46 ns, 8.54
+#: of it routing, 6.30 the route from a block RAM to its lane).
+LATENCY = MEM_LATENCY + 1
 
 
 def command_layout(p: EvaluatorParams, rec_layout, noise_bits: int) -> data.StructLayout:
@@ -147,8 +159,12 @@ class PassEngine(wiring.Component):
         Noise bank reads: ``nz_en`` marks a u-row pass's MAC beat (from a register),
         which reads bank ``nz_bank`` at ``nz_addr``; quantized mode's layer passes read
         their E digits at ``nz_addr`` on every beat (``nz_en`` stays low).
+    nd_bank : Out(ArrayLayout(1, copies))
+        The noise bank of the lanes' own digits, per copy (lane ``j``: copy ``j //
+        group_lanes``), aligned with the memories' data (``MEM_LATENCY`` cycles after the
+        reads), for the lanes' input registers; from registers of their own.
     ctrl : Out(ArrayLayout(lane_ctrl_layout(), copies or lanes))
-        To the lanes, aligned with the read data (``LATENCY`` cycles after the reads):
+        To the lanes, aligned with their input registers (``LATENCY`` cycles after the reads):
         ``copies`` identical copies from registers of their own, so that no register
         drives every lane (a group of lanes takes one copy), or with ``per_lane`` each
         lane's own register, loaded from a copy. In reset every register holds ``flush``
@@ -187,6 +203,7 @@ class PassEngine(wiring.Component):
                 "nz_addr": Out(noise_bits),
                 "nz_bank": Out(1),
                 "nz_en": Out(1),
+                "nd_bank": Out(data.ArrayLayout(1, copies)),
                 "ctrl": Out(data.ArrayLayout(lane_ctrl_layout(), p.lanes if per_lane else copies)),
                 "rec": Out(stream.Signature(rec_layout)),
                 "consumed": In(1),
@@ -304,6 +321,16 @@ class PassEngine(wiring.Component):
         for j in range(LATENCY - 1 - self.per_lane):
             pipe.append(Signal(lane_ctrl_layout(), name=f"ctrl{j}"))
             m.d.sync += pipe[-1].eq(pipe[-2])
+        # the lanes' input registers' bank choice, a stage ahead of the controls: a copy
+        # per group of pipe[LATENCY - 2] (pipe[j] is j cycles after the reads)
+        for g in range(self.copies):
+            bank = Signal(
+                name=f"nd_bank_copy{g}",
+                reset_less=True,
+                attrs={REPLICA_ATTR: 1} if self.copies > 1 else {},
+            )
+            m.d.sync += bank.eq(pipe[LATENCY - 2].bank)
+            m.d.comb += self.nd_bank[g].eq(bank)
         outs = []
         for g in range(self.copies):
             out = Signal(
