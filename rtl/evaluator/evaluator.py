@@ -248,7 +248,7 @@ class PopulationEvaluator(wiring.Component):
         # ---- memories: activations (a byte per lane), noise (two digits per lane, x2),
         # each in slices with their own read-address registers (SlicedRAM: data three
         # cycles after the address, the third register the block RAMs' output register
-        # on the ECP5, the lanes' data register)
+        # on the ECP5; the lanes' input registers, below, are a fourth)
         # (no_rw_check: a MAC beat never reads a word written in its cycle, nor does a
         # u-row beat or the finalizer read a noise word being written: the passes wait for
         # the blocks and inputs they read, the fill for the round's reads. The tests'

@@ -17,11 +17,12 @@ earlier: the address register, the block RAM's read register, then its output re
 Elaborated for an ECP5, each slice is a ``DP16KD`` instance (:func:`dp16kd_mode`: 36, 18
 or 9 bits by depth, a write granule in whole 9-bit bytes) with its output register
 (``REGMODE`` ``OUTREG``): the data leave the block RAM about 2 ns after the clock instead
-of 5.6, and the lanes' data registers and the finalizers' noise registers, which took
-the block RAMs' outputs across the chip (a noise bank into a finalizer group's register
-had up to 10.3 ns, 287 of the 128-lane ULX3S build's 3,498 endpoints past 8 ns at
-``b56882b``, seed 1), are those output registers. Elsewhere (and in simulation) a slice is
-an Amaranth memory and a register. Writes (``writes``):
+of 5.6, and the finalizers' noise registers, which took the block RAMs' outputs across
+the chip (a noise bank into a finalizer group's register had up to 10.3 ns, 287 of the
+128-lane ULX3S build's 3,498 endpoints past 8 ns at ``b56882b``, seed 1), are those
+output registers (the lanes take them into input registers of their own since
+``f83f779``: :data:`~pentegg.rtl.evaluator.pass_engine.LATENCY`). Elsewhere (and in
+simulation) a slice is an Amaranth memory and a register. Writes (``writes``):
 
 * ``"direct"``: the block RAMs' own (``w_*`` written at the end of their cycle);
 * ``"registered"``: from a copy per slice of registers loaded with ``w_*`` (written a
