@@ -1083,8 +1083,36 @@ class Finalizer(wiring.Component):
         # flip-flops alone
         tw = [sig(signed(10), f"tw{i}") for i in range(2)]
         cw = [sig(1, f"cw{i}") for i in range(2)]
+        # h1's product at wc 1 is a choice among products, not the product of a choice:
+        # d * y1 (its low 9 bits, beside the compares) and d times each constant h1 can
+        # take (127, lo, BIAS, 0), chosen by the op's flags and y1's bounds, so the
+        # compares meet the product at one multiplexer (y1 through the saturation, the
+        # bias choices and the product into tw1 was the 128-lane ULX3S build's critical
+        # path at f83f779, seed 2: 10.25 ns, 7 levels)
+        code1 = bsrU[1][:3]
+
+        def times(v):
+            return _digit_times(code1, v)[0]
+
+        lo9 = Mux(lastU, Const(-127, signed(9)), Const(0, signed(9)))
+        y1 = y[1]
+        t_ld1 = Mux(
+            bias_op,
+            times(Const(0, signed(9))),
+            Mux(
+                opU.rec.bias_row1,
+                times(Const(BIAS, signed(9))),
+                Mux(
+                    storeU | ((y1 <= 127) & ~(y1 < lo)),
+                    times(y1[:9].as_signed()),
+                    Mux(y1 > 127, times(Const(127, signed(9))), times(lo9)),
+                ),
+            ),
+        )
         for i in range(2):
             t_ld, c_ld = _digit_times(bsrU[i][:3], hU_n[i])
+            if i == 1:
+                t_ld = t_ld1  # the same value as a choice among products (above)
             t_sh, c_sh = _digit_times(Cat(bsrW[i], Const(0, 3))[3:6], hU[i])
             with m.If(wc == 1):
                 m.d.sync += [tw[i].eq(t_ld), cw[i].eq(c_ld)]
