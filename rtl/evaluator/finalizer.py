@@ -1109,10 +1109,10 @@ class Finalizer(wiring.Component):
                 ),
             ),
         )
-        for i in range(2):
-            t_ld, c_ld = _digit_times(bsrU[i][:3], hU_n[i])
-            if i == 1:
-                t_ld = t_ld1  # the same value as a choice among products (above)
+        t_ld0, c_ld0 = _digit_times(bsrU[0][:3], hU_n[0])
+        # (a product's carry is the digit's alone: any value gives d * hU_n[1]'s)
+        loads = [(t_ld0, c_ld0), (t_ld1, _digit_times(code1, y1[:9])[1])]
+        for i, (t_ld, c_ld) in enumerate(loads):
             t_sh, c_sh = _digit_times(Cat(bsrW[i], Const(0, 3))[3:6], hU[i])
             with m.If(wc == 1):
                 m.d.sync += [tw[i].eq(t_ld), cw[i].eq(c_ld)]

@@ -94,8 +94,9 @@ ACTIVITY_LAYOUT = data.StructLayout(
 
 def lane_ctrl_layout() -> data.StructLayout:
     """What every lane receives each cycle (besides its activation and noise digits):
-    the beat (``en``, ``flush``, ``src``, quantized mode's ``qe`` and ``s``), the decoded
-    broadcast weights ``w`` and the noise bank ``bank`` its own digits come from."""
+    the beat (``en``, ``flush``, ``src``, quantized mode's ``qe`` and ``s``) and the
+    decoded broadcast weights ``w`` (the noise bank of its own digits is chosen a cycle
+    earlier, at its input register: ``PassEngine.nd_bank``)."""
     return data.StructLayout(
         {
             "en": 1,
@@ -103,7 +104,6 @@ def lane_ctrl_layout() -> data.StructLayout:
             "src": 1,
             "qe": 1,
             "s": 1,
-            "bank": 1,
             "w": data.ArrayLayout(DIGIT_CTRL, 2),
         }
     )
@@ -303,7 +303,6 @@ class PassEngine(wiring.Component):
             now.en.eq(mac),
             now.flush.eq(flush),
             now.src.eq(cur.u),
-            now.bank.eq(cur.u_bank),
         ]
         if p.mode == "quantized":
             m.d.comb += [now.qe.eq(~cur.u), now.s.eq(cur.rec.s)]
@@ -321,15 +320,19 @@ class PassEngine(wiring.Component):
         for j in range(LATENCY - 1 - self.per_lane):
             pipe.append(Signal(lane_ctrl_layout(), name=f"ctrl{j}"))
             m.d.sync += pipe[-1].eq(pipe[-2])
-        # the lanes' input registers' bank choice, a stage ahead of the controls: a copy
-        # per group of pipe[LATENCY - 2] (pipe[j] is j cycles after the reads)
+        # the lanes' input registers' bank choice, MEM_LATENCY cycles after the reads (a
+        # stage ahead of the controls): shared stages, then a copy per group
+        bank_pipe = [cur.u_bank]
+        for j in range(MEM_LATENCY - 1):
+            bank_pipe.append(Signal(name=f"nd_bank{j}", reset_less=True))
+            m.d.sync += bank_pipe[-1].eq(bank_pipe[-2])
         for g in range(self.copies):
             bank = Signal(
                 name=f"nd_bank_copy{g}",
                 reset_less=True,
                 attrs={REPLICA_ATTR: 1} if self.copies > 1 else {},
             )
-            m.d.sync += bank.eq(pipe[LATENCY - 2].bank)
+            m.d.sync += bank.eq(bank_pipe[-1])
             m.d.comb += self.nd_bank[g].eq(bank)
         outs = []
         for g in range(self.copies):
