@@ -68,7 +68,7 @@ from amaranth.utils import ceil_log2
 
 from ..bram import NO_RW_CHECK, RWWatch
 from .params import BIAS, EvaluatorParams
-from .pass_engine import REPLICA_ATTR
+from .pass_engine import LATENCY, REPLICA_ATTR
 
 __all__ = [
     "KIND_ACT",
@@ -192,10 +192,13 @@ class Finalizer(wiring.Component):
     rec : In(stream.Signature(record_layout(p, addr_bits)))
         Pass records in pass order; a record may come as soon as its pass is flushed.
     caps : In(ArrayLayout(ArrayLayout(signed(acc_bits), 2), lanes))
-        The lanes' captures: valid from the flush of the oldest record's pass until
-        ``consumed``.
+        The lanes' captures: valid from the flush of the oldest record's pass through the
+        ``LATENCY + 1`` cycles after ``consumed`` (:data:`~.pass_engine.LATENCY`: a flush
+        beat changes them ``LATENCY + 1`` cycles after it).
     consumed : Out(1)
-        The captures of the oldest unfinished record have all been taken (a strobe).
+        A strobe: the captures of the oldest unfinished record will all have been taken
+        within ``LATENCY + 1`` cycles (the last take comes ``min(LATENCY, T - 2) + 1``
+        cycles after it, or the cycle after it when its go was not certain sooner).
     n_addr : Out(addr_bits), n_en : Out(1)
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
         The noise banks' read data (both banks, same address), two cycles after the
@@ -348,9 +351,8 @@ class Finalizer(wiring.Component):
         # record FIFO's head into the issue state and the reservations: 15.64 ns, 13.68
         # of it routing).
         go = Signal()
-        m.d.sync += go.eq(
-            (wc == T - 2) & new.valid & ~hazard & (~makes_logits | l_room) & (~makes_term | t_room)
-        )
+        go_if = new.valid & ~hazard & (~makes_logits | l_room) & (~makes_term | t_room)
+        m.d.sync += go.eq((wc == T - 2) & go_if)
 
         # a record's ops: lanes 0..G-1 (of member 2j, then of 2j+1 for a record for both),
         # then likewise its BIAS ops if any
@@ -371,8 +373,27 @@ class Finalizer(wiring.Component):
                         m.d.sync += iss_bias.eq(0)
             with m.Else():
                 m.d.sync += iss_i.eq(iss_i + 1)
-        # the last op of a record that reads captures has taken them at its P window start
-        m.d.comb += self.consumed.eq(go & last_op & last_member & ~iss_bias)
+        # The last op of a record that reads captures takes them at its P window's start
+        # (wc 0, the cycle after its go at wc T - 1). A flush beat changes the captures
+        # LATENCY + 1 cycles after it (pass_engine), so ``consumed`` may come up to LATENCY
+        # cycles before the go: the beat it lets through, a cycle later, lands after the
+        # take. It comes that early if the go is certain then: decided at wc T - 2 - ahead
+        # (>= 0: the window's stage ops, issue state and head are those of the go) from
+        # the go's own conditions, which hold until wc T - 2 (the stage ops, the issue
+        # state and the head change only at the window's end, and the FIFOs' room only
+        # grows); otherwise it comes with the go. At T = 4 a flush waiting for the
+        # captures goes 2 cycles earlier than with the go (each cycle of that wait is
+        # about 3.6 % of a 128-lane digits step: f83f779 added one to LATENCY).
+        last_caps = last_op & last_member & ~iss_bias
+        ahead = min(LATENCY, T - 2)  # cycles before the go (1..LATENCY: T >= 4)
+        early = Signal()  # the go is certain: consumed now (wc T - 1 - ahead)
+        early_done = Signal()  # and not again with the go
+        m.d.sync += early.eq((wc == T - 2 - ahead) & go_if & last_caps)
+        with m.If(early):
+            m.d.sync += early_done.eq(1)
+        with m.If(last_wc):
+            m.d.sync += early_done.eq(0)
+        m.d.comb += self.consumed.eq(early | (go & last_caps & ~early_done))
 
         with m.If(last_wc):
             m.d.sync += [
