@@ -168,6 +168,35 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
         board.check("logits[member, sample, class]", logits, res["logits"])
 
 
+def test_a_u_row_pass_two_after_a_record_does_not_take_the_bank_read_of_its_last_op():
+    """Per-member inputs, rank 16 (T = 16), 2 lanes in one finalizer group: u-row passes
+    q and q + 2 read the same noise bank, and the last STORE op of q's record reads its
+    slot there as it enters P. Had the finalizer released q's captures before that op's
+    go (as it does for a layer pass's record), q + 1's flush, and so q + 2's beats, would
+    come earlier and win the bank's port over that read (the logits differ from golden's)."""
+    rng = np.random.default_rng(20261129)
+    cfg = Config(
+        layers=(4, 3),
+        population=12,
+        rank=16,
+        sigma_shift=7,
+        seed=3816563192,
+        init="random",
+        act_shifts=(0,),
+        margin=77,
+    ).validate()
+    job = EvalJob(cfg, init_state(cfg).weights, 490, member_x=rng.integers(-127, 128, (12, 1, 4)))
+    dut = PopulationEvaluator(
+        lanes=2, max_width=4, max_layers=1, rank=16, group=2, mem_latency=2, noise_buffers=1
+    )
+    res = run_amaranth(job, dut, max_cycles=200_000)
+    assert res["error"] == 0
+    logits, _ = job.expected()
+    Scoreboard("evaluator u-row passes").check(
+        "logits[member, sample, class]", logits, res["logits"]
+    )
+
+
 @pytest.mark.parametrize("noise_buffers", [1, 2])
 def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buffers):
     """``noise_write_lanes`` 3 (a bank written 18 bits at a time, the earlier lanes'

@@ -384,11 +384,18 @@ class Finalizer(wiring.Component):
         # grows); otherwise it comes with the go. At T = 4 a flush waiting for the
         # captures goes 2 cycles earlier than with the go (each cycle of that wait is
         # about 3.6 % of a 128-lane digits step: f83f779 added one to LATENCY).
+        # Only for a layer pass's record (ACT ops): a u-row pass's record (STORE ops,
+        # pass q) is followed by pass q + 1 (the other bank) and then q + 2, which reads
+        # bank q % 2, where the last STORE op reads its slot Ub(q) as it enters P, and
+        # the lanes' reads win the bank's port; the flush of q + 1 at the go keeps q +
+        # 2's reads after that read (released earlier, q + 2's beats overlapped it:
+        # lanes 2, rank 16, per-member inputs).
         last_caps = last_op & last_member & ~iss_bias
         ahead = min(LATENCY, T - 2)  # cycles before the go (1..LATENCY: T >= 4)
         early = Signal()  # the go is certain: consumed now (wc T - 1 - ahead)
         early_done = Signal()  # and not again with the go
-        m.d.sync += early.eq((wc == T - 2 - ahead) & go_if & last_caps)
+        early_ok = last_caps & (new.kind == KIND_ACT)
+        m.d.sync += early.eq((wc == T - 2 - ahead) & go_if & early_ok)
         with m.If(early):
             m.d.sync += early_done.eq(1)
         with m.If(last_wc):
