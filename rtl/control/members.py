@@ -168,7 +168,8 @@ class MemberReader(wiring.Component):
     Interface attributes
     --------------------
     start : In(1)
-        Strobe: stream every word of a run (inputs stable until ``busy`` falls).
+        Strobe: stream every word of a run (inputs stable until ``busy`` falls), taken
+        through a register (the run begins the cycle after; ``busy`` covers it).
     population : In(13), batch : In(16), n_in : In(width_bits)
     stride : In(addr_bits)
         ``batch * n_in`` (MemberSizes).
@@ -259,8 +260,18 @@ class MemberReader(wiring.Component):
 
         final = Signal()  # the word in OUT is the run's last
 
+        # the start strobe through a register: it comes from the controller, and its
+        # restart of every counter had been the 128-lane ULX3S build's critical path
+        # (the controller's ev_start into first_pair's enables, 10.41 ns, 8.47 of it
+        # routing, at 2aad916, seed 1). In the cycle it is high the old run's state
+        # offers no word (the restart takes precedence at the cycle's end).
+        start = Signal()
+        m.d.sync += start.eq(self.start)
+        with m.If(start):
+            m.d.comb += self.busy.eq(1)
+
         def restart():  # a start in any state begins a new run
-            with m.If(self.start):
+            with m.If(start):
                 m.d.sync += [
                     first_pair.eq(0),
                     rnd_base.eq(0),
@@ -332,8 +343,8 @@ class MemberReader(wiring.Component):
             # first_pair's and rnd_base's enables: 21 of the 128-lane ULX3S build's
             # endpoints past 10 ns at 69d2892, seed 2, 11.29 ns, 9.35 of it routing)
             with _state(m, "OUT", restart):
-                m.d.comb += [self.busy.eq(1), self.inp.valid.eq(1)]
-                with m.If(self.inp.ready):
+                m.d.comb += [self.busy.eq(1), self.inp.valid.eq(~start)]
+                with m.If(self.inp.ready & ~start):
                     with m.If(final):
                         m.next = "IDLE"
                     with m.Else():

@@ -318,6 +318,15 @@ class Sequencer(wiring.Component):
             m.d.sync += [c_left.eq(Mux(c_left > L, c_left - L, 0)), rounds.eq(rounds + 1)]
         m.d.comb += [self.rounds.eq(rounds), self.first_pair.eq(first_pair)]
 
+        # whether cl is the last layer and whether the rounds are counted: flags a cycle
+        # behind their operands (cl changes as PH_CFG_DIV begins, c_left from PH_CHECK on:
+        # PH_CFG_NEXT comes two cycles or more after PH_CHECK, and a stale c_left_zero
+        # only makes it wait a cycle more), not compares before the phase and
+        # load_start (cl's compare into load_start was the 128-lane ULX3S build's
+        # critical path at 2aad916, seed 2: 11.59 ns, 8.61 of it routing)
+        cl_last = Signal()
+        c_left_zero = Signal()
+        m.d.sync += [cl_last.eq(cl + 1 == nl), c_left_zero.eq(c_left == 0)]
         m.d.sync += self.load_start.eq(0)  # a strobe (set below)
         with m.If(self.bad_label):
             m.d.sync += self.error[8].eq(1)
@@ -395,11 +404,11 @@ class Sequencer(wiring.Component):
                     if not QUANT:
                         m.d.sync += c_fa.eq(fa)
             with m.Case(PH_CFG_NEXT):
-                with m.If(cl + 1 == nl):
+                with m.If(cl_last):
                     m.d.sync += self.noise_needed.eq(c_fa)
                     with m.If(c_fa_over):
                         m.d.sync += [self.error[7].eq(1), phase.eq(PH_END)]
-                    with m.Elif(c_left == 0):  # the rounds are counted
+                    with m.Elif(c_left_zero):  # the rounds are counted
                         m.d.sync += [phase.eq(PH_ROUND), self.load_start.eq(1)]
                 with m.Else():
                     m.d.sync += [
