@@ -1058,14 +1058,23 @@ class Finalizer(wiring.Component):
         m.d.sync += y[1].eq(shifted)
         h = [sig(signed(uw), f"h{i}") for i in range(2)]
         lo = Mux(lastU, -127, 0)
+        # y1's bounds, compared as y1 takes the shifter's output (at wc 0 for its read at
+        # wc 1: the op in U, and so lo, is the same in both): y1 through the compares
+        # into h1 was the 128-lane ULX3S build's critical path at e059f3a (seed 1,
+        # 10.05 ns, 7.05 of it routing)
+        y1_hi = sig(1, "y1_hi")  # y1 > 127
+        y1_lo = sig(1, "y1_lo")  # y1 < lo
+        m.d.sync += [y1_hi.eq(shifted > 127), y1_lo.eq(shifted < lo)]
 
-        def saturate(v):  # STORE ops: v itself
-            return Mux(storeU, v, Mux(v > 127, 127, Mux(v < lo, lo, v)))
+        def saturate(v, hi=None, low=None):  # STORE ops: v itself
+            hi = v > 127 if hi is None else hi
+            low = v < lo if low is None else low
+            return Mux(storeU, v, Mux(hi, 127, Mux(low, lo, v)))
 
         # each value saturated by its own compares, no choice by the window count before
         # them (the choice of y0 or y1 by wc, then the compares, into h0 was the 128-lane
         # evaluator's critical path at 045385e and 5d8c66b: 14.19 and 13.42 ns, 6 levels)
-        sat = [saturate(y[i]) for i in range(2)]
+        sat = [saturate(y[0]), saturate(y[1], y1_hi, y1_lo)]
         # h0 and h1 load in wc 0 and 1 whatever the op (an invalid op's values are never
         # read: every write and output is gated by the op's validity, and the next op
         # loads them before its first read), enabled by flip-flops set a cycle ahead: no
@@ -1131,9 +1140,9 @@ class Finalizer(wiring.Component):
                 opU.rec.bias_row1,
                 times(Const(BIAS, signed(9))),
                 Mux(
-                    storeU | ((y1 <= 127) & ~(y1 < lo)),
+                    storeU | (~y1_hi & ~y1_lo),
                     times(y1[:9].as_signed()),
-                    Mux(y1 > 127, times(Const(127, signed(9))), times(lo9)),
+                    Mux(y1_hi, times(Const(127, signed(9))), times(lo9)),
                 ),
             ),
         )

@@ -102,7 +102,7 @@ def vote_cycles(
     """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
     the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
 
-        53 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
+        54 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
 
     with ``T = out * ceil(fan / lanes) * rank`` a pair's computation (one ``(o, kb, c)``
     per cycle), ``X = max(0, fan * Wb - 15)`` the part of a pair's ``B`` fill that the
@@ -111,13 +111,13 @@ def vote_cycles(
     ``j + 1`` (two keyer requests, 15 cycles each, and the ``B`` fill) is fetched while
     pair ``j`` is computed, so a pair takes ``T + 2`` cycles when its computation is the
     longer, ``X + 32`` when the fetch is; the first pair's fetch (and, for ``Wb > 2``, its
-    first row of ``A``) is not hidden; 53 covers the run key, the first fetch, the start
+    first row of ``A``) is not hidden; 54 covers the run key, the first fetch, the start
     and the pipeline.
     """
     wb = max(1, rank // (8 if digits == "binomial" else 4))
     t = out * -(-fan // lanes) * rank
     x = max(0, fan * wb - 15)
-    return 53 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
+    return 54 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
 
 
 def times_digit(x, d):
@@ -182,7 +182,7 @@ class VoteAccumulator(wiring.Component):
         of three cycles before (latency 3: the block RAM's read register, its output
         register, a fabric register).
 
-    Timing: :func:`vote_cycles`, ``53 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
+    Timing: :func:`vote_cycles`, ``54 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
     2, X + 32)`` cycles from ``start`` to ``done``, ``T = out * ceil(fan / lanes) * rank``
     (one ``(o, kb, c)`` per cycle while computing), ``X = max(0, fan * Wb - 15)`` (``Wb``
     cycles per row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform).
@@ -575,6 +575,15 @@ class VoteAccumulator(wiring.Component):
             m.d.sync += a_loaded.eq(1)
         with m.If(issue & need_a & last_o):
             m.d.sync += a_done.eq(1)
+        # the pipeline empty, a flag a cycle behind its stages' valid flags: FINISH follows
+        # the last issue (computing still high in that cycle, so the flag is low as FINISH
+        # begins) and nothing enters the pipeline in FINISH. The valid flags through the
+        # state into busy were the 128-lane ULX3S build's critical path at e059f3a (seed
+        # 2, 10.09 ns, 8.62 of it routing); FINISH takes a cycle more.
+        drained = Signal()
+        m.d.sync += drained.eq(
+            ~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid & ~s4_valid
+        )
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
@@ -628,7 +637,7 @@ class VoteAccumulator(wiring.Component):
                         m.d.sync += j.eq(j + 1)
                         m.next = "WAIT"
             with m.State("FINISH"):
-                with m.If(~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid & ~s4_valid):
+                with m.If(drained):
                     m.d.sync += busy.eq(0)
                     m.d.comb += self.done.eq(1)
                     m.next = "IDLE"
