@@ -197,8 +197,9 @@ class Finalizer(wiring.Component):
         beat changes them ``LATENCY + 1`` cycles after it).
     consumed : Out(1)
         A strobe: the captures of the oldest unfinished record will all have been taken
-        within ``LATENCY + 1`` cycles (the last take comes ``min(LATENCY, T - 2) + 1``
-        cycles after it, or the cycle after it when its go was not certain sooner).
+        within ``LATENCY + 1`` cycles: for a layer pass's record the last take comes
+        ``min(LATENCY, T - 2) + 1`` cycles after it when its go was certain that early,
+        otherwise (and for a u-row pass's record always) the cycle after it.
     n_addr : Out(addr_bits), n_en : Out(1)
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
         The noise banks' read data (both banks, same address), two cycles after the
@@ -1066,15 +1067,13 @@ class Finalizer(wiring.Component):
         y1_lo = sig(1, "y1_lo")  # y1 < lo
         m.d.sync += [y1_hi.eq(shifted > 127), y1_lo.eq(shifted < lo)]
 
-        def saturate(v, hi=None, low=None):  # STORE ops: v itself
-            hi = v > 127 if hi is None else hi
-            low = v < lo if low is None else low
+        def saturate(v, hi, low):  # hi: v > 127, low: v < lo; STORE ops: v itself
             return Mux(storeU, v, Mux(hi, 127, Mux(low, lo, v)))
 
         # each value saturated by its own compares, no choice by the window count before
         # them (the choice of y0 or y1 by wc, then the compares, into h0 was the 128-lane
         # evaluator's critical path at 045385e and 5d8c66b: 14.19 and 13.42 ns, 6 levels)
-        sat = [saturate(y[0]), saturate(y[1], y1_hi, y1_lo)]
+        sat = [saturate(y[0], y[0] > 127, y[0] < lo), saturate(y[1], y1_hi, y1_lo)]
         # h0 and h1 load in wc 0 and 1 whatever the op (an invalid op's values are never
         # read: every write and output is gated by the op's validity, and the next op
         # loads them before its first read), enabled by flip-flops set a cycle ahead: no
