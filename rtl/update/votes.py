@@ -102,7 +102,7 @@ def vote_cycles(
     """Cycles of one :class:`VoteAccumulator` run: ``done`` is high this many cycles after
     the ``start`` cycle (validated by simulation in tests/test_rtl_update.py)::
 
-        54 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
+        55 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T + 2, X + 32)
 
     with ``T = out * ceil(fan / lanes) * rank`` a pair's computation (one ``(o, kb, c)``
     per cycle), ``X = max(0, fan * Wb - 15)`` the part of a pair's ``B`` fill that the
@@ -111,13 +111,13 @@ def vote_cycles(
     ``j + 1`` (two keyer requests, 15 cycles each, and the ``B`` fill) is fetched while
     pair ``j`` is computed, so a pair takes ``T + 2`` cycles when its computation is the
     longer, ``X + 32`` when the fetch is; the first pair's fetch (and, for ``Wb > 2``, its
-    first row of ``A``) is not hidden; 54 covers the run key, the first fetch, the start
-    and the pipeline.
+    first row of ``A``) is not hidden; 55 covers the range check, the run key, the first
+    fetch, the start and the pipeline.
     """
     wb = max(1, rank // (8 if digits == "binomial" else 4))
     t = out * -(-fan // lanes) * rank
     x = max(0, fan * wb - 15)
-    return 54 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
+    return 55 + x + max(0, wb - 2) + t + (pairs - 1) * max(t + 2, x + 32)
 
 
 def times_digit(x, d):
@@ -167,7 +167,8 @@ class VoteAccumulator(wiring.Component):
     sigma_shift : In(4)
         Quantized mode: ``f = log4(rank) + sigma_shift``, 0..8. Ignored in low-rank mode.
     busy : Out(1)
-        From the cycle after an accepted ``start`` until ``done``.
+        From the cycle after ``start`` until ``done`` (one cycle, the range check, for a
+        refused start).
     done : Out(1)
         One-cycle strobe: ``Z`` is complete (or the start was refused, ``error``).
     error : Out(1)
@@ -182,7 +183,7 @@ class VoteAccumulator(wiring.Component):
         of three cycles before (latency 3: the block RAM's read register, its output
         register, a fabric register).
 
-    Timing: :func:`vote_cycles`, ``54 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
+    Timing: :func:`vote_cycles`, ``55 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
     2, X + 32)`` cycles from ``start`` to ``done``, ``T = out * ceil(fan / lanes) * rank``
     (one ``(o, kb, c)`` per cycle while computing), ``X = max(0, fan * Wb - 15)`` (``Wb``
     cycles per row of ``B`` from the stream core: 1 up to rank 8 binomial / 4 uniform).
@@ -584,16 +585,27 @@ class VoteAccumulator(wiring.Component):
         m.d.sync += drained.eq(
             ~computing & ~s1_valid & ~s1b_valid & ~s2_valid & ~s3_valid & ~s4_valid
         )
+        # the range checks through a register: the run's inputs are steady from its start
+        # strobe on (the layer's widths are loaded a cycle before it), so CHECK, the
+        # cycle after the strobe, decides from the register. The checks, the start and
+        # the prefetch's first go in one cycle were 4 of the 128-lane ULX3S build's 13
+        # endpoints past 10 ns at 5b051d8 (seed 1, 10.39 ns, 8.19 of it routing).
+        bad_r = Signal()
+        m.d.sync += bad_r.eq(bad)
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += self.error.eq(bad)
-                    with m.If(bad):
-                        m.next = "REFUSED"
-                    with m.Else():
-                        m.d.sync += [busy.eq(1), j.eq(0), jn.eq(0), reseed.eq(1)]
-                        m.d.comb += pf_go.eq(1)
-                        m.next = "WAIT"
+                    m.d.sync += busy.eq(1)
+                    m.next = "CHECK"
+            with m.State("CHECK"):
+                m.d.sync += self.error.eq(bad_r)
+                with m.If(bad_r):
+                    m.d.sync += busy.eq(0)
+                    m.next = "REFUSED"
+                with m.Else():
+                    m.d.sync += [j.eq(0), jn.eq(0), reseed.eq(1)]
+                    m.d.comb += pf_go.eq(1)
+                    m.next = "WAIT"
             with m.State("REFUSED"):
                 m.d.comb += self.done.eq(1)
                 m.next = "IDLE"
