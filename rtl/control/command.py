@@ -20,7 +20,8 @@ a score ``score_bits`` sign-extended). Writes (registers and memories), memory r
 word is dropped (the next word is read as a header).
 
 Throughput: one command or data word per cycle on writes; five cycles per word read from
-a memory (address, two waits, data, response beat), more under back-pressure.
+a memory (address, two waits, data, response beat), three per register read (the
+register file's two-cycle read, the response beat), more under back-pressure.
 """
 
 from __future__ import annotations
@@ -50,7 +51,7 @@ class CommandDecoder(wiring.Component):
         The accelerator runs: writes, memory reads and RUN wait.
     reg_waddr : Out(8), reg_wdata : Out(32), reg_wen : Out(1)
     reg_raddr : Out(8), reg_rdata : In(32)
-        Register file ports (read combinational).
+        Register file ports (read latency 2: ``reg_raddr`` holds from the RREG header on).
     mem_sel : Out(4), mem_addr : Out(24), mem_wdata : Out(32), mem_wen : Out(1),
     mem_ren : Out(1), mem_rdata : In(32)
         Host memory port; ``mem_rdata`` is sampled three cycles after ``mem_ren`` (the
@@ -128,7 +129,13 @@ class CommandDecoder(wiring.Component):
                 m.d.comb += [self.cmd.ready.eq(~self.busy), self.reg_wen.eq(take)]
                 with m.If(take):
                     m.next = "HEAD"
+            # the register file's read takes two cycles (its latency), head holding the
+            # address
             with m.State("RREG"):
+                m.next = "RREG_1"
+            with m.State("RREG_1"):
+                m.next = "RREG_SEND"
+            with m.State("RREG_SEND"):
                 m.d.comb += [self.rsp.valid.eq(1), self.rsp.payload.eq(self.reg_rdata)]
                 with m.If(self.rsp.ready):
                     m.next = "HEAD"

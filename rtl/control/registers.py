@@ -91,7 +91,9 @@ class RegisterFile(wiring.Component):
         005e676, seed 1, 10.80 ns). A command decoder's next command comes a cycle or
         more after a write, so a read or a run after a write sees the value.
     r_addr : In(8), r_data : Out(32)
-        A host read, combinational (unmapped addresses read 0).
+        A host read, latency 2: two cycles after a cycle with ``r_addr = a`` (held for
+        the next cycle too), ``r_data`` holds the value register ``a`` had in that
+        cycle (unmapped addresses read 0).
     <name> : Out(width) for each ``rw`` register; In(width) for each ``ro`` one (``id``
         excepted, a constant).
     step_wr : In(1), step_next : In(16)
@@ -131,9 +133,31 @@ class RegisterFile(wiring.Component):
             if r.name == "step":
                 with m.If(self.step_wr):
                     m.d.sync += reg.eq(self.step_next)
-        with m.Switch(self.r_addr):
-            for r in self.regs:
-                with m.Case(r.addr):
-                    value = r.reset if r.name == "id" else getattr(self, r.name)
-                    m.d.comb += self.r_data.eq(value)
+        # the read in two registered stages: the registers of each address row (the
+        # address's high nibble) by its low nibble, then the row. The whole selection in
+        # one cycle, from the command decoder's head into the response register, was the
+        # 128-lane ULX3S build's critical path at 6796aae (seed 1, 10.21 ns, 8.03 of it
+        # routing, 7 levels): the registers sit by their blocks, across the die.
+        rows = {}
+        for r in self.regs:
+            rows.setdefault(r.addr >> 4, []).append(r)
+        row_data = {}
+        for hi, regs in rows.items():
+            q = Signal(32, name=f"r_row{hi}")
+            row_data[hi] = q
+            with m.Switch(self.r_addr[:4]):
+                for r in regs:
+                    with m.Case(r.addr & 0xF):
+                        value = r.reset if r.name == "id" else getattr(self, r.name)
+                        m.d.sync += q.eq(value)
+                with m.Default():
+                    m.d.sync += q.eq(0)
+        r_data = Signal(32)
+        m.d.comb += self.r_data.eq(r_data)
+        with m.Switch(self.r_addr[4:]):
+            for hi, q in row_data.items():
+                with m.Case(hi):
+                    m.d.sync += r_data.eq(q)
+            with m.Default():
+                m.d.sync += r_data.eq(0)
         return m
