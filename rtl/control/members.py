@@ -432,6 +432,10 @@ class LogitWriter(wiring.Component):
         ptr = Array(Signal(ab, name=f"ptr{q}") for q in range(n_keys))
         key = Cat(beat.s, beat.i)
         cur_fp = Signal(len(beat.first_pair))
+        # cur_fp + 1, a register beside it: ADVANCE's compare is then an equality of
+        # registers (the sum and its compare into acc's enable: 10.02 ns in the 128-lane
+        # ULX3S build at 6796aae, seed 2)
+        cur_fp1 = Signal(len(beat.first_pair) + 1)
         rnd_base = Signal(ab)  # cur_fp * 2 * stride
         group_step = Signal(ab)  # 2 * group * stride
         acc = Signal(ab)
@@ -458,7 +462,7 @@ class LogitWriter(wiring.Component):
 
         def restart():  # a start in any state begins a new evaluation
             with m.If(start):
-                m.d.sync += [cur_fp.eq(0), rnd_base.eq(0), acc.eq(0), q.eq(0)]
+                m.d.sync += [cur_fp.eq(0), cur_fp1.eq(1), rnd_base.eq(0), acc.eq(0), q.eq(0)]
                 m.next = "INIT"
 
         with m.FSM():
@@ -473,8 +477,12 @@ class LogitWriter(wiring.Component):
                     m.next = "TAKE"
             with _state(m, "ADVANCE", restart):  # to the beat's round, a pair a cycle
                 m.d.comb += fsm_busy.eq(1)
-                m.d.sync += [cur_fp.eq(cur_fp + 1), rnd_base.eq(rnd_base + two_s)]
-                with m.If(cur_fp + 1 == beat.first_pair):
+                m.d.sync += [
+                    cur_fp.eq(cur_fp1),
+                    cur_fp1.eq(cur_fp1 + 1),
+                    rnd_base.eq(rnd_base + two_s),
+                ]
+                with m.If(cur_fp1 == beat.first_pair):
                     m.d.sync += [acc.eq(rnd_base + two_s), q.eq(0)]
                     m.next = "INIT"
             with _state(m, "TAKE", restart):  # a beat: its pointer, read into a0
