@@ -37,7 +37,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, ResetInserter, Signal
 from amaranth.lib import memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -49,6 +49,7 @@ from .control.init import InitWriter
 from .control.members import LogitWriter, MemberReader, MemberSizes
 from .control.registers import RegisterFile
 from .evaluator.evaluator import PopulationEvaluator
+from .link.pipe import StreamRegister
 from .params import check_int
 from .reset import add_with_reset_leaves
 from .update.apply import WeightUpdater
@@ -266,6 +267,16 @@ class Accelerator(wiring.Component):
             lanes=p.lanes, addr_bits=x_bits, width_bits=p.width_bits + 1, mem_latency=lat
         )
         wr = LogitWriter(p, addr_bits=y_bits)
+        # the reader's words reach the evaluator's input loader through a register stage
+        # (valid, payload and ready from flip-flops), emptied by the evaluation's start:
+        # the reader's state through the loader's handshake into its phase crosses the
+        # die (the 128-lane ULX3S build's critical path at dace236, seed 2, 10.63 ns,
+        # 8.52 of it routing). The stage passes a word every other cycle; the reader
+        # offers one every lanes + 2 cycles or more (one read per lane). The start's
+        # clear is defensive: a run's words are all taken before its evaluation ends,
+        # so no word is left for the next run (the accelerator's reset clears it too).
+        inp_clear = Signal()
+        inp_reg = ResetInserter(inp_clear)(StreamRegister(8 * p.lanes))
         add_with_reset_leaves(
             m,
             self.reset,
@@ -280,11 +291,14 @@ class Accelerator(wiring.Component):
             sizes=sz,
             reader=rd,
             writer=wr,
+            inp_reg=inp_reg,
         )
 
         wiring.connect(m, wiring.flipped(self.cmd), dec.cmd)
         wiring.connect(m, dec.rsp, wiring.flipped(self.rsp))
-        wiring.connect(m, rd.inp, ev.inp)
+        wiring.connect(m, rd.inp, inp_reg.i)
+        wiring.connect(m, inp_reg.o, ev.inp)
+        m.d.comb += inp_clear.eq(ctl.ev_start)
         wiring.connect(m, ev.logits, wr.logits)
         # phase == k as the controller's one-hot flip-flops (ph[k]): each memory port's
         # multiplexer starts from one register per choice, not from a decode of phase
