@@ -98,6 +98,17 @@ def test_register_writes_read_back_truncated_to_their_width_and_id_is_constant()
     assert got == [0x123, 0xDEADBEEF, 70, ID_VALUE, 32]
 
 
+def test_unmapped_register_addresses_read_zero_in_a_mapped_row_and_an_empty_one():
+    """Reads of 0x2F (row 2 holds act_shift and shared), 0x40 and 0xFF (rows with no
+    register), each after a read of a non-zero register (0x2F after ``shared``, 1, of
+    its own row): 0, not the last value read."""
+    words = [*_wreg("seed", 0xDEADBEEF)]
+    for before, addr in (("shared", 0x2F), ("seed", 0x40), ("seed", 0xFF)):
+        words += [*_rreg(before), (Op.RREG.value << 28) | addr]
+    got, _ = _Bench().run(words, 6)
+    assert got == [1, 0, 0xDEADBEEF, 0, 0xDEADBEEF, 0]
+
+
 def test_memory_block_write_then_read_back():
     data = [(i * 0x01010101) ^ 0x5A for i in range(7)]
     words = [(Op.WMEM.value << 28) | 5, len(data), *data]
