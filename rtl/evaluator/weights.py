@@ -17,6 +17,7 @@ from amaranth.lib.wiring import In, Out
 __all__ = ["WeightStreamer", "pass_layout"]
 
 DIGITS_PER_WORD = 5
+QUEUE_DEPTH = 4  # rows per cursor side queue (the all_ready comment in WeightStreamer)
 
 
 def pass_layout(addr_bits: int, n_bits: int) -> data.StructLayout:
@@ -202,20 +203,24 @@ class WeightStreamer(wiring.Component):
         qs = []
         for i in range(2):
             for side in ("f", "r"):
-                q = fifo.SyncFIFO(width=row_layout.size, depth=2)
+                q = fifo.SyncFIFO(width=row_layout.size, depth=QUEUE_DEPTH)
                 m.submodules[f"{side}cmd{i}"] = q
                 qs.append((i, side, q))
         p = self.cmd.payload
-        # all_ready == every queue's w_rdy (level != 2), as a flip-flop: each queue's level
-        # after this cycle's push and pop, compared a cycle ahead. The queues' level
-        # compares (the four queues beside the cursors) were the deepest inputs of the
-        # sequencer's emit enables (128-lane ULX3S build at 005e676, seed 1)
+        # all_ready: every queue has room for this cycle's push, a flip-flop from the
+        # levels of the cycle before alone (level <= depth - 2 then: at most one push
+        # since). The queues' level compares (the four queues beside the cursors) were
+        # the deepest inputs of the sequencer's emit enables (128-lane ULX3S build at
+        # 005e676, seed 1); the levels after this cycle's push and pop, compared a cycle
+        # ahead, put the sequencer's phase through the push and the cursors' flags
+        # through the pops into this flip-flop (the 128-lane ECP5 evaluator's critical
+        # path at dace236, 9.70 ns, 7.47 of it routing). Depth 4, so that the queues
+        # refuse no command that depth-2 queues with the exact level would take (level
+        # <= 1 after a cycle needs level <= 2 before it): the same cycle counts as
+        # before on ten random evaluator jobs.
         all_ready = Signal(init=1)
         m.d.comb += self.cmd.ready.eq(all_ready)
-        push = self.cmd.valid & all_ready
-        m.d.sync += all_ready.eq(
-            Cat((q.level + push - (q.r_en & q.r_rdy)) != q.depth for _, _, q in qs).all()
-        )
+        m.d.sync += all_ready.eq(Cat(q.level <= q.depth - 2 for _, _, q in qs).all())
         for i, side, q in qs:
             row = Signal(row_layout, name=f"row_{side}{i}")
             m.d.comb += [
