@@ -742,25 +742,23 @@ class Finalizer(wiring.Component):
         sl_P2 = rt.shifts[opP2.rec.layer]
         rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
         # the S stage's shift amount in each cycle of the window (a group's own, with
-        # more than one), registered: computed a cycle ahead from the next wc and the ops the
-        # stages will hold, so that each group's barrel shifter starts at a flip-flop
-        # instead of the shared decode of wc and the ops (the 128-lane ULX3S build's
-        # critical path at 804b083 ran from wc through it across several groups)
-        kindS_n = Mux(last_wc, opP2.kind, opS.kind)
-        kindU_n = Mux(last_wc, opS.kind, opU.kind)
-        sl_n = rt.shifts[Mux(last_wc, opP2.rec.layer, opS.rec.layer)]
-        slU_n = rt.shifts[Mux(last_wc, opS.rec.layer, opU.rec.layer)]
+        # more than one), registered: computed a cycle ahead, so that each group's barrel
+        # shifter starts at a flip-flop instead of the shared decode of wc and the ops
+        # (the 128-lane ULX3S build's critical path at 804b083 ran from wc through it
+        # across several groups). Count 1 and 2 shift by k; count 3 by the S op's s_l;
+        # the others (0 and 4..T-1) by the U op's s_l; a STORE by 0. Each op's s_l (0
+        # for a STORE) is a register that moves with it: the P2 op's from its fields a
+        # cycle after it arrives, into the S op's and the U op's at the window's end, so
+        # that only the count chooses between registers here (the choice of ops by the
+        # window's end, the layer's shift and the STORE test a cycle ahead had 11 of the
+        # 128-lane ULX3S build's 135 endpoints past 9.3 ns at dace236, seed 2, 10.02 ns)
+        sl_of = [Signal(4, name=f"sl_{st}{sfx}", reset_less=True) for st in ("P2", "S", "U")]
+        m.d.sync += sl_of[0].eq(Mux(opP2.kind == KIND_STORE, 0, rt.shifts[opP2.rec.layer]))
+        with m.If(last_wc):
+            m.d.sync += [sl_of[1].eq(sl_of[0]), sl_of[2].eq(sl_of[1])]
         amt = Signal(4, name=f"shift_amt{sfx}")  # act_shifts and pert_shift are 4 bits
         m.d.sync += amt.eq(
-            Mux(
-                (wc_n == 1) | (wc_n == 2),
-                kk,
-                Mux(
-                    wc_n == 3,
-                    Mux(kindS_n == KIND_STORE, 0, sl_n),
-                    Mux(kindU_n == KIND_STORE, 0, slU_n),
-                ),
-            )
+            Mux((wc == 0) | (wc == 1), kk, Mux((wc == 2) | last_wc, sl_of[1], sl_of[2]))
         )
         c.rk, c.rs_P2, c.amt = rk, rs_P2, amt
         return c
