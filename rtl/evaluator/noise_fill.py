@@ -205,7 +205,33 @@ class NoiseFill(wiring.Component):
         f_addr = Signal(self.addr_bits)
         writing = Signal()  # the write buffer holds a pair
         w_last = Signal()  # ... the layer's last
-        last_layer = layer + 1 == self.n_layers
+        # The take's decision starts at flip-flops: whether a_rows, b_rows and t_rows
+        # are non-zero are flags. a_nz is set on a take from the count's compare with 1
+        # (beside the take's logic). b_nz and t_nz hold from the layer's start to its
+        # last take, and no take comes after that before the next layer's start (the
+        # pair is ready until it moves, and the move starts the next layer or ends the
+        # F phase); b_rows is t_rows in a layer that is not the last (B_{l+1} has a row
+        # per row the layer takes) and 0 in the last.
+        # What the move to the next layer loads (its width, + 1, whether it is the
+        # last, whether the lane is) is registered a cycle behind `layer` and `lane`,
+        # which change two cycles or more before the next move reads them (a layer's
+        # first pair is taken after its x0 loads).
+        # The counts' compares into the take, and the next layer's width, its + 1 and
+        # the compares into the counts' loads, reached b_rows at 10.49 ns and t_rows at
+        # 9.94 (the 128-lane ULX3S build at dace236, seed 2).
+        a_nz, b_nz, t_nz = Signal(), Signal(), Signal()
+        last_layer = Signal()  # layer + 1 == n_layers
+        last_lane = Signal()  # lane + 1 == lanes_active
+        nx_outs = Signal(self.width_bits)  # widths[layer + 2]
+        nx_outs1 = Signal(self.width_bits + 1)  # widths[layer + 2] + 1
+        nx_last = Signal()  # layer + 2 == n_layers
+        m.d.sync += [
+            last_layer.eq(layer + 1 == self.n_layers),
+            last_lane.eq(lane + 1 == self.lanes_active),
+            nx_outs.eq(self.widths[layer + 2]),
+            nx_outs1.eq(self.widths[layer + 2] + 1),
+            nx_last.eq(layer + 2 == self.n_layers),
+        ]
 
         def start_lane(mm):
             mm.d.sync += [
@@ -216,15 +242,19 @@ class NoiseFill(wiring.Component):
                 layer.eq(0),
             ]
 
-        def start_layer(mm, lay, outs, is_last):
-            # A_l has `outs` rows; B_{l+1} has outs + 1 unless the layer is the last
+        def start_layer(mm, lay, outs, outs1, is_last):
+            # A_l has `outs` rows; B_{l+1} has outs + 1 (`outs1`) unless the layer is
+            # the last
             mm.d.sync += [
                 phase_u.eq(0),
                 phase_f.eq(1),
                 layer.eq(lay),
                 a_rows.eq(outs),
-                b_rows.eq(Mux(is_last, 0, outs + 1)),
-                t_rows.eq(Mux(is_last, outs, outs + 1)),
+                b_rows.eq(Mux(is_last, 0, outs1)),
+                t_rows.eq(Mux(is_last, outs, outs1)),
+                a_nz.eq(outs != 0),
+                b_nz.eq(~is_last),
+                t_nz.eq(~is_last | (outs != 0)),
                 row_i.eq(0),
                 need_a.eq(1),
                 need_b.eq(~is_last),
@@ -269,16 +299,16 @@ class NoiseFill(wiring.Component):
             with m.If(k == n0):
                 # the bias row is the last of B_0; f_base follows the Ub slots
                 m.d.sync += f_addr.eq(ub_base + self.u_cols)
-                start_layer(m, 0, self.widths[1], self.n_layers == 1)
+                start_layer(m, 0, self.widths[1], self.widths[1] + 1, self.n_layers == 1)
 
         # ---- F phase: take rows 2t, 2t+1 of A and B (absent rows are zero)
-        need_row_a = a_rows != 0
-        need_row_b = b_rows != 0
+        need_row_a = a_nz
+        need_row_b = b_nz
         take_ok = (
             busy
             & phase_f
             & ~pair_ready
-            & (t_rows != 0)
+            & t_nz
             & ~need_a
             & ~need_b
             & (~need_row_a | core_a.o.valid)
@@ -297,6 +327,8 @@ class NoiseFill(wiring.Component):
                 t_rows.eq(t_rows - 1),
                 row_i.eq(~row_i),
             ]
+            with m.If(need_row_a):
+                m.d.sync += a_nz.eq(a_rows != 1)
             with m.If((row_i == 1) | (t_rows == 1)):
                 m.d.sync += [pair_ready.eq(1), pair_last.eq(t_rows == 1), row_i.eq(0)]
                 with m.If(row_i == 0):  # a lone last row: the second row is zero
@@ -329,13 +361,13 @@ class NoiseFill(wiring.Component):
             ]
             with m.If(pair_last):  # the layer's rows are all taken: on to the next
                 with m.If(last_layer):
-                    with m.If(lane + 1 == self.lanes_active):
+                    with m.If(last_lane):
                         m.d.sync += phase_f.eq(0)
                     with m.Else():
                         m.d.sync += lane.eq(lane + 1)
                         start_lane(m)
                 with m.Else():
-                    start_layer(m, layer + 1, self.widths[layer + 2], layer + 2 == self.n_layers)
+                    start_layer(m, layer + 1, nx_outs, nx_outs1, nx_last)
         # done when the last pair of the last lane is written
         with m.If(f_write & (c == r - 1) & w_last & ~phase_f & ~phase_u & ~move):
             m.d.sync += busy.eq(0)
