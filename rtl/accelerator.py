@@ -614,14 +614,17 @@ class Accelerator(wiring.Component):
         # (only while idle, so never in a cycle the evaluator reads): single-port RAMs,
         # the UP5K's SPRAM when large, the ECP5's block RAMs with their output register
         # when mem_latency >= 2 (rtl/bram.py: the 45-block sample memory's read
-        # multiplexer then starts from flip-flops)
+        # multiplexer then starts from flip-flops), that multiplexer split by a
+        # register when mem_latency >= 3 (from the output registers through the 45 to 1
+        # multiplexer into the register after it: the critical path of the 128-lane
+        # ULX3S build at dace236, seed 1, 9.79 ns)
         sprams = 0
         for name, width, addr, dout in (
             ("samples", 8, ev.s_addr, ev.s_data),
             ("labels", 16, ev.l_addr, ev.l_data),
             ("batch", 16, ev.b_addr + ctl.batch_base, ev.b_data),
         ):
-            ram = SinglePortRAM(width, self.depths[name], latency=min(lat, 2))
+            ram = SinglePortRAM(width, self.depths[name], latency=min(lat, 3))
             m.submodules[f"mem_{name}"] = ram
             sprams += ram.sprams(platform)
             m.d.comb += [

@@ -185,13 +185,23 @@ def dp16kd_blocks(width: int, depth: int) -> tuple[int, int, int]:
     return best
 
 
-def dp16kd_rows(m: Module, width: int, depth: int, w, r_addr, r_en, r_data) -> None:
+MUX_GROUP = 8  # rows per first-stage multiplexer of a split read (dp16kd_rows)
+
+
+def dp16kd_rows(
+    m: Module, width: int, depth: int, w, r_addr, r_en, r_data, *, split: bool = False
+) -> None:
     """``depth`` words of ``width`` bits in ``DP16KD`` blocks (:func:`dp16kd_blocks`),
     port A writing ``w = (addr, data, en)`` (the enable decoded from the address's upper
     bits), port B reading ``r_addr`` into its output register, both of its registers
     enabled by ``r_en``. ``r_data`` is the column outputs of the row the address chose:
     its number follows the read through two registers (enabled by ``r_en`` too), so the
-    multiplexer (``rows`` to 1 per bit) starts from flip-flops, not from a read."""
+    multiplexer (``rows`` to 1 per bit) starts from flip-flops, not from a read.
+
+    ``split``: a third cycle of latency inside the multiplexer: groups of
+    :data:`MUX_GROUP` rows each choose their row into a register, and ``r_data`` is the
+    groups' multiplexer (``ceil(rows / 8)`` to 1) after those registers (``rows`` of 45,
+    the ULX3S's sample memory: 8 to 1, then 6 to 1)."""
     w_addr, w_data, w_en = w
     bw, cols, rows = dp16kd_blocks(width, depth)
     wbits = 11 if bw == 9 else 10  # word address bits within a block
@@ -223,7 +233,19 @@ def dp16kd_rows(m: Module, width: int, depth: int, w, r_addr, r_en, r_data) -> N
             dia = Cat(w_data[c * bw : (c + 1) * bw], Const(0, DP16KD_WIDTH - bw))
             m.submodules[f"dp16kd{r}_{c}"] = dp16kd_instance(bw, we, ada(we), dia, adb, dout, r_en)
         outs.append(Cat(*row)[:width])
-    m.d.comb += r_data.eq(Array(outs)[sel[1]] if rows > 1 else outs[0])
+    if not split:
+        m.d.comb += r_data.eq(Array(outs)[sel[1]] if rows > 1 else outs[0])
+        return
+    gb = ceil_log2(MUX_GROUP)
+    groups = [outs[i : i + MUX_GROUP] for i in range(0, rows, MUX_GROUP)]
+    g_out = [Signal(width, name=f"group{g}", reset_less=True) for g in range(len(groups))]
+    g_sel = Signal(max(len(sel[1]) - gb, 1), name="group_d", reset_less=True)
+    with m.If(r_en):
+        for g, group in enumerate(groups):
+            m.d.sync += g_out[g].eq(Array(group)[sel[1][:gb]] if len(group) > 1 else group[0])
+        if len(groups) > 1:
+            m.d.sync += g_sel.eq(sel[1][gb:])
+    m.d.comb += r_data.eq(Array(g_out)[g_sel] if len(groups) > 1 else g_out[0])
 
 
 class RegisteredRAM(Elaboratable):
@@ -347,14 +369,14 @@ class SinglePortRAM(Elaboratable):
     width, depth : int
         Word width (1..16 for the SPRAM form) and number of words.
     latency : int
-        1 or 2 (default 1): cycles from ``r_addr`` to ``r_data``.
+        1, 2 or 3 (default 1): cycles from ``r_addr`` to ``r_data``.
     spram : bool or None
         ``True``: ``SB_SPRAM256KA`` instances; ``False``: not; ``None`` (default): SPRAM
         when elaborated for an iCE40 and ``width * depth`` > :data:`SPRAM_MIN_BITS`.
     dp16kd : bool or None
-        ``True``: ``DP16KD`` instances with their output register (``latency`` 2 only);
+        ``True``: ``DP16KD`` instances with their output register (``latency`` 2 or 3);
         ``False``: not; ``None`` (default): ``DP16KD`` when elaborated for an ECP5
-        (``platform.family == "ecp5"``) with ``latency`` 2.
+        (``platform.family == "ecp5"``) with ``latency`` 2 or 3.
 
     Attributes
     ----------
@@ -372,7 +394,7 @@ class SinglePortRAM(Elaboratable):
     ``ceil(depth / (16384 * per_word))`` primitives (``per_word`` 2 or 1); the address's
     upper bits choose the primitive, a registered copy of them the read data. No logic
     but the address multiplexer, the write masks and the read multiplexer. With
-    ``latency`` 2, one register after it.
+    ``latency`` 2 or 3, one or two registers after it (the generic form likewise).
 
     The ``DP16KD`` form (:meth:`dp16kd_blocks`) uses the block RAMs in 9-bit mode (2048
     words) or 18-bit mode (1024 words), whichever takes fewer (9-bit mode when equal):
@@ -381,7 +403,8 @@ class SinglePortRAM(Elaboratable):
     into the block's output register, and the read data is the column outputs of the row
     the address chose two cycles before (a register of the row number, then a second):
     the multiplexer (``rows`` to 1 per bit) starts from flip-flops, not from the block
-    RAM's read.
+    RAM's read. With ``latency`` 3 the multiplexer is split by a register
+    (:func:`dp16kd_rows`: groups of eight rows, then the groups).
     """
 
     def __init__(
@@ -395,12 +418,14 @@ class SinglePortRAM(Elaboratable):
     ):
         if not 1 <= width or not 1 <= depth:
             raise ValueError(f"SinglePortRAM: width={width} and depth={depth} must be >= 1")
-        if latency not in (1, 2):
-            raise ValueError(f"SinglePortRAM: latency={latency!r} is not 1 or 2")
+        if latency not in (1, 2, 3):
+            raise ValueError(f"SinglePortRAM: latency={latency!r} is not 1, 2 or 3")
         if spram and width > SPRAM_WIDTH:
             raise ValueError(f"SinglePortRAM: width={width} > {SPRAM_WIDTH} with spram")
-        if dp16kd and latency != 2:
-            raise ValueError("SinglePortRAM: the DP16KD form has latency 2 (its output register)")
+        if dp16kd and latency == 1:
+            raise ValueError(
+                "SinglePortRAM: the DP16KD form has latency 2 or 3 (its output register)"
+            )
         if spram and dp16kd:
             raise ValueError("SinglePortRAM: spram and dp16kd exclude each other")
         self.width, self.depth, self.latency = width, depth, latency
@@ -438,7 +463,7 @@ class SinglePortRAM(Elaboratable):
             return self.dp16kd
         return (
             str(getattr(platform, "family", "")).lower() == "ecp5"
-            and self.latency == 2
+            and self.latency >= 2
             and not self.uses_spram(platform)
         )
 
@@ -468,17 +493,25 @@ class SinglePortRAM(Elaboratable):
                 rd.en.eq(~self.w_en),
                 data.eq(rd.data),
             ]
-        if self.latency == 2:
-            out = Signal(self.width, reset_less=True)
+        for k in range(self.latency - 1):  # the registers after the read
+            out = Signal(self.width, name=f"out{k}", reset_less=True)
             m.d.sync += out.eq(data)
-            m.d.comb += self.r_data.eq(out)
-        else:
-            m.d.comb += self.r_data.eq(data)
+            data = out
+        m.d.comb += self.r_data.eq(data)
         return m
 
     def _dp16kd(self, m: Module) -> None:
         w = (self.w_addr, self.w_data, self.w_en)
-        dp16kd_rows(m, self.width, self.depth, w, self.r_addr, Const(1, 1), self.r_data)
+        dp16kd_rows(
+            m,
+            self.width,
+            self.depth,
+            w,
+            self.r_addr,
+            Const(1, 1),
+            self.r_data,
+            split=self.latency == 3,
+        )
 
     def _spram(self, m: Module, platform, data: Signal) -> None:
         half = self.per_word == 2

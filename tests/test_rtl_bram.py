@@ -205,7 +205,7 @@ SINGLE_TB = """
 module tb;
   reg clk = 0, rst = 1;
   reg [{eb}:0] w_en = 0;
-  reg [1:0] wrote = 2'b11;
+  reg [2:0] wrote = 3'b111;
   reg [{ab}:0] w_addr = 0, r_addr = 0;
   reg [{wb}:0] w_data = 0;
   wire [{wb}:0] q_gen, q_sp;
@@ -220,7 +220,7 @@ module tb;
     for (i = 0; i < {n}; i = i + 1) begin
       code = $fscanf(fd, "%h %h %h %h\\n", a, b, c, f);
       w_en = a; w_addr = b; w_data = c; r_addr = f;
-      wrote = {{wrote[0], |w_en}};
+      wrote = {{wrote[1:0], |w_en}};
       @(posedge clk); #1;
       if ({check}) begin
         checked = checked + 1;
@@ -265,7 +265,7 @@ def run_single_pair(tmp_path, width, depth, form, latency, models, defines=()):
     return dut
 
 
-@pytest.mark.parametrize("latency", [1, 2])
+@pytest.mark.parametrize("latency", [1, 2, 3])
 @pytest.mark.parametrize(
     "width, depth",
     [(8, 40000), (16, 20000), (5, 3000)],
@@ -284,15 +284,23 @@ def test_spram_form_equals_generic(tmp_path, width, depth, latency):
     assert dut.sp.sprams() == -(-depth // (16384 * (2 if width <= 8 else 1)))
 
 
+@pytest.mark.parametrize("latency", [2, 3])
 @pytest.mark.parametrize(
     "width, depth, blocks",
-    [(8, 5000, (9, 1, 3)), (12, 2500, (18, 1, 3)), (16, 2048, (9, 2, 1)), (20, 100, (18, 2, 1))],
-    ids=["9bit-3-rows", "18bit-3-rows", "9bit-2-columns", "18bit-2-columns"],
+    [
+        (8, 5000, (9, 1, 3)),
+        (12, 2500, (18, 1, 3)),
+        (16, 2048, (9, 2, 1)),
+        (20, 100, (18, 2, 1)),
+        (8, 20000, (9, 1, 10)),
+    ],
+    ids=["9bit-3-rows", "18bit-3-rows", "9bit-2-columns", "18bit-2-columns", "9bit-10-rows"],
 )
-def test_single_port_dp16kd_form_equals_generic(tmp_path, width, depth, blocks):
+def test_single_port_dp16kd_form_equals_generic(tmp_path, width, depth, blocks, latency):
     """The ECP5 form (block RAMs with their output register, then the row multiplexer)
-    in both of its modes, several rows (the multiplexer) and several columns."""
-    dut = run_single_pair(tmp_path, width, depth, "dp16kd", 2, [MODEL])
+    in both of its modes, several rows (the multiplexer) and several columns; at latency
+    3 the multiplexer split by a register (10 rows: a group of eight and one of two)."""
+    dut = run_single_pair(tmp_path, width, depth, "dp16kd", latency, [MODEL])
     assert dut.sp.dp16kd_blocks() == blocks
 
 
@@ -305,9 +313,10 @@ def test_single_port_forms_chosen_by_family_and_latency():
     assert not SinglePortRAM(8, 92160, latency=1).uses_dp16kd(ecp5)
     assert not SinglePortRAM(8, 92160, latency=2).uses_dp16kd(ice40)
     assert not SinglePortRAM(8, 92160, latency=2).uses_dp16kd(None)
-    with pytest.raises(ValueError, match="latency=3 is not 1 or 2"):
-        SinglePortRAM(8, 16, latency=3)
-    with pytest.raises(ValueError, match="DP16KD form has latency 2"):
+    assert SinglePortRAM(8, 92160, latency=3).uses_dp16kd(ecp5)
+    with pytest.raises(ValueError, match="latency=4 is not 1, 2 or 3"):
+        SinglePortRAM(8, 16, latency=4)
+    with pytest.raises(ValueError, match="DP16KD form has latency 2 or 3"):
         SinglePortRAM(8, 16, dp16kd=True)
 
 
