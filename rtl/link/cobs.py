@@ -133,7 +133,6 @@ class CobsEncoder(wiring.Component):
         m = Module()
         n = self.addr_bits + 1
         lat = self.latency
-        length = Signal(n)
         p = Signal(n)  # the current block's first byte
         q = Signal(n)  # scan: the first byte not in the block (the byte ``data`` is)
         a = Signal(n)  # scan: the next address read (``q + latency`` once started)
@@ -145,16 +144,22 @@ class CobsEncoder(wiring.Component):
         # into the block RAM's address was the critical path of the 128-lane ULX3S build
         # for 100 MHz at dd3e446, seed 2: 10.17 ns, 8.57 of it routing)
         a1 = Signal(n)
+        # length - q and q - p (the block's bytes so far) as counters set with q and p,
+        # so that the block's end is a compare of a register with a constant, not a
+        # subtraction and a compare of two (those into the state had 3 of the 128-lane
+        # ULX3S build's endpoints past 9.3 ns at dace236, at both seeds)
+        rem = Signal(n)
+        blk = Signal(range(256))
         w = Signal(range(lat + 1))  # cycles of a read so far
         with m.FSM() as fsm:
             with m.State("IDLE"):
                 with m.If(self.start):
-                    m.d.sync += [length.eq(self.length), p.eq(0), q.eq(0), a.eq(0), w.eq(0)]
-                    m.d.sync += a1.eq(-1)
+                    m.d.sync += [p.eq(0), q.eq(0), a.eq(0), w.eq(0)]
+                    m.d.sync += [a1.eq(-1), rem.eq(self.length), blk.eq(0)]
                     m.next = "SCAN"
             with m.State("SCAN"):  # issue the reads of q .. q + latency - 1
                 m.d.comb += self.addr.eq(a)
-                with m.If((q == length) | (q - p == 254)):
+                with m.If((rem == 0) | (blk == 254)):
                     m.next = "CODE"
                 with m.Else():
                     m.d.sync += [a.eq(a + 1), a1.eq(a1 + 1), w.eq(w + 1)]
@@ -166,10 +171,11 @@ class CobsEncoder(wiring.Component):
                     m.next = "CODE"
                 with m.Else():
                     m.d.sync += [q.eq(q + 1), a.eq(a + 1), a1.eq(a1 + 1)]
-                    with m.If((q + 1 == length) | (q + 1 - p == 254)):
+                    m.d.sync += [rem.eq(rem - 1), blk.eq(blk + 1)]
+                    with m.If((rem == 1) | (blk == 253)):
                         m.next = "CODE"
             with m.State("CODE"):
-                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(q - p + 1)]
+                m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(blk + 1)]
                 with m.If(self.o.ready):
                     m.d.sync += [r.eq(p), a1.eq(p - 1), w.eq(0)]
                     m.next = "EMIT"
@@ -192,13 +198,14 @@ class CobsEncoder(wiring.Component):
                         m.next = "EMIT"
             with m.State("NEXT"):
                 m.d.sync += w.eq(0)
-                with m.If(q - p == 254):  # a full block: no zero consumed
-                    m.d.sync += [p.eq(q), a.eq(q), a1.eq(q - 1)]
+                with m.If(blk == 254):  # a full block: no zero consumed
+                    m.d.sync += [p.eq(q), a.eq(q), a1.eq(q - 1), blk.eq(0)]
                     m.next = "SCAN"
-                with m.Elif(q == length):
+                with m.Elif(rem == 0):
                     m.next = "DELIM"
                 with m.Else():  # skip the zero that ended the block
                     m.d.sync += [p.eq(q + 1), q.eq(q + 1), a.eq(q + 1), a1.eq(q)]
+                    m.d.sync += [rem.eq(rem - 1), blk.eq(0)]
                     m.next = "SCAN"
             with m.State("DELIM"):
                 m.d.comb += [self.o.valid.eq(1), self.o.payload.eq(0)]
