@@ -580,17 +580,19 @@ def test_random_garbage_gets_one_response_per_frame_and_never_hangs():
     run_link(tiny_device(), script)
 
 
-def test_stream_register_passes_every_word_once_in_order_under_any_ready_pattern():
-    """A source offering words at random and a sink taking them at random through the
-    StreamRegister: the sink gets exactly the source's words, in order, none lost or
-    repeated; a word offered with the register empty is on the output a cycle later,
-    and the source's ready is low while the register holds a word, whatever the sink's
-    ready (no combinational path back)."""
+@pytest.mark.parametrize("copies", [1, 3])
+def test_stream_register_passes_every_word_once_in_order_under_any_ready_pattern(copies):
+    """A source offering words at random (random bits on the payload while it offers
+    none) and a sink taking them at random through the StreamRegister: the sink gets
+    exactly the source's words, in order, none lost or repeated; a word offered with
+    the register empty is on the output a cycle later, and the source's ready is low
+    while the register holds a word, whatever the sink's ready (no combinational path
+    back). With 3 copies of the valid flag, each enabling a slice of the 16 bits."""
     from pentegg.rtl.link.pipe import StreamRegister
     from pentegg.sim import harness
 
     rng = random.Random(harness.pick_seed("stream register"))
-    dut = StreamRegister(16)
+    dut = StreamRegister(16, copies)
     sent, got = [], []
 
     async def bench(ctx):
@@ -601,7 +603,7 @@ def test_stream_register_passes_every_word_once_in_order_under_any_ready_pattern
                 offering, word = True, rng.getrandbits(16)
             ready = rng.random() < 0.5
             ctx.set(dut.i.valid, offering)
-            ctx.set(dut.i.payload, word)
+            ctx.set(dut.i.payload, word if offering else rng.getrandbits(16))
             ctx.set(dut.o.ready, ready)
             assert ctx.get(dut.i.ready) == (not ctx.get(dut.o.valid))
             if ctx.get(dut.o.valid) and ready:

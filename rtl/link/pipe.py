@@ -26,6 +26,7 @@ from amaranth import Module, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from ..evaluator.pass_engine import REPLICA_ATTR
 from ..params import check_int
 
 __all__ = ["StreamRegister"]
@@ -33,6 +34,17 @@ __all__ = ["StreamRegister"]
 
 class StreamRegister(wiring.Component):
     """A stream of ``width``-bit words (1..1024) through one register stage.
+
+    Parameters
+    ----------
+    width : int
+        Bits per word, 1..1024.
+    copies : int
+        1..width (default 1): the valid flag in this many flip-flops, copy ``k`` the
+        load enable of the payload's ``k``-th slice (``ceil(width / copies)`` bits), so
+        that no one net enables every payload bit. A slice loads the source's payload
+        in every cycle its copy says empty (the word that moves in is the one it holds
+        next cycle; what it takes while nothing moves in is never offered).
 
     Interface attributes
     --------------------
@@ -46,22 +58,33 @@ class StreamRegister(wiring.Component):
     every two cycles; no word is lost or repeated under any ``valid``/``ready`` pattern.
     """
 
-    def __init__(self, width: int):
+    def __init__(self, width: int, copies: int = 1):
         self.width = check_int("width", width, 1, 1024)
+        self.copies = check_int("copies", copies, 1, width)
         super().__init__({"i": In(stream.Signature(width)), "o": Out(stream.Signature(width))})
 
     def elaborate(self, platform):
         m = Module()
-        valid = Signal()
+        n = self.copies
+        valid = [
+            Signal(name=f"valid{k}" if n > 1 else "valid", attrs={REPLICA_ATTR: 1} if n > 1 else {})
+            for k in range(n)
+        ]
         payload = Signal(self.width, reset_less=True)  # read only while valid
         m.d.comb += [
-            self.i.ready.eq(~valid),
-            self.o.valid.eq(valid),
+            self.i.ready.eq(~valid[0]),
+            self.o.valid.eq(valid[0]),
             self.o.payload.eq(payload),
         ]
-        with m.If(valid):
+        with m.If(valid[0]):
             with m.If(self.o.ready):
-                m.d.sync += valid.eq(0)
+                m.d.sync += [v.eq(0) for v in valid]
         with m.Elif(self.i.valid):
-            m.d.sync += [valid.eq(1), payload.eq(self.i.payload)]
+            m.d.sync += [v.eq(1) for v in valid]
+        chunk = -(-self.width // n)
+        for k, v in enumerate(valid):
+            lo, hi = k * chunk, min(self.width, (k + 1) * chunk)
+            if lo < hi:
+                with m.If(~v):
+                    m.d.sync += payload[lo:hi].eq(self.i.payload[lo:hi])
         return m
