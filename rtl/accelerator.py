@@ -368,6 +368,7 @@ class Accelerator(wiring.Component):
             ev.seed.eq(regs.seed),
             ev.step.eq(regs.step),
             ev.shared.eq(regs.shared),
+            ev.b_base.eq(ctl.batch_base),
         ]
         for i, w in enumerate(widths):
             m.d.comb += ev.widths[i].eq(w)
@@ -629,7 +630,7 @@ class Accelerator(wiring.Component):
         for name, width, addr, dout in (
             ("samples", 8, ev.s_addr, ev.s_data),
             ("labels", 16, ev.l_addr, ev.l_data),
-            ("batch", 16, ev.b_addr + ctl.batch_base, ev.b_data),
+            ("batch", 16, ev.b_addr, ev.b_data),  # b_addr: the loader adds batch_base
         ):
             ram = SinglePortRAM(width, self.depths[name], latency=min(lat, 3))
             m.submodules[f"mem_{name}"] = ram

@@ -96,7 +96,9 @@ async def wait_idle(send, max_layers, limit=2_000_000):
 )
 def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init, mem_latency):
     """Two ES steps, every step's weights, latent, scores, g and theta equal to golden's;
-    the vote accumulator and the updater start each layer with its widths. The latent
+    then both in one run from the same start (step t's batch indices at t * batch: the
+    loader reads them from the controller's batch base), ending in golden's state; the
+    vote accumulator and the updater start each layer with its widths. The latent
     case at the ULX3S's memory latency (3: the weights and the scores through the block
     RAMs' output registers), the pentary one at the iCE40's (1)."""
     rng = np.random.default_rng(harness.pick_seed(f"accelerator {layers} {update}"))
@@ -111,6 +113,7 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init,
         tau=8,
     ).validate()
     job = random_job(rng, cfg, samples=5, batch=3, steps=2)
+    job.batches[1] = (job.batches[0] + 1) % 5  # two different batches
     ref = golden_steps(job)
     ml = 2
     dut = Accelerator(
@@ -157,6 +160,25 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init,
                 status = await wait_idle(send, ml)
                 (err,) = await send(ap.reg_read("error", ml), 1)
                 assert not status & 2, f"step {t}: error flags {ap.decode_error(err)}"
+        n = len(job.batches)
+        await send(ap.reg_write("step", job.step0, ml) + ap.reg_write("steps", n, ml))
+        await send(ap.mem_write("batch", 0, np.concatenate(job.batches)))
+        await send(ap.run("init"))
+        await wait_idle(send, ml)
+        await send(ap.run("train"))
+        status = await wait_idle(send, ml)
+        (err,) = await send(ap.reg_read("error", ml), 1)
+        assert not status & 2, f"{n} steps in one run: error flags {ap.decode_error(err)}"
+        state = ref[-1][0]
+        words = await send(ap.mem_read("weights", 0, n_w), n_w)
+        board.check(f"{n} steps in one run: weight words", ap.weight_words(state.weights), words)
+        if update == "latent":
+            lat = await send(ap.mem_read("latent", 0, n_v), n_v)
+            board.check(
+                f"{n} steps in one run: latent",
+                ap.latent_words(state.latent),
+                [ap.to_signed(v, 32) for v in lat],
+            )
 
     seen = []
     run_on(dut, script, processes=[layer_widths_at_starts(dut, seen)])
@@ -164,7 +186,7 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init,
     # loaded in the controller's VOTE_SETUP cycle): (out, fan) = (n_{l+1}, n_l + 1)
     want = [
         (block, layer, layers[layer + 1], layers[layer] + 1)
-        for _ in range(len(ref) - 1)
+        for _ in range(2 * (len(ref) - 1))  # the steps one by one, then in one run
         for layer in range(len(layers) - 1)
         for block in ("votes", "updater")
     ]

@@ -93,6 +93,9 @@ class PopulationEvaluator(wiring.Component):
         Weight memory (16-bit words, spec 1.4).
     b_addr, b_en, b_data / s_addr, s_en, s_data / l_addr, l_en, l_data
         Batch-index memory, sample memory (bytes), label memory.
+    b_base : In(16)
+        The batch's first word in the batch-index memory: sample ``b`` of the batch is
+        ``batch[b_base + b]`` (0 unless driven; stable while the evaluator runs).
     sc_raddr, sc_ren, sc_rdata, sc_waddr, sc_wdata, sc_wen
         Score memory (one word per member; written by every evaluation in shared mode).
     inp : In(stream.Signature(8 * lanes))
@@ -161,6 +164,7 @@ class PopulationEvaluator(wiring.Component):
                 "b_addr": Out(16),
                 "b_en": Out(1),
                 "b_data": In(16),
+                "b_base": In(16),
                 "s_addr": Out(32),
                 "s_en": Out(1),
                 "s_data": In(8),
@@ -531,6 +535,7 @@ class PopulationEvaluator(wiring.Component):
             self.b_addr.eq(ld.b_addr),
             self.b_en.eq(ld.b_en),
             ld.b_data.eq(self.b_data),
+            ld.b_base.eq(self.b_base),
             self.s_addr.eq(ld.s_addr),
             self.s_en.eq(ld.s_en),
             ld.s_data.eq(self.s_data),
