@@ -5,6 +5,8 @@ forward pass."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 from amaranth import ClockDomain, Module
@@ -113,8 +115,17 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init,
         tau=8,
     ).validate()
     job = random_job(rng, cfg, samples=5, batch=3, steps=2)
-    job.batches[1] = (job.batches[0] + 1) % 5  # two different batches
-    ref = golden_steps(job)
+    # a second batch whose step's scores differ from the first batch's (so that the
+    # run of both steps shows a batch read at the wrong base)
+    b0 = job.batches[0]
+    again = golden_steps(replace(job, batches=[b0, b0]))[-1][1].scores
+    for k in range(1, 5):
+        job.batches[1] = (b0 + k) % 5
+        ref = golden_steps(job)
+        if list(ref[-1][1].scores) != list(again):
+            break
+    else:
+        raise AssertionError("no second batch changes the second step's scores")
     ml = 2
     dut = Accelerator(
         lanes=2,
@@ -169,7 +180,9 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init,
         status = await wait_idle(send, ml)
         (err,) = await send(ap.reg_read("error", ml), 1)
         assert not status & 2, f"{n} steps in one run: error flags {ap.decode_error(err)}"
-        state = ref[-1][0]
+        state, info = ref[-1]
+        sc = await send(ap.mem_read("scores", 0, cfg.population), cfg.population)
+        board.check(f"{n} steps in one run: scores", info.scores, [ap.to_signed(v, 32) for v in sc])
         words = await send(ap.mem_read("weights", 0, n_w), n_w)
         board.check(f"{n} steps in one run: weight words", ap.weight_words(state.weights), words)
         if update == "latent":
