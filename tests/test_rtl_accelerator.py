@@ -143,23 +143,26 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init,
     n_v = sum(w.size for w in ref[0][0].weights)
     board = Scoreboard(f"accelerator {layers} {update} {shaping}")
 
+    async def check_state(send, what, state, info):
+        """Weight words and latent equal golden's ``state``, scores ``info``'s."""
+        words = await send(ap.mem_read("weights", 0, n_w), n_w)
+        board.check(f"{what}: weight words", ap.weight_words(state.weights), words)
+        if update == "latent":
+            lat = await send(ap.mem_read("latent", 0, n_v), n_v)
+            board.check(
+                f"{what}: latent", ap.latent_words(state.latent), [ap.to_signed(v, 32) for v in lat]
+            )
+        if info is not None:
+            sc = await send(ap.mem_read("scores", 0, cfg.population), cfg.population)
+            board.check(f"{what}: scores", info.scores, [ap.to_signed(v, 32) for v in sc])
+
     async def script(send):
         await send(load_words(job, ml, steps=len(job.batches)))
         await send(ap.run("init"))
         await wait_idle(send, ml)
         for t, (state, info) in enumerate(ref):
-            words = await send(ap.mem_read("weights", 0, n_w), n_w)
-            board.check(f"step {t}: weight words", ap.weight_words(state.weights), words)
-            if update == "latent":
-                lat = await send(ap.mem_read("latent", 0, n_v), n_v)
-                board.check(
-                    f"step {t}: latent",
-                    ap.latent_words(state.latent),
-                    [ap.to_signed(v, 32) for v in lat],
-                )
+            await check_state(send, f"step {t}", state, info)
             if info is not None:
-                sc = await send(ap.mem_read("scores", 0, cfg.population), cfg.population)
-                board.check(f"step {t}: scores", info.scores, [ap.to_signed(v, 32) for v in sc])
                 npairs = cfg.population // 2
                 g = await send(ap.mem_read("g", 0, npairs), npairs)
                 board.check(f"step {t}: g", info.g, [ap.to_signed(v, 32) for v in g])
@@ -180,18 +183,7 @@ def test_accelerator_trains_bit_exact_with_golden(layers, update, shaping, init,
         status = await wait_idle(send, ml)
         (err,) = await send(ap.reg_read("error", ml), 1)
         assert not status & 2, f"{n} steps in one run: error flags {ap.decode_error(err)}"
-        state, info = ref[-1]
-        sc = await send(ap.mem_read("scores", 0, cfg.population), cfg.population)
-        board.check(f"{n} steps in one run: scores", info.scores, [ap.to_signed(v, 32) for v in sc])
-        words = await send(ap.mem_read("weights", 0, n_w), n_w)
-        board.check(f"{n} steps in one run: weight words", ap.weight_words(state.weights), words)
-        if update == "latent":
-            lat = await send(ap.mem_read("latent", 0, n_v), n_v)
-            board.check(
-                f"{n} steps in one run: latent",
-                ap.latent_words(state.latent),
-                [ap.to_signed(v, 32) for v in lat],
-            )
+        await check_state(send, f"{n} steps in one run", *ref[-1])
 
     seen = []
     run_on(dut, script, processes=[layer_widths_at_starts(dut, seen)])
