@@ -39,6 +39,7 @@ from .params import EvaluatorParams, rank_shift
 from .pass_engine import ACTIVITY_LAYOUT, PassEngine
 from .scores import ScoreAccumulator
 from .sequencer import ERROR_FLAGS, Sequencer
+from .skid import SkidBuffer
 from .sliced import SlicedRAM, slice_granules_for
 from .weights import WeightStreamer, pass_layout
 
@@ -451,7 +452,11 @@ class PopulationEvaluator(wiring.Component):
 
         # ---- weights
         wiring.connect(m, seq.wcmd, ws.cmd)
-        wiring.connect(m, ws.o, eng.wbeat)
+        # through a skid buffer: the engine's beat decision and the streamer's word
+        # FIFOs and cursors were one combinational loop (skid.py)
+        m.submodules.wskid = wskid = SkidBuffer(ws.o.payload.shape())
+        wiring.connect(m, ws.o, wskid.i)
+        wiring.connect(m, wskid.o, eng.wbeat)
         m.d.comb += [
             self.w_addr.eq(ws.mem_addr),
             self.w_en.eq(ws.mem_en),
