@@ -51,7 +51,9 @@ class NoiseFill(wiring.Component):
     Interface attributes
     --------------------
     start : In(1)
-        Strobe: fill. The other inputs must stay stable until ``busy`` falls.
+        Strobe: fill. The other inputs must stay stable until ``busy`` falls (``n_0``
+        reaches the slot addresses through two registers; the first slot address it
+        gives is needed rows after the start).
     seed : In(32), step : In(16), first_pair : In(11)
         Keys: lane ``j`` holds pair ``first_pair + j`` of step ``step``.
     lanes_active : In(range(lanes + 1))
@@ -184,8 +186,14 @@ class NoiseFill(wiring.Component):
         urow = Signal(3 * r)
         u_have = Signal()  # a row of B_0 is held in urow
         u_last_row = Signal()  # the held row is the bias row (k == n0)
+        # ub_base and the first F slot after the Ub slots (f_base0) from registers: n_0
+        # is a run-time value that holds through a run, and the first take that reads
+        # them comes after n_0 >= 1 rows, cycles after the start (width0 through
+        # n_0 * u_cols into f_addr was 10.52 ns, the 128-lane ULX3S build at 7bac758,
+        # seed 3)
         ub_base = Signal(self.addr_bits)
-        m.d.comb += ub_base.eq(n0 * self.u_cols)
+        f_base0 = Signal(self.addr_bits)
+        m.d.sync += [ub_base.eq(n0 * self.u_cols), f_base0.eq(ub_base + self.u_cols)]
         u_addr = Signal(self.addr_bits)  # j * n0 + k (k < n0) or ub_base + j
         u_step = Signal(self.addr_bits)
 
@@ -298,7 +306,7 @@ class NoiseFill(wiring.Component):
             ]
             with m.If(k == n0):
                 # the bias row is the last of B_0; f_base follows the Ub slots
-                m.d.sync += f_addr.eq(ub_base + self.u_cols)
+                m.d.sync += f_addr.eq(f_base0)
                 start_layer(m, 0, self.widths[1], self.widths[1] + 1, self.n_layers == 1)
 
         # ---- F phase: take rows 2t, 2t+1 of A and B (absent rows are zero)
