@@ -1,4 +1,6 @@
-"""cocotb helpers for ``amaranth.lib.stream`` ports: a driver, a sink, digit decoding.
+"""Helpers for ``amaranth.lib.stream`` ports: a cocotb driver and sink, digit decoding,
+and random traffic through a stream stage in the Amaranth simulator
+(:func:`random_traffic`).
 
 A stream member ``x`` of a component appears in the generated Verilog as ``x__valid``,
 ``x__ready`` and ``x__payload``. Transfers happen on a rising clock edge where both
@@ -22,9 +24,45 @@ __all__ = [
     "StreamSink",
     "StreamSource",
     "decode_digits",
+    "random_traffic",
     "reset",
     "start_clock",
 ]
+
+
+async def random_traffic(ctx, dut, rng, cycles, bits, *, offer=0.6, take=0.5, check=None):
+    """Random words through a stream stage ``dut`` (ports ``i`` and ``o``) in an Amaranth
+    testbench: the source offers a new ``bits``-bit word with probability ``offer`` when
+    it has none (random payload bits while it offers none), the sink is ready with
+    probability ``take``; ``check(ctx, before)`` runs each cycle after the inputs are
+    set, ``before`` the stage's ``(i.ready, o.valid, o.payload)`` read before they were.
+    Then the stage drains. Returns ``(sent, got)``: the words the stage took and gave."""
+    sent, got = [], []
+    word, offering = 0, False
+    for _ in range(cycles):
+        if not offering and rng.random() < offer:
+            offering, word = True, rng.getrandbits(bits)
+        ready = rng.random() < take
+        before = (ctx.get(dut.i.ready), ctx.get(dut.o.valid), ctx.get(dut.o.payload))
+        ctx.set(dut.i.valid, offering)
+        ctx.set(dut.i.payload, word if offering else rng.getrandbits(bits))
+        ctx.set(dut.o.ready, ready)
+        if check is not None:
+            check(ctx, before)
+        if ctx.get(dut.o.valid) and ready:
+            got.append(ctx.get(dut.o.payload))
+        took = offering and ctx.get(dut.i.ready)
+        await ctx.tick()
+        if took:
+            sent.append(word)
+            offering = False
+    ctx.set(dut.i.valid, 0)
+    ctx.set(dut.o.ready, 1)
+    for _ in range(4):
+        if ctx.get(dut.o.valid):
+            got.append(ctx.get(dut.o.payload))
+        await ctx.tick()
+    return sent, got
 
 
 def _rng(name: str, rng: random.Random | None) -> random.Random:

@@ -25,6 +25,7 @@ from pentegg.rtl.evaluator.weights import WeightStreamer
 from pentegg.sim import harness
 from pentegg.sim.evaluator_model import e_image, layout, noise_image
 from pentegg.sim.scoreboard import Scoreboard
+from pentegg.sim.stream import random_traffic
 
 
 def _run(dut, *benches, background=()):
@@ -221,32 +222,17 @@ def test_skid_buffer_passes_every_word_once_in_order_with_no_path_across():
     sent, got = [], []
 
     async def bench(ctx):
-        word, offering = 0, False
-        for _ in range(800):
-            if not offering and rng.random() < 0.7:
-                offering, word = True, rng.getrandbits(16)
-            ready = rng.random() < 0.6
-            before = (ctx.get(dut.i.ready), ctx.get(dut.o.valid), ctx.get(dut.o.payload))
-            ctx.set(dut.i.valid, offering)
-            ctx.set(dut.i.payload, word if offering else rng.getrandbits(16))
-            ctx.set(dut.o.ready, ready)
+        def no_path_across(ctx, before):
             after = (ctx.get(dut.i.ready), ctx.get(dut.o.valid), ctx.get(dut.o.payload))
             assert after == before, (
                 f"combinational path across the skid buffer: {before} -> {after}"
             )
-            if ctx.get(dut.o.valid) and ready:
-                got.append(ctx.get(dut.o.payload))
-            took = offering and ctx.get(dut.i.ready)
-            await ctx.tick()
-            if took:
-                sent.append(word)
-                offering = False
-        ctx.set(dut.i.valid, 0)
-        ctx.set(dut.o.ready, 1)
-        for _ in range(4):
-            if ctx.get(dut.o.valid):
-                got.append(ctx.get(dut.o.payload))
-            await ctx.tick()
+
+        s, g = await random_traffic(
+            ctx, dut, rng, 800, 16, offer=0.7, take=0.6, check=no_path_across
+        )
+        sent.extend(s)
+        got.extend(g)
         assert not ctx.get(dut.o.valid)
         # full rate: 50 words offered back to back leave in 51 cycles
         moved = []

@@ -590,36 +590,19 @@ def test_stream_register_passes_every_word_once_in_order_under_any_ready_pattern
     back). With 3 copies of the valid flag, each enabling a slice of the 16 bits."""
     from pentegg.rtl.link.pipe import StreamRegister
     from pentegg.sim import harness
+    from pentegg.sim.stream import random_traffic
 
     rng = random.Random(harness.pick_seed("stream register"))
     dut = StreamRegister(16, copies)
     sent, got = [], []
 
     async def bench(ctx):
-        word = rng.getrandbits(16)
-        offering = False
-        for _ in range(600):
-            if not offering and rng.random() < 0.6:
-                offering, word = True, rng.getrandbits(16)
-            ready = rng.random() < 0.5
-            ctx.set(dut.i.valid, offering)
-            ctx.set(dut.i.payload, word if offering else rng.getrandbits(16))
-            ctx.set(dut.o.ready, ready)
+        def ready_is_empty(ctx, before):
             assert ctx.get(dut.i.ready) == (not ctx.get(dut.o.valid))
-            if ctx.get(dut.o.valid) and ready:
-                got.append(ctx.get(dut.o.payload))
-            took = offering and ctx.get(dut.i.ready)
-            await ctx.tick()
-            if took:
-                sent.append(word)
-                offering = False
-        # drain
-        ctx.set(dut.i.valid, 0)
-        ctx.set(dut.o.ready, 1)
-        for _ in range(3):
-            if ctx.get(dut.o.valid):
-                got.append(ctx.get(dut.o.payload))
-            await ctx.tick()
+
+        s, g = await random_traffic(ctx, dut, rng, 600, 16, check=ready_is_empty)
+        sent.extend(s)
+        got.extend(g)
         # latency: an empty register takes a word and shows it the next cycle
         ctx.set(dut.i.valid, 1)
         ctx.set(dut.i.payload, 0x1234)
