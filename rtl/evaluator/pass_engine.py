@@ -185,7 +185,8 @@ class PassEngine(wiring.Component):
         A pass is running or a record waits.
 
     Throughput: ``n + 1`` cycles per pass when nothing waits; a pass waiting for a
-    block count or the finalizer's idle flag starts the second cycle after it holds.
+    block count or the finalizer's idle flag starts the cycle after the first cycle it
+    holds (a cycle later than a combinational check).
     """
 
     def __init__(
