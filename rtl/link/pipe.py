@@ -11,7 +11,8 @@ combinational path crosses the stage in either direction: the source's state and
 payload multiplexers do not reach the sink's decode, nor the sink's ready the
 source's state. The price is a cycle of latency and half the throughput, a word every
 other cycle, which the links it serves (a UART's bytes, the command and response words
-between the LinkEngine and the Accelerator, a few cycles a word) never approach.
+between the LinkEngine and the Accelerator, a few cycles a word) never approach; a
+full-rate stage is :class:`pentegg.rtl.evaluator.skid.SkidBuffer` (two registers).
 Between the LinkEngine and the Accelerator's command decoder the engine's word
 multiplexer into the decoder's zero test and next state (6 LUT levels) was the
 128-lane ULX3S build's second-worst path at ``cd6a36f`` (seed 1, 11.34 ns); between
