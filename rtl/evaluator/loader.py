@@ -17,7 +17,9 @@ It writes through the activation memory's write port in the cycles the finalizer
 (those outside :func:`~.finalizer.aw_cycles` of the finalizer's window, known from a copy
 of its window counter): a static rule, so that no signal of the finalizer reaches the
 loader's state. Its writes leave through registers (``aw_*``: a cycle after the loader
-decides them), and a slot counts as loaded a cycle after its last write.
+decides them), and a slot counts as loaded a cycle after its last write. A unit (a
+sample, and for per-member inputs a sign) ends in a cycle of its own after its last
+write: the next unit waits for its slot from the cycle after that.
 """
 
 from __future__ import annotations
@@ -41,8 +43,8 @@ class InputLoader(wiring.Component):
     start : In(1)
         Strobe: a new evaluation (``rounds * batch`` samples); clears the slots' state.
     shared : In(1), n0 : In(width_bits), batch : In(16), rounds : In(12)
-        Stable from ``start`` until the evaluation ends (each finalizer group takes a
-        copy of ``shared`` a cycle late for its lanes' data registers).
+        Stable from ``start`` until the evaluation ends (the loader's state and each
+        finalizer group take copies of ``shared`` a cycle late).
     inp : In(stream.Signature(8 * lanes))
         Per-member input words.
     b_addr : Out(16), b_en : Out(1), b_data : In(16)
@@ -120,9 +122,19 @@ class InputLoader(wiring.Component):
         rnd = Signal(12)
         sgn = Signal()  # per-member: the sign being loaded
         gs = Signal(2)  # samples loaded since start, mod 4: labels and slots (shared)
-        slot = Mux(self.shared, gs[0], sgn)
+        # `shared` from a register beside the loader: a run's setting, stable from start
+        # (the cycle start is seen, the loader does nothing else), so its copy a cycle
+        # late is the same in every cycle the loader's state reads it. The register
+        # file's flip-flop far across the chip had reached the loader's state through
+        # the handshake's decision, 2.49 ns of routing before it (the 128-lane ULX3S
+        # build at b2f4cab, seed 2: 10.33 ns into `active`, 10.05 into `b`)
+        shared = Signal()
+        m.d.sync += shared.eq(self.shared)
+        slot = Mux(shared, gs[0], sgn)
         k = Signal(p.width_bits + 1)
-        phase = Signal(3)  # 0: wait slot, 1: index, 2: base address, 3: bytes / words
+        # 0: wait slot, 1: index, 2: base address, 3: bytes / words, 4: a byte arrives,
+        # 5: the index arrives, 6: the label arrives, 7: the unit's end
+        phase = Signal(3)
         idx = Signal(16)
         base = Signal(32)
         mul_n = Signal(p.width_bits)  # multiplier bits left (shift-add idx * n0)
@@ -263,21 +275,6 @@ class InputLoader(wiring.Component):
         m.d.sync += [b_last.eq(b + 1 == self.batch), rnd_last.eq(rnd + 1 == self.rounds)]
         k_last = Signal()
 
-        def next_unit(mm):
-            # after a (sample, sign): the next one, or the end
-            with mm.If(~self.shared & ~sgn):
-                mm.d.sync += [sgn.eq(1), phase.eq(0)]
-            with mm.Else():
-                mm.d.sync += [sgn.eq(0), phase.eq(0), gs.eq(gs + 1)]
-                with mm.If(b_last):
-                    mm.d.sync += b.eq(0)
-                    with mm.If(rnd_last):
-                        mm.d.sync += active.eq(0)
-                    with mm.Else():
-                        mm.d.sync += rnd.eq(rnd + 1)
-                with mm.Else():
-                    mm.d.sync += b.eq(b + 1)
-
         with m.If(active & ~self.start):
             with m.Switch(phase):
                 with m.Case(0):  # wait for the slot
@@ -285,7 +282,7 @@ class InputLoader(wiring.Component):
                         m.d.sync += [
                             k.eq(0),
                             k_last.eq(self.n0 == 1),
-                            phase.eq(Mux(self.shared, 1, 3)),
+                            phase.eq(Mux(shared, 1, 3)),
                         ]
                 with m.Case(1):  # shared: batch index, then the label and base address
                     m.d.comb += [b_addr.eq(b + b_base), b_en.eq(1), req.eq(1)]
@@ -314,7 +311,7 @@ class InputLoader(wiring.Component):
                         with m.If(self.l_data >= self.label_max):
                             m.d.sync += self.bad_label.eq(1)
                 with m.Case(3):  # bytes (shared) or words (per-member), one write each
-                    with m.If(self.shared):
+                    with m.If(shared):
                         # one byte in flight at a time: read, then write it lat cycles on
                         with m.If(~Cat(*pend).any()):
                             m.d.comb += [
@@ -330,7 +327,7 @@ class InputLoader(wiring.Component):
                             m.d.sync += [k.eq(k + 1), k_last.eq(k + 2 == self.n0)]
                             with m.If(k_last):
                                 m.d.comb += done_slot.eq(Mux(slot, 2, 1))
-                                next_unit(m)
+                                m.d.sync += phase.eq(7)
                 with m.Case(4):  # shared: the byte arrives; write it replicated
                     with m.If(arrived):
                         m.d.sync += have.eq(1)
@@ -344,5 +341,25 @@ class InputLoader(wiring.Component):
                         ]
                         with m.If(k_last):
                             m.d.comb += done_slot.eq(Mux(slot, 2, 1))
-                            next_unit(m)
+                            m.d.sync += phase.eq(7)
+                # after a (sample, sign): the next one, or the end. A phase of its own,
+                # from registers only, a cycle after the unit's last write: decided in
+                # that write's cycle, the handshake's decision (the input's valid or
+                # `have`, and write_ok) had reached b's, rnd's, gs's, sgn's and active's
+                # enables, 5 LUTs and 9.97 ns (the 128-lane ULX3S build at b2f4cab, seed
+                # 3's critical path). One cycle per unit: n0 or more cycles each.
+                with m.Case(7):
+                    m.d.sync += phase.eq(0)
+                    with m.If(~shared & ~sgn):
+                        m.d.sync += sgn.eq(1)
+                    with m.Else():
+                        m.d.sync += [sgn.eq(0), gs.eq(gs + 1)]
+                        with m.If(b_last):
+                            m.d.sync += b.eq(0)
+                            with m.If(rnd_last):
+                                m.d.sync += active.eq(0)
+                            with m.Else():
+                                m.d.sync += rnd.eq(rnd + 1)
+                        with m.Else():
+                            m.d.sync += b.eq(b + 1)
         return m
