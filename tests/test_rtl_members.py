@@ -31,6 +31,8 @@ def _sizes(dut: MemberSizes, jobs):
             ctx.set(dut.start, 1)
             await ctx.tick()
             ctx.set(dut.start, 0)
+            # the controller reads busy the cycle after its start
+            assert ctx.get(dut.busy), "busy low the cycle after start"
             cycles = 0
             while True:
                 await ctx.tick()

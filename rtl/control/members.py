@@ -7,7 +7,7 @@ Both memories hold a byte per word, member ``m``, sample ``b``, element ``k`` at
 
 * :class:`MemberSizes` (at a run's start): the strides ``batch * n_0`` and ``batch * n_L``
   and whether ``population * batch * n_0`` bytes fit ``member_x`` and ``population *
-  batch * n_L`` fit ``logits`` (shift-add, at most 32 cycles);
+  batch * n_L`` fit ``logits`` (shift-add, at most 33 cycles);
 * :class:`MemberReader`: ``member_x`` into ``inp`` words in the InputLoader's order;
 * :class:`LogitWriter`: the evaluator's ``logits`` beats into ``logits`` writes.
 
@@ -53,10 +53,12 @@ class MemberSizes(wiring.Component):
     Interface attributes
     --------------------
     start : In(1)
-        Strobe: compute from the inputs below (stable until ``busy`` falls).
+        Strobe: compute from the inputs below (stable until ``busy`` falls), taken
+        through a register (the computation begins the cycle after; ``busy`` covers it).
     population : In(13), batch : In(16), n_in : In(width_bits), n_out : In(width_bits)
     busy : Out(1)
-        Rises the cycle after ``start``, falls when the outputs are valid.
+        Rises the cycle after ``start``, falls when the outputs are valid (at most 33
+        cycles after ``start``).
     fits : Out(1)
         ``population * batch * n_in <= in_depth`` and ``population * batch * n_out <=
         out_depth``.
@@ -109,14 +111,20 @@ class MemberSizes(wiring.Component):
             # clear: the accumulators are 0 at a load)
             m.d.sync += [mul.eq(value), mul_nz.eq(value != 0), add.eq(value[0])]
 
-        with m.FSM():
+        # the start through a register: the controller's state decode (and the
+        # register file's per-member flag) into the enables of the 90 flip-flops below
+        # had 42 of the 128-lane ULX3S build's 72 endpoints past 9.3 ns at b2f4cab (seed
+        # 3, 9.73 ns); from the register the enables are a LUT of local flip-flops
+        go = Signal()
+        m.d.sync += go.eq(self.start)
+        with m.FSM() as fsm:
+            m.d.comb += self.busy.eq(go | ~fsm.ongoing("IDLE"))
             with m.State("IDLE"):
-                with m.If(self.start):
+                with m.If(go):
                     load(self.batch)
                     m.d.sync += [a_in.eq(self.n_in), a_out.eq(self.n_out), second.eq(0)]
                     m.next = "MUL"
             with m.State("MUL"):
-                m.d.comb += self.busy.eq(1)
                 with m.If(mul_nz):
                     nxt = mul[1:]
                     m.d.sync += [
