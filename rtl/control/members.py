@@ -424,13 +424,8 @@ class LogitWriter(wiring.Component):
         with m.If(self.logits.valid & ~full):
             m.d.sync += [beat.eq(self.logits.payload), full.eq(1)]
         w_addr = Signal(ab)
-        w_data = Signal(8)
         w_en = Signal()
-        m.d.sync += [
-            self.w_addr.eq(w_addr),
-            self.w_data.eq(w_data),
-            self.w_en.eq(w_en),
-        ]
+        m.d.sync += [self.w_addr.eq(w_addr), self.w_en.eq(w_en)]
         fsm_busy = Signal()
         start = Signal()  # self.start, a cycle late
         m.d.sync += start.eq(self.start)
@@ -459,11 +454,16 @@ class LogitWriter(wiring.Component):
         m.d.sync += a0.eq(ptr[key])
         two_s = (self.stride << 1)[:ab]
 
-        # the beat's logits and mask of groups 1.., shifted down a group per write: the
-        # write data always comes from held[0] (a 16-way select of the held logits, spread
-        # with the groups' beats, was the 128-lane ULX3S build's critical path at ef247ef,
-        # the group index into w_data, 19.04 ns, 17.57 of it routing)
+        # the beat's logits, loaded in TAKE and shifted down a group per write, and the
+        # mask of groups 1..: the write data always comes from held[0] (a 16-way select
+        # of the held logits, spread with the groups' beats, was the 128-lane ULX3S
+        # build's critical path at ef247ef, the group index into w_data, 19.04 ns, 17.57
+        # of it routing). The data register takes held[0] every cycle, whatever the
+        # state: only the enable and the address carry the decision (the state's decode
+        # choosing the beat's or the held logit into it was the 128-lane ULX3S build's
+        # critical path at 56cddf5, seed 2, 10.04 ns, 8.38 of it routing)
         held = Signal(data.ArrayLayout(8, F))
+        m.d.sync += self.w_data.eq(held[0])
         mask = Signal(F)
         g = Signal(range(F + 1))
         addr = Signal(ab)
@@ -494,35 +494,26 @@ class LogitWriter(wiring.Component):
                     m.d.sync += [acc.eq(rnd_base + two_s), q.eq(0)]
                     m.next = "INIT"
             with _state(m, "TAKE", restart):  # a beat: its pointer, read into a0
+                m.d.sync += held.eq(beat.y)  # (the beat holds from TAKE to PUT)
                 with m.If(full):
                     with m.If(beat.first_pair != cur_fp):
                         m.next = "ADVANCE"
                     with m.Else():
                         m.next = "PUT"
             with _state(m, "PUT", restart):  # group 0 now, the others in WRITE
-                m.d.comb += [
-                    fsm_busy.eq(1),
-                    w_addr.eq(a0),
-                    w_data.eq(beat.y[0]),
-                    w_en.eq(beat.mask[0]),
-                ]
+                m.d.comb += [fsm_busy.eq(1), w_addr.eq(a0), w_en.eq(beat.mask[0])]
                 m.d.sync += [ptr[key].eq(a0 + 1), full.eq(0)]
                 m.next = "TAKE"
                 if F > 1:
                     m.d.sync += [
-                        held.eq(beat.y.as_value() >> 8),
+                        held.eq(held.as_value() >> 8),
                         mask.eq(beat.mask >> 1),
                         addr.eq(a0 + group_step),
                         g.eq(1),
                     ]
                     m.next = "WRITE"
             with _state(m, "WRITE", restart):
-                m.d.comb += [
-                    fsm_busy.eq(1),
-                    w_addr.eq(addr),
-                    w_data.eq(held[0]),
-                    w_en.eq(mask[0]),
-                ]
+                m.d.comb += [fsm_busy.eq(1), w_addr.eq(addr), w_en.eq(mask[0])]
                 m.d.sync += [
                     addr.eq(addr + group_step),
                     g.eq(g + 1),
