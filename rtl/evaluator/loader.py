@@ -250,6 +250,15 @@ class InputLoader(wiring.Component):
         for j in range(1, lat + 1):
             m.d.sync += pend[j].eq(pend[j - 1])
         arrived = pend[-1]
+        # the sample byte through a register of its own before the groups' copies: the
+        # sample memory's output choice (its block RAMs' group) across the chip into the
+        # copies had 17 of the 128-lane ULX3S build's 44 endpoints past 9.3 ns at 56cddf5
+        # (seed 2) and 9.95 ns, the critical path, at seed 3. The byte reaches the
+        # copies a cycle later, and phase 4 waits for that (s_ready)
+        s_data = Signal(8, reset_less=True)
+        m.d.sync += s_data.eq(self.s_data)
+        s_ready = Signal()  # the requested byte is in the groups' copies next cycle
+        m.d.sync += s_ready.eq(arrived)
         # got takes the sample memory's data at every arrival, from a copy of the flag
         # per group (a flip-flop beside the group's got, no logic before its enable): only
         # phase 4 reads it, and its byte is then the one arrival in flight (phase 3
@@ -258,9 +267,9 @@ class InputLoader(wiring.Component):
         # past 10 ns at 3f25487 (seed 1)
         for g, c in enumerate(got):
             take = Signal(name=f"s_arrived{g}", attrs={REPLICA_ATTR: 1})
-            m.d.sync += take.eq(pend[-2])
+            m.d.sync += take.eq(pend[-1])
             with m.If(take):
-                m.d.sync += c.eq(self.s_data)
+                m.d.sync += c.eq(s_data)
 
         # whether this is the batch's last sample, the run's last round, the unit's last
         # byte or word: flags in registers, not compares in the logic that ends a unit
@@ -312,7 +321,8 @@ class InputLoader(wiring.Component):
                             m.d.sync += self.bad_label.eq(1)
                 with m.Case(3):  # bytes (shared) or words (per-member), one write each
                     with m.If(shared):
-                        # one byte in flight at a time: read, then write it lat cycles on
+                        # one byte in flight at a time: read, then write it lat + 3
+                        # cycles later (a byte every lat + 4 cycles at best)
                         with m.If(~Cat(*pend).any()):
                             m.d.comb += [
                                 s_addr.eq(base + k),
@@ -329,7 +339,7 @@ class InputLoader(wiring.Component):
                                 m.d.comb += done_slot.eq(Mux(slot, 2, 1))
                                 m.d.sync += phase.eq(7)
                 with m.Case(4):  # shared: the byte arrives; write it replicated
-                    with m.If(arrived):
+                    with m.If(s_ready):
                         m.d.sync += have.eq(1)
                     with m.If(have & write_ok):
                         m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
