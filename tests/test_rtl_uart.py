@@ -4,6 +4,7 @@ per board rate with cocotbext-uart on Icarus (sim/cocotb_uart.py)."""
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -223,3 +224,58 @@ def test_cocotb_uart_loopback(period_ps, baud, divisor):
         "cocotb_uart",
         factory=lambda: BoardLink(divisor, LoopbackCore()),
     )
+
+
+def test_board_link_strobes_once_per_byte():
+    """BoardLink around the loopback core: four characters in, four out, and the LED
+    strobes ``rx_strobe``/``tx_strobe`` each high for one cycle per byte. The characters
+    come with stop bits of 3/4 of a bit, faster than the transmitter sends, so bytes wait for it."""
+    divisor = 16
+    link = BoardLink(divisor, LoopbackCore())
+    data = [0x00, 0xA5, 0xFF, 0x3C]
+    pulses = {"rx": [], "tx": []}
+    line_out = []
+
+    async def bench(ctx):
+        ctx.set(link.rx, 1)
+        await ctx.tick().repeat(4)
+        for byte in data:
+            bits = [0] + [(byte >> i) & 1 for i in range(8)]
+            for b in bits:
+                ctx.set(link.rx, b)
+                await ctx.tick().repeat(divisor)
+            ctx.set(link.rx, 1)
+            await ctx.tick().repeat(divisor * 3 // 4)
+        await ctx.tick().repeat(divisor * 10 * 6)
+
+    async def watch(ctx):
+        cycle = 0
+        async for _clk, _rst, rx, tx, line in ctx.tick().sample(
+            link.rx_strobe, link.tx_strobe, link.tx
+        ):
+            for name, value in (("rx", rx), ("tx", tx)):
+                if value:
+                    pulses[name].append(cycle)
+            line_out.append(line)
+            cycle += 1
+
+    sim = Simulator(link)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_process(watch)
+    sim.run()
+    for name in ("rx", "tx"):
+        cycles = pulses[name]
+        assert len(cycles) == len(data), (name, cycles)
+        assert all(b - a > 1 for a, b in itertools.pairwise(cycles)), (name, cycles)
+    # the loopback's bytes leave on the line: decode them at mid-bit
+    received, i = [], 0
+    while i < len(line_out) and len(received) < len(data):
+        if line_out[i] == 0:
+            bits = [line_out[i + divisor // 2 + divisor * (b + 1)] for b in range(8)]
+            received.append(sum(bit << b for b, bit in enumerate(bits)))
+            i += divisor * 10 - divisor // 2
+        else:
+            i += 1
+    assert received == data
+    assert pulses["tx"][0] > pulses["rx"][0]
