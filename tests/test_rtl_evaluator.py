@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 
 from pentegg.golden import Config, init_state
+from pentegg.golden.forward import activate, layer_population
+from pentegg.golden.model import make_noise
 from pentegg.rtl.evaluator.evaluator import PopulationEvaluator
 from pentegg.sim import harness
 from pentegg.sim.collisions import CollisionMonitor
@@ -421,3 +423,80 @@ def test_the_shortest_samples_end_the_batch_and_the_run_at_their_last_sample(sha
         board.check("scores[member]", scores, res["scores"])
     else:
         board.check("logits[member, sample, class]", logits, res["logits"])
+
+
+def _boundary_inputs(cfg, weights, noise, targets):
+    """Per-member inputs (population, len(targets), n0) whose sample ``b`` makes the
+    accumulator of ``targets[b] = (layer, output, value)`` equal ``value`` for every
+    member (golden's ``layer_population``), found over a grid of three inputs (the first
+    two every value, the third five); None where no input of the grid does."""
+    axes = [np.arange(-127, 128), np.arange(-127, 128), np.array([-127, -64, 0, 64, 127])]
+    grid = np.stack(np.meshgrid(*axes, indexing="ij"), -1).reshape(-1, 3)
+    x = np.broadcast_to(grid, (cfg.population, *grid.shape)).astype(np.float64)
+    accs, h = [], x
+    for l in range(cfg.n_layers):
+        accs.append(layer_population(cfg, l, weights[l], noise, h).astype(np.int64))
+        h = activate(accs[-1], cfg.act_shifts[l], l == cfg.n_layers - 1).astype(np.float64)
+    out = np.empty((cfg.population, len(targets), 3), dtype=np.int64)
+    for b, (l, o, value) in enumerate(targets):
+        for member in range(cfg.population):
+            hits = np.flatnonzero(accs[l][member, :, o] == value)
+            if not len(hits):
+                return None
+            out[member, b] = grid[hits[0]]
+    return out
+
+
+# (layers, act_shifts, rank, weights): rows that reach both bounds of their layer,
+# hidden values over 0..127 (found by a search over random digits with golden); rank 16
+# makes the finalizer's window 16 cycles (the shift amounts then differ between its
+# ends)
+_W332 = [
+    [[0, 2, 1, 0], [-1, -2, 2, 0], [2, -2, -2, 2]],
+    [[-2, 2, 1, 0], [2, 2, -2, -2]],
+]
+BOUND_CASES = [
+    ((3, 3, 2), (1, 0), 4, _W332),
+    ((3, 3, 2), (1, 0), 16, _W332),
+    ((3, 3, 2), (0, 0), 4, _W332),
+    ((3, 2), (2,), 1, [[[2, 2, 1, 0], [2, -2, -1, 0]]]),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BOUND_CASES)))
+def test_activations_at_the_saturation_bounds_equal_golden(case):
+    """Every member's first two outputs of each layer (the finalizer's y0 and y1) at the
+    exact accumulators where saturation starts: rshr(a, s) = 128 (to 127) in every
+    layer, -1 (to 0) in a hidden one, -128 (to -127) in the last. Logits equal golden's:
+    comparing a bound a value off (y1's compares on the accumulator with the bounds
+    shifted by s, or y0's) fails."""
+    layers, shifts, rank, rows = BOUND_CASES[case]
+    weights = [np.array(w, dtype=np.int8) for w in rows]
+    last = len(shifts) - 1
+
+    def half(s):
+        return (1 << s) >> 1
+
+    targets = []
+    for o in (1, 0):
+        for l, s in enumerate(shifts):
+            low = -(127 << s) - 1 if l == last else -1  # y = -128, y = -1
+            targets += [(l, o, (128 << s) - half(s)), (l, o, low - half(s))]
+    member_x = None
+    for seed in range(10):
+        cfg = Config(
+            layers=layers, population=4, rank=rank, sigma_shift=2, seed=seed, act_shifts=shifts
+        ).validate()
+        member_x = _boundary_inputs(cfg, weights, make_noise(cfg, 0), targets)
+        if member_x is not None:
+            break
+    assert member_x is not None, "no inputs reach the bounds with seeds 0..9"
+    job = EvalJob(cfg, weights, 0, member_x=member_x)
+    dut = PopulationEvaluator(lanes=2, max_width=4, max_layers=2, rank=rank, digits=cfg.digits)
+    res = run_amaranth(job, dut, max_cycles=100_000)
+    assert res["error"] == 0
+    logits, _ = job.expected()
+    assert (logits == 127).any() and (logits == -127).any()
+    Scoreboard(f"bounds {layers} shifts {shifts}").check(
+        "logits[member, sample, class]", logits, res["logits"]
+    )

@@ -757,10 +757,18 @@ class Finalizer(wiring.Component):
         with m.If(last_wc):
             m.d.sync += [sl_of[1].eq(sl_of[0]), sl_of[2].eq(sl_of[1])]
         amt = Signal(4, name=f"shift_amt{sfx}")  # act_shifts and pert_shift are 4 bits
-        m.d.sync += amt.eq(
-            Mux((wc == 0) | (wc == 1), kk, Mux((wc == 2) | last_wc, sl_of[1], sl_of[2]))
-        )
-        c.rk, c.rs_P2, c.amt = rk, rs_P2, amt
+        amt_n = Mux((wc == 0) | (wc == 1), kk, Mux((wc == 2) | last_wc, sl_of[1], sl_of[2]))
+        # the bounds of y1 = add >> amt before the shift (see the S stage): y1 > 127 is
+        # add >= 128 << amt, y1 < -127 is add < -(127 << amt) (floor shifts); with amt
+        # registers of their own, at most 24 bits (amt <= 15)
+        hi_at = Signal(signed(24), name=f"hi_at{sfx}")  # 128 << amt
+        lo_at = Signal(signed(24), name=f"lo_at{sfx}")  # -(127 << amt)
+        m.d.sync += [
+            amt.eq(amt_n),
+            hi_at.eq(Const(128, 8) << amt_n),
+            lo_at.eq(-(Const(127, 7) << amt_n)),
+        ]
+        c.rk, c.rs_P2, c.amt, c.hi_at, c.lo_at = rk, rs_P2, amt, hi_at, lo_at
         return c
 
     # --------------------------------------------------------------------- datapath
@@ -812,7 +820,7 @@ class Finalizer(wiring.Component):
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
         state_w, state_waddr = ctl.state_w, ctl.state_waddr
         store_w, store_addr, store_hi = ctl.store_w, ctl.store_addr, ctl.store_hi
-        rk, rs_P2, amt = ctl.rk, ctl.rs_P2, ctl.amt
+        rk, rs_P2, amt, hi_at, lo_at = ctl.rk, ctl.rs_P2, ctl.amt, ctl.hi_at, ctl.lo_at
 
         def lane_mux(vals, idx, shape, name):
             out = sig(shape, name)
@@ -1060,10 +1068,16 @@ class Finalizer(wiring.Component):
         # y1's bounds, compared as y1 takes the shifter's output (at wc 0 for its read at
         # wc 1: the op in U, and so lo, is the same in both): y1 through the compares
         # into h1 was the 128-lane ULX3S build's critical path at e059f3a (seed 1,
-        # 10.05 ns, 7.05 of it routing)
+        # 10.05 ns, 7.05 of it routing). They compare add, not y1, with the bounds
+        # shifted left by amt (registers, see _stage_control), y1 < 0 being add < 0:
+        # the shifter into the compares was the critical path at 67bdee2 (seed 1,
+        # add through the shifter into y1_hi, 9.54 ns, 7 levels)
         y1_hi = sig(1, "y1_hi")  # y1 > 127
         y1_lo = sig(1, "y1_lo")  # y1 < lo
-        m.d.sync += [y1_hi.eq(shifted > 127), y1_lo.eq(shifted < lo)]
+        m.d.sync += [
+            y1_hi.eq(add >= hi_at),
+            y1_lo.eq(Mux(lastU, add < lo_at, add < 0)),
+        ]
 
         def saturate(v, hi, low):  # hi: v > 127, low: v < lo; STORE ops: v itself
             return Mux(storeU, v, Mux(hi, 127, Mux(low, lo, v)))
