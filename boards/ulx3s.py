@@ -5,7 +5,7 @@
   from ``ecppll -i 25 -o 75``; VCO 600 MHz): the 128-lane Device met it at 80.20 MHz
   (de0e2ae) and 85.64 MHz (cc3ca8c, seed 1; docs/boards.md); 60 MHz was the default
   until then (75.55 to 77.14 MHz at seeds 1-3 of 23e1484).
-  ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75, 100 MHz).
+  ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75, 90, 100 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
   60 (20) and 75 MHz, 2 Mbaud at 40 (20 clocks per bit) and 100 MHz (50; 3 Mbaud would
@@ -77,6 +77,7 @@ CLOCKS: dict[int, ClockChoice] = {
     45: ClockChoice(45_000_000, 3_000_000, _pll(5, 9, 13, 6)),  # VCO 585 MHz, 15 per bit
     60: ClockChoice(60_000_000, 3_000_000, _pll(5, 12, 10, 4)),  # VCO 600 MHz, 20 per bit
     75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
+    90: ClockChoice(90_000_000, 3_000_000, _pll(5, 18, 7, 3)),  # VCO 630 MHz, 30 per bit
     100: ClockChoice(100_000_000, 2_000_000, _pll(1, 4, 6, 2)),  # VCO 600 MHz, 50 per bit
 }
 DEFAULT_CLOCK_MHZ = 75

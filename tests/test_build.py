@@ -174,7 +174,7 @@ def test_program_fails_cleanly(tmp_path, fake_programmer):
         (["--board", "ulx3s-85f", "--flash"], "--flash needs --program"),
         (["--board", "ulx3s-85f", "--program", "--flash", "--sram"], "not allowed with"),
         (["--board", "icebreaker", "--core", "nothing"], "invalid choice"),
-        (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "for 30, 40, 45, 60, 75, 100"),
+        (["--board", "ulx3s-85f", "--param", "clock_mhz=50"], "for 30, 40, 45, 60, 75, 90, 100"),
         (["--board", "icebreaker", "--param", "clock_mhz=75"], "PLL settings for 42, 48 MHz"),
         (["--board", "ulx3s-85f", "--param", "lanes=300"], "lanes=300 is not an integer in 1..256"),
         (["--board", "ulx3s-85f", "--seed", "0"], "--seed 0 is not in 1..2147483647"),
@@ -415,6 +415,7 @@ def test_ulx3s_builds_every_core_at_75_mhz_unless_clock_mhz_chooses():
         assert BOARD.clock(None, core).hz == 75_000_000
     assert BOARD.clock(45, "device").hz == 45_000_000
     assert BOARD.clock(60, "device").baud == 3_000_000
+    assert BOARD.clock(90, "device").baud == 3_000_000
     assert BOARD.clock(40, "device").baud == 2_000_000
 
 
