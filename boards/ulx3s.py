@@ -8,7 +8,7 @@
   ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75, 90, 100 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
-  60 (20) and 75 MHz, 2 Mbaud at 40 (20 clocks per bit) and 100 MHz (50; 3 Mbaud would
+  60 (20), 75 (25) and 90 MHz (30), 2 Mbaud at 40 (20 clocks per bit) and 100 MHz (50; 3 Mbaud would
   be 33.3 clocks per bit). 25 MHz itself has no exact divisor
   for 2 or 3 Mbaud, hence the PLL.
 * LEDs ``led#0-7``: 0 heartbeat, 1 busy, 2 error, 3 rx activity, 4 tx activity, 7 reset.
