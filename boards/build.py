@@ -73,7 +73,8 @@ class BuildResult:
     dsps: int
     clock_mhz: float
     baud: int
-    divisor: int
+    #: clock cycles per bit (a float, 4 decimals, when fractional: 100 MHz at 3 Mbaud)
+    divisor: int | float
     fmax_mhz: float | None
     timing_met: bool
     seconds: float
@@ -213,7 +214,7 @@ def build(
         build_dir=str(work),
         clock_mhz=clock_mhz,
         baud=clock.baud,
-        divisor=top.divisor,
+        divisor=top.divisor if isinstance(top.divisor, int) else round(float(top.divisor), 4),
         fmax_mhz=fmax,
         timing_met=fmax is not None and fmax >= clock_mhz,
         seconds=time.monotonic() - t0,

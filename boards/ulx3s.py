@@ -8,9 +8,9 @@
   ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75, 90, 100 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
-  60 (20), 75 (25) and 90 MHz (30), 2 Mbaud at 40 (20 clocks per bit) and 100 MHz (50; 3 Mbaud would
-  be 33.3 clocks per bit). 25 MHz itself has no exact divisor
-  for 2 or 3 Mbaud, hence the PLL.
+  60 (20), 75 (25) and 90 MHz (30) and, with bits of 33 and 34 cycles (rtl/link/uart.py),
+  100 MHz (100/3); 2 Mbaud at 40 (20 clocks per bit). 25 MHz itself has no divisor for 2
+  or 3 Mbaud (12.5, 8.33 clocks per bit), hence the PLL.
 * LEDs ``led#0-7``: 0 heartbeat, 1 busy, 2 error, 3 rx activity, 4 tx activity, 7 reset.
 
 docs/boards.md explains the choices.
@@ -78,7 +78,7 @@ CLOCKS: dict[int, ClockChoice] = {
     60: ClockChoice(60_000_000, 3_000_000, _pll(5, 12, 10, 4)),  # VCO 600 MHz, 20 per bit
     75: ClockChoice(75_000_000, 3_000_000, _pll(1, 3, 8, 4)),  # VCO 600 MHz, 25 per bit
     90: ClockChoice(90_000_000, 3_000_000, _pll(5, 18, 7, 3)),  # VCO 630 MHz, 30 per bit
-    100: ClockChoice(100_000_000, 2_000_000, _pll(1, 4, 6, 2)),  # VCO 600 MHz, 50 per bit
+    100: ClockChoice(100_000_000, 3_000_000, _pll(1, 4, 6, 2)),  # VCO 600 MHz, 100/3 per bit
 }
 DEFAULT_CLOCK_MHZ = 75
 

@@ -233,7 +233,7 @@ def run_build(args) -> int:
     print(f"used      {', '.join(f'{k} {v}' for k, v in r.utilisation.items())}")
     if r.yosys_flow != "default":
         print(f"yosys     the {r.yosys_flow!r} flow (ABC9 failed; docs/boards.md)")
-    print(f"clock     {r.clock_mhz:g} MHz, UART {r.baud} baud ({r.divisor} clocks per bit)")
+    print(f"clock     {r.clock_mhz:g} MHz, UART {r.baud} baud ({r.divisor:g} clocks per bit)")
     print(f"seed      {r.seed} (nextpnr's placement)")
     fmax = "none" if r.fmax_mhz is None else f"{r.fmax_mhz:.1f} MHz"
     print(f"fmax      {fmax}: timing {'met' if r.timing_met else 'NOT met'}")

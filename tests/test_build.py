@@ -212,8 +212,9 @@ def test_ulx3s_other_clock_and_seed(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout.strip().splitlines()[-1])
-    # 100 MHz: 2 Mbaud, the fastest exact rate (3 Mbaud would be 33.3 clocks per bit)
-    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (100.0, 2_000_000, 50)
+    # 100 MHz: 3 Mbaud at 100/3 clocks per bit (bits of 33 and 34 cycles)
+    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (100.0, 3_000_000, 33.3333)
+    assert "UART 3000000 baud (33.3333 clocks per bit)" in r.stdout
     assert info["timing_met"] is True and "clock_mhz" not in info["params"]
     script = (tmp_path / "build_top.sh").read_text()
     assert info["seed"] == 7 and "--seed 7" in script
@@ -356,20 +357,22 @@ def test_build_falls_back_to_the_next_flow_when_abc9_fails(tmp_path, monkeypatch
 def test_every_pll_setting_makes_its_clock_and_an_exact_baud_rate():
     """Each ``--param clock_mhz`` choice: the PLL's dividers give exactly that clock from
     the board's oscillator with the VCO in range (ECP5 EHXPLLL 400-800 MHz; iCE40
-    SB_PLL40 533-1066 MHz), and the UART rate is a whole number (>= 4) of clocks per bit."""
+    SB_PLL40 533-1066 MHz), and the UART rate is a whole number (>= 4) of clocks per bit
+    or a fraction >= 16 (baud_divisor accepts it)."""
     from pentegg.boards.icebreaker import CLOCKS as ICE
     from pentegg.boards.ulx3s import CLOCKS as ULX
+    from pentegg.rtl.link.uart import baud_divisor
 
     for mhz, c in ULX.items():
         p = c.pll
         assert 25_000_000 * p["CLKFB_DIV"] == c.hz * p["CLKI_DIV"], mhz
         assert 400e6 <= c.hz * p["CLKOP_DIV"] <= 800e6, mhz
-        assert c.hz == mhz * 1_000_000 and c.hz % c.baud == 0 and c.hz // c.baud >= 4
+        assert c.hz == mhz * 1_000_000 and baud_divisor(c.hz, c.baud) >= 4
     for mhz, c in ICE.items():
         p = c.pll
         vco = 12_000_000 * (p["DIVF"] + 1) // (p["DIVR"] + 1)
         assert vco >> p["DIVQ"] == c.hz and 533e6 <= vco <= 1066e6, mhz
-        assert c.hz % c.baud == 0 and c.hz // c.baud >= 4
+        assert c.hz % c.baud == 0 and baud_divisor(c.hz, c.baud) >= 4
 
 
 def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):

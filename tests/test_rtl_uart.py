@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import itertools
 import random
+from fractions import Fraction
 
 import pytest
 from amaranth import Elaboratable, Module
 from amaranth.sim import Simulator
 
 from pentegg.boards.common import BoardLink, LoopbackCore
-from pentegg.rtl.link.uart import UartRx, UartTx, baud_divisor
+from pentegg.rtl.link.uart import UartRx, UartTx, baud_divisor, bit_cycles, sample_cycles
 from pentegg.sim import harness
 
 
@@ -34,11 +35,13 @@ async def send_line(ctx, line, byte, divisor, *, stop=1, phase=0):
     ctx.set(line, 1)
 
 
-@pytest.mark.parametrize("divisor", [4, 5, 16, 25])
+@pytest.mark.parametrize("divisor", [4, 5, 16, 25, Fraction(100, 3)])
 def test_rx_bytes_and_latency(divisor):
-    """Random bytes, random idle gaps: every byte arrives, valid 2 + d//2 + 9d + 1 cycles
-    after the start bit's edge, for one cycle with ready high."""
-    rng = random.Random(divisor)
+    """Random bytes, random idle gaps: every byte arrives, valid 2 + floor(19 D / 2) + 1
+    cycles (2 + D // 2 + 9 D + 1 for an integer D) after the start bit's edge, for one
+    cycle with ready high. The line's bits last bit_cycles(D) cycles."""
+    rng = random.Random(str(divisor))
+    periods = bit_cycles(divisor)
     data = [rng.randrange(256) for _ in range(24)]
     dut = UartRx(divisor)
     got, latency = [], []
@@ -48,8 +51,8 @@ def test_rx_bytes_and_latency(divisor):
         await ctx.tick().repeat(3)
         for byte in data:
             bits = [0] + [(byte >> i) & 1 for i in range(8)] + [1]
-            line = [b for b in bits for _ in range(divisor)]
-            line += [1] * (2 * divisor + rng.randrange(3))
+            line = [b for b, n in zip(bits, periods, strict=True) for _ in range(n)]
+            line += [1] * (2 * periods[0] + rng.randrange(3))
             for n, level in enumerate(line):
                 ctx.set(dut.rx, level)
                 if ctx.get(dut.o.valid):
@@ -61,7 +64,7 @@ def test_rx_bytes_and_latency(divisor):
 
     _run(dut, bench)
     assert got == data
-    assert set(latency) == {2 + divisor // 2 + 9 * divisor + 1}
+    assert set(latency) == {2 + int(19 * Fraction(divisor) / 2) + 1}
 
 
 @pytest.mark.parametrize("divisor", [4, 16])
@@ -194,13 +197,95 @@ def test_divisor_validated(bad):
 
 def test_baud_divisor():
     assert baud_divisor(48_000_000, 3_000_000) == 16
+    assert type(baud_divisor(75_000_000, 3_000_000)) is int
     assert baud_divisor(75_000_000, 3_000_000) == 25
     assert baud_divisor(40_000_000, 2_000_000) == 20
     assert baud_divisor(25_000_000, 1_000_000) == 25
-    with pytest.raises(ValueError, match=r"\+4.17% off"):
+    assert baud_divisor(100_000_000, 3_000_000) == Fraction(100, 3)
+    with pytest.raises(ValueError, match=r"8\.33 clock cycles per bit, not a whole number"):
         baud_divisor(25_000_000, 3_000_000)
     with pytest.raises(ValueError, match="fewer than 4"):
         baud_divisor(12_000_000, 6_000_000)
+    with pytest.raises(ValueError, match=r"must be >= 16"):
+        UartTx(Fraction(31, 2))
+
+
+@pytest.mark.parametrize("divisor", [Fraction(100, 3), Fraction(67, 4), Fraction(301, 9), 25])
+def test_fractional_bits_keep_every_edge_within_a_cycle(divisor):
+    """A character's bits last whole cycles; the transmitter's edges and the receiver's
+    sample points lie within one cycle before their exact times (k D and (k + 1/2) D),
+    a character is floor(10 D) cycles; an integer divisor gives D cycles for every bit."""
+    bits, waits = bit_cycles(divisor), sample_cycles(divisor)
+    edges = list(itertools.accumulate(bits))
+    samples = list(itertools.accumulate(waits))
+    for k in range(10):
+        assert 0 <= (k + 1) * divisor - edges[k] < 1
+        assert 0 <= (2 * k + 1) * Fraction(divisor) / 2 - samples[k] < 1
+    assert edges[-1] == int(10 * divisor)
+    if isinstance(divisor, int):
+        assert bits == [divisor] * 10 and waits == [divisor // 2] + [divisor] * 9
+
+
+def test_fractional_tx_to_rx_and_an_exact_line():
+    """100 MHz at 3 Mbaud (D = 100/3): the transmitter's edges at the cycles of
+    bit_cycles, decoded; the receiver takes characters from a line with exact bit times
+    (3 ns clock, 100 ns bits), and from one 3 % fast and 3 % slow."""
+    d = Fraction(100, 3)
+    rng = random.Random(3)
+    data = [rng.randrange(256) for _ in range(12)]
+    # the transmitter: a source that keeps valid high
+    tx, line = UartTx(d), []
+
+    async def source(ctx):
+        for byte in data:
+            ctx.set(tx.i.payload, byte)
+            ctx.set(tx.i.valid, 1)
+            await ctx.tick().until(tx.i.ready)
+        ctx.set(tx.i.valid, 0)
+
+    async def probe(ctx):
+        for _ in range(int(10 * d) * (len(data) + 1)):
+            line.append(ctx.get(tx.tx))
+            await ctx.tick()
+
+    sim = Simulator(tx)
+    sim.add_clock(1e-6)
+    sim.add_testbench(source)
+    sim.add_testbench(probe)
+    sim.run()
+    start, at = line.index(0), [0, *itertools.accumulate(bit_cycles(d))]
+    for n, byte in enumerate(data):
+        char = line[start + n * at[-1] :]
+        levels = [0] + [(byte >> i) & 1 for i in range(8)] + [1]
+        for k, level in enumerate(levels):
+            assert set(char[at[k] : at[k + 1]]) == {level}, (n, k)
+
+    # the receiver: a line driven with exact times (ctx.delay), three rates
+    for scale in (1, Fraction(97, 100), Fraction(103, 100)):
+        rx, got = UartRx(d), []
+        bit_ns = 100 * scale
+
+        async def sender(ctx, rx=rx, bit_ns=bit_ns):
+            ctx.set(rx.rx, 1)
+            await ctx.delay(50e-9)
+            for byte in data:
+                for level in [0] + [(byte >> i) & 1 for i in range(8)] + [1]:
+                    ctx.set(rx.rx, level)
+                    await ctx.delay(float(bit_ns) * 1e-9)
+
+        async def sink(ctx, rx=rx, got=got):
+            ctx.set(rx.o.ready, 1)
+            while True:
+                await ctx.tick()
+                if ctx.get(rx.o.valid):
+                    got.append(ctx.get(rx.o.payload))
+
+        sim = Simulator(rx)
+        sim.add_clock(3e-9)
+        sim.add_testbench(sender)
+        sim.add_testbench(sink, background=True)
+        sim.run_until(len(data) * 10 * 110e-9)
+        assert got == data, scale
 
 
 # (clock period in ps, even for cocotb's Clock; baud; divisor):
@@ -211,6 +296,7 @@ COCOTB_RATES = [
     (40000, 1_000_000, 25),
     (13334, 3_000_000, 25),
     (25000, 2_000_000, 20),
+    (10000, 3_000_000, Fraction(100, 3)),  # 100 MHz, 3 Mbaud: bits of 33 and 34 cycles
 ]
 
 
@@ -220,7 +306,7 @@ def test_cocotb_uart_loopback(period_ps, baud, divisor):
     echo) into UartTx, into UartSink; and a framing error (sim/cocotb_uart.py)."""
     harness.run(
         "uart-link",
-        {"divisor": divisor, "period_ps": period_ps, "baud": baud},
+        {"divisor": str(divisor), "period_ps": period_ps, "baud": baud},
         "cocotb_uart",
         factory=lambda: BoardLink(divisor, LoopbackCore()),
     )
