@@ -96,7 +96,7 @@ class UartRx(wiring.Component):
       and stays high, with the byte, until the consumer takes it (``ready``). A byte that
       completes while the previous one has not been taken is dropped, and ``overrun``
       counts it; the byte waiting in ``o`` is kept. A consumer therefore has a whole
-      character time (``10 * divisor`` cycles) to take each byte.
+      character time (``10 D`` cycles, ``D`` the divisor) to take each byte.
     * ``overrun`` (out, 16): bytes dropped because ``o`` was full (saturating).
     * ``framing_errors`` (out, 16): characters whose stop bit was low (saturating); their
       byte is dropped, and the receiver waits for the line to go high again (a break is
@@ -190,7 +190,7 @@ class UartTx(wiring.Component):
 
     * ``i`` (in, ``stream.Signature(8)``): bytes to send. ``ready`` is high while the
       transmitter is idle and in the last cycle of each stop bit, so a source that keeps
-      ``valid`` high sends back-to-back characters: one byte per ``10 * divisor`` cycles,
+      ``valid`` high sends back-to-back characters: one byte per ``floor(10 D)`` cycles,
       the line's full rate.
     * ``tx`` (out, 1): the serial line, idle high, driven straight from a flip-flop.
 
