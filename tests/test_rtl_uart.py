@@ -67,13 +67,9 @@ def test_rx_bytes_and_latency(divisor):
     assert set(latency) == {2 + int(19 * Fraction(divisor) / 2) + 1}
 
 
-@pytest.mark.parametrize("divisor", [4, 16])
-def test_tx_frames_back_to_back(divisor):
-    """A source that keeps valid high: characters back to back, one per 10 * divisor
-    cycles, each bit `divisor` cycles long, decoded equal."""
-    rng = random.Random(divisor)
-    data = [rng.randrange(256) for _ in range(10)]
-    dut = UartTx(divisor)
+def _tx_line(dut, data, cycles) -> list[int]:
+    """The line ``dut`` (a UartTx) drives for ``cycles`` cycles, fed ``data`` by a source
+    that keeps ``valid`` high."""
     line = []
 
     async def source(ctx):
@@ -84,7 +80,7 @@ def test_tx_frames_back_to_back(divisor):
         ctx.set(dut.i.valid, 0)
 
     async def probe(ctx):
-        for _ in range(10 * divisor * (len(data) + 1) + 5):
+        for _ in range(cycles):
             line.append(ctx.get(dut.tx))
             await ctx.tick()
 
@@ -93,6 +89,16 @@ def test_tx_frames_back_to_back(divisor):
     sim.add_testbench(source)
     sim.add_testbench(probe)
     sim.run()
+    return line
+
+
+@pytest.mark.parametrize("divisor", [4, 16])
+def test_tx_frames_back_to_back(divisor):
+    """A source that keeps valid high: characters back to back, one per 10 * divisor
+    cycles, each bit `divisor` cycles long, decoded equal."""
+    rng = random.Random(divisor)
+    data = [rng.randrange(256) for _ in range(10)]
+    line = _tx_line(UartTx(divisor), data, 10 * divisor * (len(data) + 1) + 5)
     start = line.index(0)
     assert start == 1  # the start bit begins the cycle after the byte is taken
     decoded = []
@@ -233,26 +239,7 @@ def test_fractional_tx_to_rx_and_an_exact_line():
     d = Fraction(100, 3)
     rng = random.Random(3)
     data = [rng.randrange(256) for _ in range(12)]
-    # the transmitter: a source that keeps valid high
-    tx, line = UartTx(d), []
-
-    async def source(ctx):
-        for byte in data:
-            ctx.set(tx.i.payload, byte)
-            ctx.set(tx.i.valid, 1)
-            await ctx.tick().until(tx.i.ready)
-        ctx.set(tx.i.valid, 0)
-
-    async def probe(ctx):
-        for _ in range(int(10 * d) * (len(data) + 1)):
-            line.append(ctx.get(tx.tx))
-            await ctx.tick()
-
-    sim = Simulator(tx)
-    sim.add_clock(1e-6)
-    sim.add_testbench(source)
-    sim.add_testbench(probe)
-    sim.run()
+    line = _tx_line(UartTx(d), data, int(10 * d) * (len(data) + 1))
     start, at = line.index(0), [0, *itertools.accumulate(bit_cycles(d))]
     for n, byte in enumerate(data):
         char = line[start + n * at[-1] :]
