@@ -4,7 +4,7 @@
   core clock, 100 MHz by default (CLKI_DIV 1, CLKFB_DIV 4, CLKOP_DIV 6, CLKOP_CPHASE 2,
   from ``ecppll -i 25 -o 100``; VCO 600 MHz): the 128-lane Device met it at all three
   placement seeds of 44e9bb5 (105.16, 100.60, 102.11 MHz; docs/boards.md); 75 MHz was
-  the default until then (met since de0e2ae), 60 MHz before.
+  the default until then (first met at de0e2ae), 60 MHz before.
   ``--param clock_mhz=N`` picks any of :data:`CLOCKS` (30, 40, 45, 60, 75, 90, 100 MHz).
 * UART: the FT231X (M1 rx, L4 tx; shared with the JTAG programmer) at the fastest rate
   the FT231X makes exactly: 3 Mbaud at 30, 45 (15 clocks per bit), 60 (20), 75 (25) and
