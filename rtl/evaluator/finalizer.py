@@ -1290,13 +1290,17 @@ class Finalizer(wiring.Component):
         with m.If(wc[0] ^ wc[1]):  # wc 1: h0, wc 2: h1 (and likewise past wc 3)
             m.d.sync += hv8.eq(Mux(wc[1], h[1], h[0])[:8])
         m.d.comb += self.aw_bytes[g].eq(hv8)
-        # the group's enable (reset: no write after a RESET) and its lane's select (data)
+        # the group's enable (reset: no write after a RESET) and its lane's select (data).
+        # The select is the decode of the U op's lane, which changes only at the window's
+        # end (to the S op's): loaded then from the S op, held otherwise, it equals the
+        # decode of the next cycle's U op (ctl.i_n) with no choice by the count before
+        # the decode (the group's wc through that choice into aw_sel was the critical path
+        # of the 128-lane ULX3S build at 44e9bb5, seed 1, 9.51 ns)
         aw = Signal(name=f"aw{sfx}")
         aw_sel = sig(len(lanes), "aw_sel")
-        m.d.sync += [
-            aw.eq(ctl.aw_n),
-            aw_sel.eq(Cat(ctl.i_n == j for j in range(len(lanes)))),
-        ]
+        m.d.sync += aw.eq(ctl.aw_n)
+        with m.If(wc == T - 1):
+            m.d.sync += aw_sel.eq(Cat(opS.i == j for j in range(len(lanes))))
         for j, lane in enumerate(lanes):
             m.d.comb += aw_en[lane].eq(aw & aw_sel[j])
         m.d.comb += logit_beat.y[g].eq(hv8.as_signed())
