@@ -739,8 +739,6 @@ class Finalizer(wiring.Component):
         # shift amounts and rounding constants
         kk = rt.pert_shift
         rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
-        sl_P2 = rt.shifts[opP2.rec.layer]
-        rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
         # the S stage's shift amount in each cycle of the window (a group's own, with
         # more than one), registered: computed a cycle ahead, so that each group's barrel
         # shifter starts at a flip-flop instead of the shared decode of wc and the ops
@@ -773,7 +771,7 @@ class Finalizer(wiring.Component):
             hi_at.eq(hi_tab[amt_n]),
             lo_at.eq(lo_tab[amt_n]),
         ]
-        c.rk, c.rs_P2, c.amt, c.hi_at, c.lo_at = rk, rs_P2, amt, hi_at, lo_at
+        c.rk, c.sl_P2, c.amt, c.hi_at, c.lo_at = rk, sl_of[0], amt, hi_at, lo_at
         return c
 
     # --------------------------------------------------------------------- datapath
@@ -825,7 +823,7 @@ class Finalizer(wiring.Component):
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
         state_w, state_waddr = ctl.state_w, ctl.state_waddr
         store_w, store_addr, store_hi = ctl.store_w, ctl.store_addr, ctl.store_hi
-        rk, rs_P2, amt, hi_at, lo_at = ctl.rk, ctl.rs_P2, ctl.amt, ctl.hi_at, ctl.lo_at
+        rk, amt, hi_at, lo_at = ctl.rk, ctl.amt, ctl.hi_at, ctl.lo_at
 
         def lane_mux(vals, idx, shape, name):
             out = sig(shape, name)
@@ -992,23 +990,24 @@ class Finalizer(wiring.Component):
             m.d.sync += [psS[i].eq(pacc[i]) for i in range(2)]
             m.d.sync += [bsrS[i].eq(bsrP[i]) for i in range(2)]
             m.d.sync += [bsrU[i].eq(bsrS[i]) for i in range(2)]
-        # vc = v + 127 * d + the rounding constant, in three steps: the rounding constant
-        # at wc 0 (the layer's shift through its decode), the constant terms at wc 1 (the
-        # op's digits), then the add at wc 2 (one adder after a register; the
-        # three-operand add after the decode had 205 vc endpoints past 10 ns in the
-        # 128-lane evaluator at 41cf5da, the decode into the constant terms 29 of the
-        # 128-lane ULX3S build's 948 at 23e1484, seed 2). The B digit of a STORE (bbP2)
+        # vc = v + 127 * d + the rounding constant, in two steps: the rounding constant
+        # and the constant term at wc 1 (the op's digits; the rounding constant a table
+        # indexed by the op's shift register sl_P2, 0 for a STORE, valid from wc 1), then
+        # the add at wc 2 (one adder after a register; the three-operand add after the
+        # decode had 205 vc endpoints past 10 ns in the 128-lane evaluator at 41cf5da, the
+        # decode into the constant terms 29 of the 128-lane ULX3S build's 948 at 23e1484,
+        # seed 2; the rounding constant's own register, loaded at wc 0 from the layer's
+        # shift through its decode, took it as a synchronous reset: up to 8.98 ns into
+        # its LSR in the 128-lane ULX3S build at 44e9bb5). The B digit of a STORE (bbP2)
         # holds from wc 0 to wc 3, the op's fields and vP2 the whole window (T >= 4).
         vc = [sig(signed(w), f"vc{i}") for i in range(2)]
-        rs_r = sig(16, "rsP2")
         bias_rs = [sig(signed(max(w, 18)), f"brs{i}") for i in range(2)]
         store2 = opP2.kind == KIND_STORE
-        with m.If(wc == 0):
-            m.d.sync += rs_r.eq(Mux(store2, 0, rs_P2))
+        rs_tab = Array(Const((1 << a) >> 1, 16) for a in range(16))  # rshr's rounding
         with m.If(wc == 1):
             for i in range(2):
                 digit = Mux(store2, bbP2[i], opP2.rec.wb[i])
-                m.d.sync += bias_rs[i].eq(_times_bias(digit) + rs_r)
+                m.d.sync += bias_rs[i].eq(_times_bias(digit) + rs_tab[ctl.sl_P2])
         with m.If(wc == 2):
             m.d.sync += [vc[i].eq(vP2[i] + bias_rs[i]) for i in range(2)]
         vcS = [sig(signed(w), f"vcS{i}") for i in range(2)]
