@@ -587,7 +587,7 @@ class Finalizer(wiring.Component):
         bank write data."""
         fields = {
             "P2": (("valid",), ("wb", "layer", "last_layer")),  # valid, last_layer: u_flags
-            "S": (("valid", "i"), ("s", "layer", "last_layer", "two")),
+            "S": (("valid", "i"), ("s", "layer", "last_layer", "two", "sample")),
             "U": (
                 ("valid", "i"),
                 ("last_layer", "bias_row1", "two", "t", "sample", "s", "layer", "q"),
@@ -1192,20 +1192,30 @@ class Finalizer(wiring.Component):
         # wc 1: which rows are the label's (the op and the labels are stable in U);
         # wc 2: the state read arrives, the new state is registered; wc 3: it is written
         # and the score term (from the registered state) is pushed
-        # the op's label, registered at wc 0 (the op in U and the labels hold from wc 0
-        # on), and rows 2t and 2t + 1 as bit patterns, no adder: the label lookup by
-        # sample and the row's add before the compares into is_lab and is_oth had 2 of
-        # the 128-lane ULX3S build's endpoints past 10 ns for 100 MHz at 2b110bc, seed 1
+        # the op's label, registered at the window's end from the S op, the U op of the
+        # next window (the label of a sample is written before its passes run and
+        # overwritten only samples later: read a cycle earlier it is the same), compared
+        # with rows 2t and 2t + 1 in two registered steps: t against the label's pair at
+        # wc 0 (hit_t), the row's bit and the op's flags at wc 1. The label lookup by
+        # sample and the row's add before the compares had 2 of the 128-lane ULX3S
+        # build's endpoints past 10 ns for 100 MHz at 2b110bc, seed 1; the label through
+        # the whole compare into is_lab and is_oth was its critical path at 44e9bb5, seed
+        # 2 (9.94 ns, 6 levels, 4.5 ns of it one route), and among the slowest at seeds 1
+        # and 3
         label = sig(p.width_bits, "label")
+        with m.If(wc == T - 1):
+            m.d.sync += label.eq(rt.labels[opS.rec.sample])
+        hit_t = sig(1, "hit_t")  # t == label >> 1
+        lab_odd = sig(1, "lab_odd")  # label & 1
         with m.If(wc == 0):
-            m.d.sync += label.eq(rt.labels[opU.rec.sample])
+            m.d.sync += [hit_t.eq(opU.rec.t == label[1:]), lab_odd.eq(label[0])]
         is_lab = [sig(1, f"islab{i}") for i in range(2)]
         is_oth = [sig(1, f"isoth{i}") for i in range(2)]
         first_t = sig(1, "first_t")
         with m.If(wc == 1):
             for i in range(2):
                 valid = Const(1) if i == 0 else opU.rec.two
-                hit = Cat(Const(i, 1), opU.rec.t) == label
+                hit = hit_t & (lab_odd == i)
                 m.d.sync += [is_lab[i].eq(valid & hit), is_oth[i].eq(valid & ~hit)]
             m.d.sync += first_t.eq(opU.rec.t == 0)
         st = u_U
