@@ -56,7 +56,10 @@ from amaranth import (
 from amaranth.lib import memory
 from amaranth.utils import ceil_log2
 
+from .evaluator.pass_engine import REPLICA_ATTR
+
 __all__ = [
+    "ADDR_COPY_BLOCKS",
     "DP16KD_DEPTH",
     "DP16KD_WIDTH",
     "NO_RW_CHECK",
@@ -185,6 +188,10 @@ def dp16kd_blocks(width: int, depth: int) -> tuple[int, int, int]:
     return best
 
 
+#: Blocks of a :class:`RegisteredRAM` with ``addr_reg`` served by one copy of its read
+#: address register (``DP16KD`` form).
+ADDR_COPY_BLOCKS = 8
+
 MUX_GROUP = 8  # rows per first-stage multiplexer of a split read (dp16kd_rows)
 
 
@@ -263,6 +270,11 @@ class RegisteredRAM(Elaboratable):
         a multiplexer of the rows' output registers); ``False``: a generic Amaranth
         memory; ``None`` (default): ``DP16KD`` when elaborated for an ECP5
         (``platform.family == "ecp5"``), a ROM only of ``depth`` <= 1024.
+    addr_reg : bool
+        ``r_addr`` and ``r_en`` through a register before the blocks (read latency three):
+        in the one-row ``DP16KD`` form a copy of the address register beside each
+        :data:`ADDR_COPY_BLOCKS` blocks (marked ``REPLICA_ATTR``), so that no logic and
+        no single register's route across the die comes before the blocks' address pins.
 
     Attributes
     ----------
@@ -273,7 +285,10 @@ class RegisteredRAM(Elaboratable):
         Read address, sampled at the end of a cycle with ``r_en`` high.
     r_data : Signal(width)
         The word read: it moves from the RAM's register to the output register at the end
-        of a cycle with ``r_en`` high.
+        of a cycle with ``r_en`` high (with ``addr_reg``: the ``r_en`` of a cycle before).
+    r_addr_q : Signal(range(depth))
+        With ``addr_reg``: the address the blocks read in this cycle (``r_addr`` a cycle
+        before), for the collision watch (:class:`RWWatch`).
     """
 
     def __init__(
@@ -283,9 +298,12 @@ class RegisteredRAM(Elaboratable):
         *,
         init: list[int] | None = None,
         dp16kd: bool | None = None,
+        addr_reg: bool = False,
     ):
         if not 1 <= width or not 1 <= depth:
             raise ValueError(f"RegisteredRAM: width={width} and depth={depth} must be >= 1")
+        if addr_reg and init is not None:
+            raise ValueError("RegisteredRAM: addr_reg is for a RAM (init=None)")
         if dp16kd and init is not None and depth > DP16KD_DEPTH:
             raise ValueError(f"RegisteredRAM: a ROM of depth={depth} > {DP16KD_DEPTH} with dp16kd")
         self.dp16kd = dp16kd
@@ -299,6 +317,25 @@ class RegisteredRAM(Elaboratable):
         self.r_addr = Signal(self.abits)
         self.r_en = Signal()
         self.r_data = Signal(width)
+        self.addr_reg = addr_reg
+        if addr_reg:
+            self.r_addr_q = Signal(
+                self.abits, name="r_addr_q", reset_less=True, attrs={REPLICA_ATTR: 1}
+            )
+
+    def _read_regs(self, m: Module, copies: int = 1) -> tuple[list, Any]:
+        """The address the blocks read (``copies`` registers of it with ``addr_reg``)
+        and their read enable."""
+        if not self.addr_reg:
+            return [self.r_addr] * copies, self.r_en
+        # the enable's register: constant (folded away) when r_en is tied high
+        en_q = Signal(name="r_en_q", init=1, reset_less=True)
+        regs = [self.r_addr_q] + [
+            Signal(self.abits, name=f"r_addr_q{k}", reset_less=True, attrs={REPLICA_ATTR: 1})
+            for k in range(1, copies)
+        ]
+        m.d.sync += [en_q.eq(self.r_en)] + [r.eq(self.r_addr) for r in regs]
+        return regs, en_q
 
     def uses_dp16kd(self, platform) -> bool:
         if self.dp16kd is not None:
@@ -322,9 +359,10 @@ class RegisteredRAM(Elaboratable):
             wr = mem.write_port()
             m.d.comb += [wr.addr.eq(self.w_addr), wr.data.eq(self.w_data), wr.en.eq(self.w_en)]
         rd = mem.read_port(domain="sync")
-        m.d.comb += [rd.addr.eq(self.r_addr), rd.en.eq(self.r_en)]
+        (r_addr,), r_en = self._read_regs(m)
+        m.d.comb += [rd.addr.eq(r_addr), rd.en.eq(r_en)]
         out = Signal(self.width, reset_less=True)
-        with m.If(self.r_en):
+        with m.If(r_en):
             m.d.sync += out.eq(rd.data)
         m.d.comb += self.r_data.eq(out)
         return m
@@ -333,13 +371,14 @@ class RegisteredRAM(Elaboratable):
         rom = self.init is not None
         if not rom and self.depth > DP16KD_DEPTH:
             w = (self.w_addr, self.w_data, self.w_en)
-            dp16kd_rows(m, self.width, self.depth, w, self.r_addr, self.r_en, self.r_data)
+            (r_addr,), r_en = self._read_regs(m)
+            dp16kd_rows(m, self.width, self.depth, w, r_addr, r_en, self.r_data)
             return
         n = -(-self.width // DP16KD_WIDTH)
         pad = n * DP16KD_WIDTH - self.width
         w_data = Cat(self.w_data, Const(0, pad))
         w_addr = Cat(Const(0, 4), self.w_addr, Const(0, 10 - self.abits))
-        r_addr = Cat(Const(0, 4), self.r_addr, Const(0, 10 - self.abits))
+        r_regs, r_en = self._read_regs(m, -(-n // ADDR_COPY_BLOCKS))
         w_en = Const(0, 1) if rom else self.w_en
         # 18-bit mode: address bits 13..4; on the write port bits 1..0 are the byte
         # enables, both set with the write enable
@@ -354,8 +393,9 @@ class RegisteredRAM(Elaboratable):
             dout = Signal(DP16KD_WIDTH, name=f"dout{j}")
             outs.append(dout)
             dia = w_data[j * DP16KD_WIDTH : (j + 1) * DP16KD_WIDTH]
+            r_addr = Cat(Const(0, 4), r_regs[j // ADDR_COPY_BLOCKS], Const(0, 10 - self.abits))
             m.submodules[f"dp16kd{j}"] = dp16kd_instance(
-                DP16KD_WIDTH, w_en, ada, dia, r_addr, dout, self.r_en, initvals
+                DP16KD_WIDTH, w_en, ada, dia, r_addr, dout, r_en, initvals
             )
         m.d.comb += self.r_data.eq(Cat(*outs)[: self.width])
 

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from amaranth import Elaboratable, Module, Signal
 from amaranth.back import verilog
+from amaranth.sim import Simulator
 
 from pentegg.rtl.bram import RegisteredRAM, SinglePortRAM, dp16kd_initvals
 from pentegg.rtl.toolchain import sim_path
@@ -26,9 +27,9 @@ MODEL = Path(__file__).resolve().parent.parent / "sim" / "dp16kd.v"
 class Pair(Elaboratable):
     """A generic and a DP16KD RegisteredRAM on the same inputs."""
 
-    def __init__(self, width, depth, init):
-        self.gen = RegisteredRAM(width, depth, init=init, dp16kd=False)
-        self.dp = RegisteredRAM(width, depth, init=init, dp16kd=True)
+    def __init__(self, width, depth, init, addr_reg=False):
+        self.gen = RegisteredRAM(width, depth, init=init, dp16kd=False, addr_reg=addr_reg)
+        self.dp = RegisteredRAM(width, depth, init=init, dp16kd=True, addr_reg=addr_reg)
         abits = self.gen.abits
         self.w_addr = Signal(abits)
         self.w_data = Signal(width)
@@ -54,17 +55,22 @@ class Pair(Elaboratable):
         return m
 
 
-def stimulus(rng, depth, width, cycles, rom):
-    """Lines of `w_en w_addr w_data r_en r_addr` (hex), no read of the written address."""
+def stimulus(rng, depth, width, cycles, rom, addr_reg=False):
+    """Lines of `w_en w_addr w_data r_en r_addr` (hex), no read of the written address
+    (``addr_reg``: the address is read a cycle later, so it differs from the next
+    cycle's write)."""
+    writes = [
+        (0 if rom else int(rng.random() < 0.5), rng.randrange(depth)) for _ in range(cycles + 1)
+    ]
     lines = []
-    for _ in range(cycles):
-        w_en = 0 if rom else int(rng.random() < 0.5)
-        w_addr = rng.randrange(depth)
+    for i in range(cycles):
+        w_en, w_addr = writes[i]
         r_en = int(rng.random() < 0.7)
         r_addr = rng.randrange(depth)
-        if w_en and depth > 1 and r_addr == w_addr:
+        c_en, c_addr = writes[i + 1] if addr_reg else writes[i]
+        if c_en and depth > 1 and r_addr == c_addr:
             r_addr = (r_addr + 1) % depth
-        elif w_en and depth == 1:
+        elif c_en and depth == 1:
             r_en = 0
         lines.append(f"{w_en:x} {w_addr:x} {rng.getrandbits(width):x} {r_en:x} {r_addr:x}")
     return lines
@@ -111,7 +117,7 @@ module tb;
       code = $fscanf(fd, "%h %h %h %h %h\\n", a, b, c, e, f);
       w_en = a; w_addr = b; w_data = c; r_en = e; r_addr = f;
       @(posedge clk); #1;
-      if (i > 2) begin
+      if (i > {skip}) begin
         checked = checked + 1;
         if (q_gen !== q_dp) begin
           bad = bad + 1;
@@ -127,20 +133,77 @@ endmodule
 
 
 @pytest.mark.parametrize(
-    "width, depth, rom",
-    [(12, 256, False), (3, 1024, True), (30, 21, False), (3, 64, True), (20, 3000, False)],
-    ids=["ram12x256", "rom3x1024", "ram30x21", "rom3x64", "ram20x3000-rows"],
+    "width, depth, rom, addr_reg",
+    [
+        (12, 256, False, False),
+        (3, 1024, True, False),
+        (30, 21, False, False),
+        (3, 64, True, False),
+        (20, 3000, False, False),
+        (150, 40, False, True),
+        (20, 3000, False, True),
+    ],
+    ids=[
+        "ram12x256",
+        "rom3x1024",
+        "ram30x21",
+        "rom3x64",
+        "ram20x3000-rows",
+        "ram150x40-addr_reg",
+        "ram20x3000-rows-addr_reg",
+    ],
 )
-def test_dp16kd_form_equals_generic(tmp_path, width, depth, rom):
-    rng = random.Random(f"bram {width} {depth} {rom}")
+def test_dp16kd_form_equals_generic(tmp_path, width, depth, rom, addr_reg):
+    rng = random.Random(f"bram {width} {depth} {rom} {addr_reg}")
     init = [rng.getrandbits(width) for _ in range(depth)] if rom else None
-    dut = Pair(width, depth, init)
+    dut = Pair(width, depth, init, addr_reg)
     ports = [dut.w_addr, dut.w_data, dut.w_en, dut.r_addr, dut.r_en, dut.q_gen, dut.q_dp]
     n = 3000
     ab = max(dut.gen.abits, 1) - 1
-    tb = TB.format(ab=ab, wb=width - 1, n=n, stim=tmp_path / "stim.txt")
-    out = simulate(tmp_path, dut, ports, tb, stimulus(rng, depth, width, n, rom), [MODEL])
-    assert f"RESULT checked={n - 3} bad=0" in out, out
+    skip = 2 + addr_reg
+    tb = TB.format(ab=ab, wb=width - 1, n=n, stim=tmp_path / "stim.txt", skip=skip)
+    stim = stimulus(rng, depth, width, n, rom, addr_reg)
+    out = simulate(tmp_path, dut, ports, tb, stim, [MODEL])
+    assert f"RESULT checked={n - skip - 1} bad=0" in out, out
+
+
+def test_addr_reg_reads_the_address_of_three_cycles_before():
+    """With ``addr_reg`` the read data is the word at the address of three enabled cycles
+    before (a register, then the RAM's two), the first read address a register too."""
+    ram = RegisteredRAM(8, 16, dp16kd=False, addr_reg=True)
+    rng = random.Random("addr_reg")
+    words = [rng.getrandbits(8) for _ in range(16)]
+    got, want = [], []
+
+    async def bench(ctx):
+        for a, w in enumerate(words):
+            ctx.set(ram.w_addr, a)
+            ctx.set(ram.w_data, w)
+            ctx.set(ram.w_en, 1)
+            await ctx.tick()
+        ctx.set(ram.w_en, 0)
+        ctx.set(ram.r_en, 1)
+        addrs = [rng.randrange(16) for _ in range(40)]
+        for i, a in enumerate(addrs):
+            ctx.set(ram.r_addr, a)
+            await ctx.tick()
+            if i >= 3:
+                got.append(ctx.get(ram.r_data))
+                want.append(words[addrs[i - 2]])
+            # the watch's address: the one presented a cycle before
+            assert ctx.get(ram.r_addr_q) == a
+
+    sim = Simulator(ram)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    first = next((i for i, (g, w) in enumerate(zip(got, want, strict=True)) if g != w), None)
+    assert first is None, f"first difference at read {first}: {got[first]} != {want[first]}"
+
+
+def test_addr_reg_is_for_a_ram():
+    with pytest.raises(ValueError, match="addr_reg is for a RAM"):
+        RegisteredRAM(8, 4, init=[0] * 4, addr_reg=True)
 
 
 def test_initvals_packing():
