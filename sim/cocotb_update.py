@@ -107,7 +107,7 @@ async def _run_job(dut, job: dict, limit: int, lanes: int) -> tuple[np.ndarray, 
     for o in range(out):
         for kb in range(nkb):
             dut.z_addr.value = o * nkb + kb
-            for _ in range(3):  # read latency 3
+            for _ in range(4):  # read latency 4
                 await RisingEdge(dut.clk)
             await FallingEdge(dut.clk)
             word = int(dut.z_data.value)

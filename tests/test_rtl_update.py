@@ -63,7 +63,7 @@ async def run_votes(ctx, dut, job) -> tuple[np.ndarray, int]:
     for o in range(out):
         for kb in range(nkb):
             ctx.set(dut.z_addr, o * nkb + kb)
-            await ctx.tick().repeat(3)  # read latency 3
+            await ctx.tick().repeat(4)  # read latency 4
             word = ctx.get(dut.z_data)
             for i in range(lanes):
                 if kb * lanes + i < fan:
@@ -204,7 +204,7 @@ def test_vote_cycle_formula_keyer_boundary():
 
 class Memories:
     """Z, weight and latent memories around a WeightUpdater: one cycle of read latency for
-    the weights, two for the latent memory, three for Z (the vote accumulator's)."""
+    the weights, two for the latent memory, four for Z (the vote accumulator's)."""
 
     def __init__(self, dut, z, w, v, w_base, v_base, fill=0x7FFF):
         self.dut = dut
@@ -221,7 +221,7 @@ class Memories:
         if v is not None:
             self.v[v_base : v_base + z.size] = [int(x) for x in v.reshape(-1)]
         self.v_read = 0  # the latent word read at the last edge, out at the next
-        self.z_read = [0, 0]  # the Z addresses of the last two edges, oldest first
+        self.z_read = [0, 0, 0]  # the Z addresses of the last three edges, oldest first
 
     def signals(self):
         d = self.dut
@@ -247,7 +247,7 @@ class Memories:
             ctx.set(d.w_rdata, self.w[wr] if wr < len(self.w) else 0)
         zp = self.z_read[0]
         ctx.set(d.z_data, self.z[zp] if zp < len(self.z) else [0] * d.lanes)
-        self.z_read = [self.z_read[1], za]
+        self.z_read = [*self.z_read[1:], za]
 
     async def process(self, ctx):
         async for vals in ctx.tick().sample(*self.signals()):
@@ -340,7 +340,7 @@ def test_updater_equals_golden(update, latent_bits, lanes):
             )
             if ev is not None:
                 board.check(f"{tag} V", ev.reshape(-1), mem.v[v_base : v_base + out * fan], "V")
-            board.check(f"{tag} cycles", [out * fan + 7], [cycles], "cycles")
+            board.check(f"{tag} cycles", [out * fan + 8], [cycles], "cycles")
             assert not ctx.get(dut.error)
 
     async def memories(ctx):

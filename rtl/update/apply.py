@@ -74,7 +74,7 @@ class WeightUpdater(wiring.Component):
         the last word is written (or the start was refused); ``error`` set with ``done``
         when a run-time input is out of range (nothing is written), cleared by ``start``.
     z_addr : Out(range), z_data : In(ArrayLayout(signed(z_bits), lanes))
-        ``Z`` read port, latency 3 (the accumulator's ``z_addr``/``z_data``).
+        ``Z`` read port, latency 4 (the accumulator's ``z_addr``/``z_data``).
     w_raddr : Out(addr_bits), w_rdata : In(16)
         Pentary update only: read port of the weight memory, latency 1.
     w_waddr : Out(addr_bits), w_wdata : Out(16), w_wen : Out(1)
@@ -88,15 +88,15 @@ class WeightUpdater(wiring.Component):
         The read at ``v_raddr`` (a weight walks stage 1) or ``w_raddr`` (stage 1a) in
         this cycle is used; the address is held otherwise.
 
-    Timing: ``done`` is high ``out * fan + 7`` cycles after the ``start`` cycle: one weight
-    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through seven
-    pipeline stages (two while the ``Z`` word is read; ``Z`` into a
+    Timing: ``done`` is high ``out * fan + 8`` cycles after the ``start`` cycle: one weight
+    per cycle (a ``V`` write per cycle, a ``W`` word write every five) through eight
+    pipeline stages (three while the ``Z`` word is read; ``Z`` into a
     shift register of ``lanes * z_bits`` flip-flops, so that no lane multiplexer meets
     the block RAM's output; ``Z`` to move while ``V`` or
     ``W`` is read into a register; the move applied, saturated; ``V`` written and ``PQUANT`` as
     four comparisons of ``V`` with the thresholds of ``latent_shift``; the digit packed
     and the word written). No memory's read data meets logic before a register.
-    Read ports: ``z_data`` three cycles after ``z_addr``, ``v_rdata`` two cycles after
+    Read ports: ``z_data`` four cycles after ``z_addr``, ``v_rdata`` two cycles after
     ``v_raddr``, ``w_rdata`` one cycle after ``w_raddr``.
     """
 
@@ -203,7 +203,7 @@ class WeightUpdater(wiring.Component):
             m.d.sync += [regs[k].eq(v) for k, v in fields.items()]
             return SimpleNamespace(**regs)
 
-        # ---- stage 0a: the walk a cycle later, while Z (read latency 3 from stage 0) is
+        # ---- stage 0a: the walk a cycle later, while Z (read latency 4 from stage 0) is
         # on its way: its word comes out of the vote accumulator's register in stage 1a
         # (the block RAM's unregistered output, about 5 ns from the clock on the ECP5, had
         # made the read registers' inputs late: 29 of the 128-lane ULX3S build's 413
@@ -211,6 +211,9 @@ class WeightUpdater(wiring.Component):
         lane0 = Signal()
         m.d.comb += lane0.eq(lane == 0)
         s0a = later("s0a", valid=walking, last=last, n=n, wi=wi, dpos=dpos, lane0=lane0)
+        # ---- stage 0b: a cycle more (the accumulator's address register beside its block
+        # RAMs: read latency 4)
+        s0b = later("s0b", **vars(s0a))
         # ---- stage 1: Z (read at stage 0) into a shift register. A Z word holds the
         # entries of `lanes` consecutive weights (lane 0 first) and the walk takes them in
         # that order, one per cycle, so the word is loaded at its lane 0 and shifted by one
@@ -222,11 +225,11 @@ class WeightUpdater(wiring.Component):
         s1_wi = Signal(ab)
         s1_dpos = Signal.like(dpos)
         m.d.sync += [
-            s1_valid.eq(s0a.valid),
-            s1_last.eq(s0a.last),
-            s1_n.eq(s0a.n),
-            s1_wi.eq(s0a.wi),
-            s1_dpos.eq(s0a.dpos),
+            s1_valid.eq(s0b.valid),
+            s1_last.eq(s0b.last),
+            s1_n.eq(s0b.n),
+            s1_wi.eq(s0b.wi),
+            s1_dpos.eq(s0b.dpos),
         ]
         zb = self.z_bits
         # ---- stage 1a: the Z word (z_data, a register's output), the walk's fields a
@@ -243,7 +246,7 @@ class WeightUpdater(wiring.Component):
             # accelerator at e4e6c56 had 251 of the register's endpoints over 9.5 ns after
             # routing)
             s1_lane0 = Signal()
-            m.d.sync += s1_lane0.eq(s0a.lane0)
+            m.d.sync += s1_lane0.eq(s0b.lane0)
             load = lane_copies(m, "s1a_load", s1_lane0, lanes)
             nxt = Cat(zsh[zb:], Const(0, zb))  # entry i + 1 into entry i
             for i in range(lanes):

@@ -180,8 +180,8 @@ class VoteAccumulator(wiring.Component):
         up to 2 cycles works.
     z_addr : In(z_addr_bits), z_data : Out(ArrayLayout(signed(z_bits), lanes))
         Read port of ``Z`` while ``busy`` is low: ``z_data`` is the word at the ``z_addr``
-        of three cycles before (latency 3: the block RAM's read register, its output
-        register, a fabric register).
+        of four cycles before (latency 4: the address register beside the block RAMs,
+        their read register, their output register, a fabric register).
 
     Timing: :func:`vote_cycles`, ``55 + X + max(0, Wb - 2) + T + (pairs - 1) * max(T +
     2, X + 32)`` cycles from ``start`` to ``done``, ``T = out * ceil(fan / lanes) * rank``
@@ -279,9 +279,15 @@ class VoteAccumulator(wiring.Component):
         # endpoints past 10 ns at acf8080 and about 300 of 477 at a321e40 (seed 1, 12.08
         # ns); the output registers without the fabric register put the adders between
         # them and the block RAMs' write data (700b5c1, reverted: 366 endpoints, 13.68 ns)
-        m.submodules.z_mem = z_mem = RegisteredRAM(zshape.size, max(self.z_depth, 2))
+        # The read address reaches the block RAMs from registers beside them (addr_reg:
+        # a copy per 8 blocks), loaded a cycle before the read: the state's choice
+        # between the stage 1 address and the port's (Mux(busy, ...)) into the address
+        # pins of about twenty DP16KD across the die was the critical path of two of the
+        # three 128-lane ULX3S builds at bd77a19 (seeds 1 and 3: 10.28 and 10.42 ns,
+        # about 9.4 of it routing). The port's read latency is 4.
+        m.submodules.z_mem = z_mem = RegisteredRAM(zshape.size, max(self.z_depth, 2), addr_reg=True)
         m.d.comb += z_mem.r_en.eq(1)
-        z_rd = SimpleNamespace(addr=z_mem.r_addr)
+        z_rd = SimpleNamespace(addr=z_mem.r_addr_q)
         z_wr = SimpleNamespace(addr=z_mem.w_addr, data=z_mem.w_data, en=z_mem.w_en)
         self.rw_watch.append(RWWatch("z_mem", z_rd, z_wr, 1))
         z_q = Signal(zshape.size, reset_less=True)
@@ -515,7 +521,8 @@ class VoteAccumulator(wiring.Component):
         s4_data = Signal(zshape.size, reset_less=True)
         m.d.sync += [s4_valid.eq(s3_valid), s4_zaddr.eq(s3_zaddr), s4_data.eq(z_new)]
         m.d.comb += [
-            z_rd.addr.eq(Mux(busy, s1_zaddr, self.z_addr)),
+            # in stage 1 the blocks read the address the issue stage had (s1_zaddr)
+            z_mem.r_addr.eq(Mux(busy, zaddr, self.z_addr)),
             self.z_data.eq(z_q),
             # stage 4: write back
             z_wr.addr.eq(s4_zaddr),
