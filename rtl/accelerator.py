@@ -538,15 +538,25 @@ class Accelerator(wiring.Component):
         hw_data = Signal.like(dec.mem_wdata, name="host_w_data", reset_less=True)
         m.d.sync += [hw_addr.eq(host_addr), hw_data.eq(dec.mem_wdata)]
 
-        def write_port(wp, name, users):
+        def write_port(wp, name, users, *, reg=False):
             """``wp`` driven by the block of each ``(phase, addr, data, en)`` in ``users``
-            during its phase, otherwise by the host's writes to memory ``name``."""
+            during its phase, otherwise by the host's writes to memory ``name``.
+            ``reg``: through a register after the choice (every write lands a cycle
+            later)."""
             hw_en = Signal(name=f"host_w_en_{name}", reset_less=True)
             m.d.sync += hw_en.eq(idle & dec.mem_wen & (host_sel == MEMORIES[name]))
             host = (hw_addr, hw_data, hw_en)
             sel = host
             for code, *port in reversed(users):
                 sel = [Mux(ph[code], u, h) for u, h in zip(port, sel, strict=True)]
+            if reg:
+                en = Signal(name=f"{name}_w_en_q")
+                m.d.sync += en.eq(sel[2])
+                sel = [
+                    delayed(sel[0], 1, f"{name}_w_addr"),
+                    delayed(sel[1], 1, f"{name}_w_data"),
+                    en,
+                ]
             m.d.comb += [wp.addr.eq(sel[0]), wp.data.eq(sel[1]), wp.en.eq(sel[2])]
 
         # weights: read by the evaluator (eval), the updater (pentary, apply), the host
@@ -597,10 +607,15 @@ class Accelerator(wiring.Component):
             rd_data["weights"] = rp.data
             if addr_reg:
                 rd_latency["weights"] = 2
+        # the writes through a register beside the block RAMs: the updater's word being
+        # assembled (its digit position's decode, the phase's choice) into their write
+        # data was the critical path of one of the three 128-lane ULX3S builds at
+        # bd77a19 (seed 2: 10.09 ns)
         write_port(
             wp,
             "weights",
             [(4, up.w_waddr, up.w_wdata, up.w_wen), (5, ini.w_addr, ini.w_data, ini.w_en)],
+            reg=True,
         )
 
         # latent V: read through the block RAMs' output registers (RegisteredRAM, read
