@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth import Cat, Const, Module, Mux, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -587,7 +587,7 @@ class Finalizer(wiring.Component):
         bank write data."""
         fields = {
             "P2": (("valid",), ("wb", "layer", "last_layer")),  # valid, last_layer: u_flags
-            "S": (("valid", "i"), ("s", "layer", "last_layer", "two")),
+            "S": (("valid", "i"), ("s", "layer", "last_layer", "two", "sample")),
             "U": (
                 ("valid", "i"),
                 ("last_layer", "bias_row1", "two", "t", "sample", "s", "layer", "q"),
@@ -739,8 +739,6 @@ class Finalizer(wiring.Component):
         # shift amounts and rounding constants
         kk = rt.pert_shift
         rk = Mux(kk == 0, 0, (Const(1, 16) << kk) >> 1)
-        sl_P2 = rt.shifts[opP2.rec.layer]
-        rs_P2 = Mux(sl_P2 == 0, 0, (Const(1, 16) << sl_P2) >> 1)
         # the S stage's shift amount in each cycle of the window (a group's own, with
         # more than one), registered: computed a cycle ahead, so that each group's barrel
         # shifter starts at a flip-flop instead of the shared decode of wc and the ops
@@ -760,15 +758,20 @@ class Finalizer(wiring.Component):
         amt_n = Mux((wc == 0) | (wc == 1), kk, Mux((wc == 2) | last_wc, sl_of[1], sl_of[2]))
         # the bounds of y1 = add >> amt before the shift (see the S stage): y1 > 127 is
         # add >= 128 << amt, y1 < -127 is add < -(127 << amt) (floor shifts); with amt
-        # registers of their own, at most 24 bits (amt <= 15)
+        # registers of their own, at most 24 bits (amt <= 15). Each is a table of 16
+        # constants indexed by amt_n (every bit a function of amt_n's four bits, one LUT):
+        # lo_at as the negation of a shift had a carry chain after the shifter, 9.74 ns
+        # (109 endpoints past 8 ns) in the 128-lane ULX3S build at 44e9bb5, seed 3
         hi_at = Signal(signed(24), name=f"hi_at{sfx}")  # 128 << amt
         lo_at = Signal(signed(24), name=f"lo_at{sfx}")  # -(127 << amt)
+        hi_tab = Array(Const(128 << a, signed(24)) for a in range(16))
+        lo_tab = Array(Const(-(127 << a), signed(24)) for a in range(16))
         m.d.sync += [
             amt.eq(amt_n),
-            hi_at.eq(Const(128, 8) << amt_n),
-            lo_at.eq(-(Const(127, 7) << amt_n)),
+            hi_at.eq(hi_tab[amt_n]),
+            lo_at.eq(lo_tab[amt_n]),
         ]
-        c.rk, c.rs_P2, c.amt, c.hi_at, c.lo_at = rk, rs_P2, amt, hi_at, lo_at
+        c.rk, c.sl_P2, c.amt, c.hi_at, c.lo_at = rk, sl_of[0], amt, hi_at, lo_at
         return c
 
     # --------------------------------------------------------------------- datapath
@@ -820,7 +823,7 @@ class Finalizer(wiring.Component):
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
         state_w, state_waddr = ctl.state_w, ctl.state_waddr
         store_w, store_addr, store_hi = ctl.store_w, ctl.store_addr, ctl.store_hi
-        rk, rs_P2, amt, hi_at, lo_at = ctl.rk, ctl.rs_P2, ctl.amt, ctl.hi_at, ctl.lo_at
+        rk, amt, hi_at, lo_at = ctl.rk, ctl.amt, ctl.hi_at, ctl.lo_at
 
         def lane_mux(vals, idx, shape, name):
             out = sig(shape, name)
@@ -987,23 +990,24 @@ class Finalizer(wiring.Component):
             m.d.sync += [psS[i].eq(pacc[i]) for i in range(2)]
             m.d.sync += [bsrS[i].eq(bsrP[i]) for i in range(2)]
             m.d.sync += [bsrU[i].eq(bsrS[i]) for i in range(2)]
-        # vc = v + 127 * d + the rounding constant, in three steps: the rounding constant
-        # at wc 0 (the layer's shift through its decode), the constant terms at wc 1 (the
-        # op's digits), then the add at wc 2 (one adder after a register; the
-        # three-operand add after the decode had 205 vc endpoints past 10 ns in the
-        # 128-lane evaluator at 41cf5da, the decode into the constant terms 29 of the
-        # 128-lane ULX3S build's 948 at 23e1484, seed 2). The B digit of a STORE (bbP2)
+        # vc = v + 127 * d + the rounding constant, in two steps: the rounding constant
+        # and the constant term at wc 1 (the op's digits; the rounding constant a table
+        # indexed by the op's shift register sl_P2, 0 for a STORE, valid from wc 1), then
+        # the add at wc 2 (one adder after a register; the three-operand add after the
+        # decode had 205 vc endpoints past 10 ns in the 128-lane evaluator at 41cf5da, the
+        # decode into the constant terms 29 of the 128-lane ULX3S build's 948 at 23e1484,
+        # seed 2; the rounding constant's own register, loaded at wc 0 from the layer's
+        # shift through its decode, took it as a synchronous reset: up to 8.98 ns into
+        # its LSR in the 128-lane ULX3S build at 44e9bb5). The B digit of a STORE (bbP2)
         # holds from wc 0 to wc 3, the op's fields and vP2 the whole window (T >= 4).
         vc = [sig(signed(w), f"vc{i}") for i in range(2)]
-        rs_r = sig(16, "rsP2")
         bias_rs = [sig(signed(max(w, 18)), f"brs{i}") for i in range(2)]
         store2 = opP2.kind == KIND_STORE
-        with m.If(wc == 0):
-            m.d.sync += rs_r.eq(Mux(store2, 0, rs_P2))
+        rs_tab = Array(Const((1 << a) >> 1, 16) for a in range(16))  # rshr's rounding
         with m.If(wc == 1):
             for i in range(2):
                 digit = Mux(store2, bbP2[i], opP2.rec.wb[i])
-                m.d.sync += bias_rs[i].eq(_times_bias(digit) + rs_r)
+                m.d.sync += bias_rs[i].eq(_times_bias(digit) + rs_tab[ctl.sl_P2])
         with m.If(wc == 2):
             m.d.sync += [vc[i].eq(vP2[i] + bias_rs[i]) for i in range(2)]
         vcS = [sig(signed(w), f"vcS{i}") for i in range(2)]
@@ -1188,20 +1192,30 @@ class Finalizer(wiring.Component):
         # wc 1: which rows are the label's (the op and the labels are stable in U);
         # wc 2: the state read arrives, the new state is registered; wc 3: it is written
         # and the score term (from the registered state) is pushed
-        # the op's label, registered at wc 0 (the op in U and the labels hold from wc 0
-        # on), and rows 2t and 2t + 1 as bit patterns, no adder: the label lookup by
-        # sample and the row's add before the compares into is_lab and is_oth had 2 of
-        # the 128-lane ULX3S build's endpoints past 10 ns for 100 MHz at 2b110bc, seed 1
+        # the op's label, registered at the window's end from the S op, the U op of the
+        # next window (the label of a sample is written before its passes run and
+        # overwritten only samples later: read a cycle earlier it is the same), compared
+        # with rows 2t and 2t + 1 in two registered steps: t against the label's pair at
+        # wc 0 (hit_t), the row's bit and the op's flags at wc 1. The label lookup by
+        # sample and the row's add before the compares had 2 of the 128-lane ULX3S
+        # build's endpoints past 10 ns for 100 MHz at 2b110bc, seed 1; the label through
+        # the whole compare into is_lab and is_oth was its critical path at 44e9bb5, seed
+        # 2 (9.94 ns, 6 levels, 4.5 ns of it one route), and among the slowest at seeds 1
+        # and 3
         label = sig(p.width_bits, "label")
+        with m.If(wc == T - 1):
+            m.d.sync += label.eq(rt.labels[opS.rec.sample])
+        hit_t = sig(1, "hit_t")  # t == label >> 1
+        lab_odd = sig(1, "lab_odd")  # label & 1
         with m.If(wc == 0):
-            m.d.sync += label.eq(rt.labels[opU.rec.sample])
+            m.d.sync += [hit_t.eq(opU.rec.t == label[1:]), lab_odd.eq(label[0])]
         is_lab = [sig(1, f"islab{i}") for i in range(2)]
         is_oth = [sig(1, f"isoth{i}") for i in range(2)]
         first_t = sig(1, "first_t")
         with m.If(wc == 1):
             for i in range(2):
                 valid = Const(1) if i == 0 else opU.rec.two
-                hit = Cat(Const(i, 1), opU.rec.t) == label
+                hit = hit_t & (lab_odd == i)
                 m.d.sync += [is_lab[i].eq(valid & hit), is_oth[i].eq(valid & ~hit)]
             m.d.sync += first_t.eq(opU.rec.t == 0)
         st = u_U
@@ -1285,13 +1299,17 @@ class Finalizer(wiring.Component):
         with m.If(wc[0] ^ wc[1]):  # wc 1: h0, wc 2: h1 (and likewise past wc 3)
             m.d.sync += hv8.eq(Mux(wc[1], h[1], h[0])[:8])
         m.d.comb += self.aw_bytes[g].eq(hv8)
-        # the group's enable (reset: no write after a RESET) and its lane's select (data)
+        # the group's enable (reset: no write after a RESET) and its lane's select (data).
+        # The select is the decode of the U op's lane, which changes only at the window's
+        # end (to the S op's): loaded then from the S op, held otherwise, it equals the
+        # decode of the next cycle's U op (ctl.i_n) with no choice by the count before
+        # the decode (the group's wc through that choice into aw_sel was the critical path
+        # of the 128-lane ULX3S build at 44e9bb5, seed 1, 9.51 ns)
         aw = Signal(name=f"aw{sfx}")
         aw_sel = sig(len(lanes), "aw_sel")
-        m.d.sync += [
-            aw.eq(ctl.aw_n),
-            aw_sel.eq(Cat(ctl.i_n == j for j in range(len(lanes)))),
-        ]
+        m.d.sync += aw.eq(ctl.aw_n)
+        with m.If(wc == T - 1):
+            m.d.sync += aw_sel.eq(Cat(opS.i == j for j in range(len(lanes))))
         for j, lane in enumerate(lanes):
             m.d.comb += aw_en[lane].eq(aw & aw_sel[j])
         m.d.comb += logit_beat.y[g].eq(hv8.as_signed())
