@@ -532,8 +532,9 @@ class Accelerator(wiring.Component):
         # memories (the samples: 45-64 DP16KD across the ECP5) are far from the decoder
         # and the controller, whose state (``idle``) gated their write enable through
         # LUTs (the ECP5 accelerator's critical path at 35b3fbc). A write is accepted
-        # while idle and lands in the next cycle; a run starts several cycles after the
-        # last write's command (the decoder takes RUN as a later command word).
+        # while idle and lands in the next cycle (the weights': two, write_port's reg);
+        # a run starts several cycles after the last write's command (the decoder takes
+        # RUN as a later command word), and a read of the memory comes later still.
         hw_addr = Signal.like(host_addr, name="host_w_addr", reset_less=True)
         hw_data = Signal.like(dec.mem_wdata, name="host_w_data", reset_less=True)
         m.d.sync += [hw_addr.eq(host_addr), hw_data.eq(dec.mem_wdata)]
