@@ -86,7 +86,9 @@ class FlashBoot(wiring.Component):
         rx = Signal(32)
         nbits = Signal(range(33))
         phase = Signal(2)  # 0, 1: SCK low; 2, 3: SCK high (CIPO sampled at 3)
-        shifting = nbits != 0
+        # nbits != 0, a flip-flop (the compare before the state's and CS's enables was
+        # among the iCEBreaker build's late paths at 48 MHz: the CS pin's register)
+        shifting = Signal()
         with m.If(shifting):
             m.d.sync += phase.eq(phase + 1)
             with m.If(phase == 0):
@@ -99,10 +101,16 @@ class FlashBoot(wiring.Component):
                     rx.eq(Cat(spi.cipo, rx[:31])),
                     tx.eq(Cat(0, tx[:31])),
                     nbits.eq(nbits - 1),
+                    shifting.eq(nbits != 1),
                 ]
 
         def shift(bits: int, value: int = 0):
-            m.d.sync += [tx.eq(value << (32 - bits)), nbits.eq(bits), phase.eq(0)]
+            m.d.sync += [
+                tx.eq(value << (32 - bits)),
+                nbits.eq(bits),
+                phase.eq(0),
+                shifting.eq(1),
+            ]
 
         wbits = (self.max_bytes // 4).bit_length()
         words = Signal(wbits)  # words left

@@ -356,6 +356,11 @@ class CompactSoC(wiring.Component):
         req_reg = Signal(2)
         req_write = Signal()
         req_data = Signal(8)
+        # a CTRL write, decoded as the request is captured (the decode of the captured
+        # register index after ``go`` into CTRL's enable was among the iCEBreaker
+        # build's late paths at 48 MHz)
+        req_ctrlw = Signal()
+        req_rxr = Signal()  # likewise an RX read (into the FIFO's r_en)
         mm_ack = Signal()
         mm_data = Signal(9)  # zero but in an answer's cycle: ORed into the read data
         # the TX byte is pushed a cycle after ``go``, from registers; ``go`` waits for room
@@ -371,6 +376,8 @@ class CompactSoC(wiring.Component):
             req.eq(bus.valid & (region == 2) & ~go & ~mm_ack),
             req_reg.eq(bus.addr[:2]),
             req_write.eq(bus.write),
+            req_ctrlw.eq(bus.write & (bus.addr[:2] == 2)),
+            req_rxr.eq(~bus.write & (bus.addr[:2] == 0)),
             req_data.eq(bus.wdata[:8]),
             mm_ack.eq(go),
             mm_data.eq(0),
@@ -378,14 +385,15 @@ class CompactSoC(wiring.Component):
         with m.If(go):
             with m.Switch(req_reg):
                 with m.Case(0):  # RX: the byte is taken by the read that returns it
-                    m.d.comb += rxf.r_en.eq(~req_write)
                     m.d.sync += mm_data.eq(Cat(rxf.r_data, rxf.r_rdy))
                 with m.Case(1):  # TX: a write waits for room
                     m.d.sync += [tx_push.eq(req_write), tx_byte.eq(req_data), mm_data.eq(tx_room)]
                 with m.Case(2):  # CTRL
                     m.d.sync += mm_data.eq(ctrl)
-                    with m.If(req_write):
-                        m.d.sync += ctrl.eq(req_data[:2])
+        # (go is req for RX and CTRL)
+        m.d.comb += rxf.r_en.eq(req & req_rxr)
+        with m.If(req & req_ctrlw):
+            m.d.sync += ctrl.eq(req_data[:2])
         with m.If(rst):
             m.d.sync += [ctrl.eq(0), req.eq(0), mm_ack.eq(0)]
         m.d.comb += [self.busy.eq(ctrl[0]), self.error.eq(ctrl[1] | boot_error)]
