@@ -282,6 +282,22 @@ class CompactEngine(wiring.Component):
         a1 = Signal()
         a2 = Signal()
         m.d.comb += act.eq(req & ((q_sel == 2) | ~busy))
+        # a register write's target, decoded as the request is captured: ``q_regw`` a
+        # write to the registers, ``q_hit[i]`` the register index is ``i``, so that a
+        # register's enable is ``req`` and two flip-flops (the decode of the captured
+        # index after ``req`` into the registers' enables was the iCEBreaker build's
+        # critical path at 48 MHz, b48cbeb, seed 1: ``req`` into ``g``, 22.34 ns, 16.12
+        # of it routing)
+        reg_index = [
+            *(v for n, v in REGS.items() if n not in ("act_shift", "wbase", "width")),
+            *(REGS["act_shift"] + i for i in range(ml)),
+            *(REGS["wbase"] + i for i in range(ml)),
+            *(REGS["width"] + i for i in range(ml + 1)),
+        ]
+        q_hit = {i: Signal(name=f"q_hit{i}") for i in reg_index}
+        q_regw = Signal()
+        m.d.sync += [h.eq(bus.addr[:6] == i) for i, h in q_hit.items()]
+        m.d.sync += q_regw.eq(bus.write & (bus.addr[24:26] == 2))
         m.d.sync += [
             req.eq(bus.valid & ~act & ~a1 & ~a2),
             q_sel.eq(bus.addr[24:26]),
@@ -308,41 +324,43 @@ class CompactEngine(wiring.Component):
         m.d.comb += [bus.ready.eq(a2), bus.rdata.eq(rdata)]
         cpu_mem = act & ~busy  # the cycle a memory access acts
         start = Signal()  # registered: the cycle after a CMD write (its op is not 0)
+        # which op starts, one-hot beside ``start`` (its decode of CMD before the
+        # states' and the noise core's enables was among the iCEBreaker build's late
+        # paths at 48 MHz, seed 3: 15 of the core's state bits)
+        start_op = {name: Signal(name=f"start_{name}") for name in OPS}
         cmd = Signal(7)  # the CMD word's bits 6:0 (the op: bits 2:0)
-        m.d.sync += start.eq(0)
+        m.d.sync += [start.eq(0), *(f.eq(0) for f in start_op.values())]
         op_shared = Signal()
         slot = Signal(2)  # CMD bits 9:8: the shared sample's slot (BASE, shared LAYER 0)
         with m.If(act & (q_sel == 2)):
-            m.d.sync += reg_data.eq((q_addr[:6] == REGS["cmd"]) & busy)
-            with m.If(q_write):
-                with m.Switch(q_addr[:6]):
-                    with m.Case(REGS["cmd"]):
-                        m.d.sync += [
-                            start.eq(q_data[:3] != 0),
-                            cmd.eq(q_data[:7]),
-                            op_shared.eq(q_data[7]),
-                            slot.eq(q_data[8:10]),
-                        ]
-                    with m.Case(REGS["x0"]):
-                        m.d.sync += x0.eq(q_data)
-                    with m.Case(REGS["g"]):
-                        m.d.sync += g.eq(q_data)
-                    with m.Case(REGS["z_row"]):
-                        m.d.sync += z_row.eq(q_data)
-                    with m.Case(REGS["z_rows"]):
-                        m.d.sync += z_rows.eq(q_data)
-                    with m.Case(REGS["n_layers"]):
-                        m.d.sync += n_layers.eq(q_data)
-                    with m.Case(REGS["pert_shift"]):
-                        m.d.sync += pshift.eq(q_data)
-                    for i in range(ml + 1):
-                        with m.Case(REGS["width"] + i):
-                            m.d.sync += widths[i].eq(q_data)
-                    for i in range(ml):
-                        with m.Case(REGS["act_shift"] + i):
-                            m.d.sync += act_shift[i].eq(q_data)
-                        with m.Case(REGS["wbase"] + i):
-                            m.d.sync += wbase[i].eq(q_data)
+            m.d.sync += reg_data.eq(q_hit[REGS["cmd"]] & busy)
+        with m.If(req & q_regw):  # act & (q_sel == 2) & q_write
+            with m.If(q_hit[REGS["cmd"]]):
+                m.d.sync += [
+                    start.eq(q_data[:3] != 0),
+                    *(start_op[name].eq(q_data[:3] == v) for name, v in OPS.items()),
+                    cmd.eq(q_data[:7]),
+                    op_shared.eq(q_data[7]),
+                    slot.eq(q_data[8:10]),
+                ]
+            for name, reg in (
+                ("x0", x0),
+                ("g", g),
+                ("z_row", z_row),
+                ("z_rows", z_rows),
+                ("n_layers", n_layers),
+                ("pert_shift", pshift),
+            ):
+                with m.If(q_hit[REGS[name]]):
+                    m.d.sync += reg.eq(q_data)
+            for i in range(ml + 1):
+                with m.If(q_hit[REGS["width"] + i]):
+                    m.d.sync += widths[i].eq(q_data)
+            for i in range(ml):
+                with m.If(q_hit[REGS["act_shift"] + i]):
+                    m.d.sync += act_shift[i].eq(q_data)
+                with m.If(q_hit[REGS["wbase"] + i]):
+                    m.d.sync += wbase[i].eq(q_data)
 
         # ---------------------------------------------------------------- noise
         m.submodules.core = core = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
@@ -446,19 +464,18 @@ class CompactEngine(wiring.Component):
             m.d.sync += [w_in.eq(widths[cmd_layer]), w_out.eq(next_widths[cmd_layer])]
             with m.If(start):
                 m.d.sync += [busy.eq(1), layer.eq(cmd[4:7]), member.eq(0)]
-                with m.Switch(cmd[:3]):
-                    with m.Case(OPS["noise"]):
-                        m.d.sync += n_ab.eq(cmd[3])
-                        m.d.comb += core.x0.valid.eq(1)  # the stream starts
-                        goto("IDLE", "N_SETUP")
-                    with m.Case(OPS["base"]):
-                        m.d.sync += [base_op.eq(1), layer.eq(0)]
-                        goto("IDLE", "SETUP")
-                    with m.Case(OPS["layer"]):
-                        m.d.sync += base_op.eq(0)
-                        goto("IDLE", "SETUP")
-                    with m.Case(OPS["vote"]):
-                        goto("IDLE", "V_SETUP")
+            with m.If(start_op["noise"]):
+                m.d.sync += n_ab.eq(cmd[3])
+                m.d.comb += core.x0.valid.eq(1)  # the stream starts
+                goto("IDLE", "N_SETUP")
+            with m.If(start_op["base"]):
+                m.d.sync += [base_op.eq(1), layer.eq(0)]
+                goto("IDLE", "SETUP")
+            with m.If(start_op["layer"]):
+                m.d.sync += base_op.eq(0)
+                goto("IDLE", "SETUP")
+            with m.If(start_op["vote"]):
+                goto("IDLE", "V_SETUP")
 
         # ---- NOISE: one stream's rows (A: out rows, B: fan rows); its first beat is
         # valid the cycle after x0 (the core drops what was left of the last stream)
@@ -642,20 +659,34 @@ class CompactEngine(wiring.Component):
         base = Mux(t_first, 0, v_acc)
         m.d.sync += v_acc.eq((Cat(t_neg, base) + Cat(t_neg, opnd))[1 : self.t_bits + 1])
         # d1: the last term's sum, and the read of Z[i]; d2: Z[i] written back
-        d1, d2 = Signal(), Signal()
+        # d1: the last term's sum, and the read of Z[i]; d2: the new Z[i] into a
+        # register; d3: written back (the block RAM's data through the adder into
+        # another's write data was among the iCEBreaker build's late paths at 48 MHz,
+        # 21.02 ns; the votes of one op are at distinct indices, so no read meets a
+        # write in flight)
+        d1, d2, d3 = Signal(), Signal(), Signal()
         z_raddr = Signal(range(Z_WORDS))
         z_waddr = Signal(range(Z_WORDS))
-        m.d.sync += [d1.eq(ph[r - 1]), d2.eq(d1), z_waddr.eq(z_raddr)]
+        z_waddr3 = Signal(range(Z_WORDS))
+        z_sum = Signal(signed(self.z_bits))
+        z_first = op_shared  # CMD bit 7
+        m.d.sync += [
+            d1.eq(ph[r - 1]),
+            d2.eq(d1),
+            d3.eq(d2),
+            z_waddr.eq(z_raddr),
+            z_waddr3.eq(z_waddr),
+            z_sum.eq(v_acc + Mux(z_first, 0, z_rp.data.as_signed())),
+        ]
         with m.If(ph[r - 1]):
             m.d.sync += z_raddr.eq(v_addr)
-        z_first = op_shared  # CMD bit 7
         m.d.comb += [
-            z_wp.addr.eq(z_waddr),
-            z_wp.data.eq(v_acc + Mux(z_first, 0, z_rp.data.as_signed())),
-            z_wp.en.eq(d2),
+            z_wp.addr.eq(z_waddr3),
+            z_wp.data.eq(z_sum),
+            z_wp.en.eq(d3),
         ]
         with m.If(st["V_DRAIN"]):
-            m.d.sync += drained.eq((ph == 0) & ~d1 & ~d2)
+            m.d.sync += drained.eq((ph == 0) & ~d1 & ~d2 & ~d3)
             with m.If(drained):
                 m.d.sync += busy.eq(0)
                 goto("V_DRAIN", "IDLE")
@@ -779,12 +810,23 @@ class CompactEngine(wiring.Component):
         m.d.sync += [t4_v.eq(t3_v), t4_u.eq(Cat(Const(0, 1), t3_y).as_signed() >> sh_s)]
         t5_v = Signal()
         t5_z = Signal(signed(self.acc_bits))
-        m.d.sync += [t5_v.eq(t4_v), t5_z.eq((t4_u + 1) >> 1)]
+        # the saturation's compares beside the round, on T4's value: z = (u + 1) >> 1
+        # > 127 <=> u >= 255; z < -127 <=> u <= -256; z < 0 <=> u <= -2 (the compares
+        # after the round, then the choice, into t6_h were the iCEBreaker build's
+        # critical path at 48 MHz, seed 2: 20.31 ns)
+        t5_hi = Signal()
+        t5_lo = Signal()
+        m.d.sync += [
+            t5_v.eq(t4_v),
+            t5_z.eq((t4_u + 1) >> 1),
+            t5_hi.eq(t4_u >= 255),
+            t5_lo.eq(Mux(last_layer, t4_u <= -256, t4_u <= -2)),
+        ]
         # T6: the saturation, to 0..127 (or -127..127 in the last layer)
         t6_v = Signal()
         t6_h = Signal(8)
         lo = Mux(last_layer, -127, 0)
-        m.d.sync += [t6_v.eq(t5_v), t6_h.eq(Mux(t5_z > 127, 127, Mux(t5_z < lo, lo, t5_z)))]
+        m.d.sync += [t6_v.eq(t5_v), t6_h.eq(Mux(t5_hi, 127, Mux(t5_lo, lo, t5_z)))]
         m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v | t6_v)
         # the next row written: after a row's member + in a shared layer 0 the same row's
         # member − follows
