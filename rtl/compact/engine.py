@@ -388,7 +388,6 @@ class CompactEngine(wiring.Component):
         layer = Signal(3)
         member = Signal()  # 0: member + (the low bytes), 1: member −
         n_out = Signal(8)
-        fan_m1 = Signal(8)  # the row's last input index (the bias)
         bank_in = Signal(2)
         bank_out = Signal(2)
         last_layer = Signal()
@@ -397,8 +396,8 @@ class CompactEngine(wiring.Component):
         x_hi = Signal()  # the input is in the words' high bytes (a slot 2, 3 sample)
         b_slot = Signal(2)  # the base memory's slot
         k = Signal(8)
-        k_rem = Signal(8)  # inputs after k in the row
-        k_last = Signal()  # k == fan_m1
+        fan_m2 = Signal(8)  # the row's last input index (the bias) - 1
+        k_last = Signal()  # k == fan_m2 + 1 (the bias input)
         o = Signal(8)
         o_last = Signal()  # o == n_out - 1
         o_rem = Signal(8)
@@ -439,9 +438,12 @@ class CompactEngine(wiring.Component):
             m.d.comb += k_rst.eq(1)
 
         with m.If(k_rst):
-            m.d.sync += [k.eq(0), k_rem.eq(fan_m1), k_last.eq(0)]  # fan >= 2
+            m.d.sync += [k.eq(0), k_last.eq(0)]  # fan >= 2
         with m.Elif(k_adv):
-            m.d.sync += [k.eq(k + 1), k_rem.eq(k_rem - 1), k_last.eq(k_rem == 1)]
+            # k_last from a compare with a register, not a down-counter of its own: the
+            # counters' enable reaches half the flip-flops (the enable was the
+            # iCEBreaker build's critical path at 48 MHz, seeds 1 and 3: 22.67 ns)
+            m.d.sync += [k.eq(k + 1), k_last.eq(k == fan_m2)]
 
         # the control: one-hot states (every state a flip-flop, its next value a
         # function of a few flip-flops)
@@ -509,7 +511,7 @@ class CompactEngine(wiring.Component):
         in_slot = Mux(base_op | op_shared, slot, 0)
         with m.If(st["SETUP"]):
             m.d.sync += [
-                fan_m1.eq(w_in),
+                fan_m2.eq(w_in - 1),
                 n_out.eq(w_out),
                 # the input stays in bank 0 (a shared sample serves every pair; slots
                 # 1 and 3 in bank 3, slots 2 and 3 in the high bytes); the layers
@@ -598,7 +600,7 @@ class CompactEngine(wiring.Component):
         m.d.sync += v_cc.eq(0)
         with m.If(st["V_SETUP"]):
             m.d.sync += [
-                fan_m1.eq(w_in),
+                fan_m2.eq(w_in - 1),
                 o.eq(z_row),
                 o_rem.eq(z_rows - 1),
                 o_last.eq(z_rows == 1),
@@ -734,12 +736,13 @@ class CompactEngine(wiring.Component):
         sums = mac(acc, s2_first, s2_x, s2_d)
         with m.If(s2 & ~s2_xb & ~s2_row1):
             m.d.sync += acc.eq(sums)
-        # BASE: a row's sum is its base product
-        m.d.comb += [
-            b_wp.addr.eq(Cat(w_o[:ob], b_slot)),
-            b_wp.data.eq(sums),
-            b_wp.en.eq(s2 & s2_last & base_op),
-        ]
+        # BASE: a row's sum is its base product, written the cycle after the row's last
+        # MAC from acc (the MAC's carry chain into the block RAM's write data was among
+        # the iCEBreaker build's late paths at 48 MHz, 21.41 ns at seed 4)
+        b_we = Signal()
+        b_waddr = Signal(len(b_wp.addr))
+        m.d.sync += [b_we.eq(s2 & s2_last & base_op), b_waddr.eq(Cat(w_o[:ob], b_slot))]
+        m.d.comb += [b_wp.addr.eq(b_waddr), b_wp.data.eq(acc), b_wp.en.eq(b_we)]
 
         # ---- the finish: a row's sum (or the base product) and its A row wait here;
         # cycles fc = 0 .. r-1 take a rank term (FA: xb[fc] and the A row's low digit, the
@@ -751,13 +754,19 @@ class CompactEngine(wiring.Component):
         fc = Signal(range(r + 3))
         fin_acc = Signal(signed(self.xb_bits))
         fin_a = Signal(3 * r)
+        # the row's sum: a shared layer-0 row's base product at once, a MAC row's from
+        # acc the cycle after its last MAC (the carry chain into fin_acc was the
+        # iCEBreaker build's critical path at 48 MHz, seeds 2 and 4: 20.66 ns); the
+        # tail takes it r + 1 cycles after the row's end at the earliest, and the next
+        # row's end loads it after that
+        fin_ld = Signal()
+        m.d.sync += fin_ld.eq(s2 & s2_last & ~base_op & ~s2_row1)
+        with m.If(fin_ld):
+            m.d.sync += fin_acc.eq(acc)
         with m.If(s2 & s2_last & ~base_op):
-            m.d.sync += [
-                fin_busy.eq(1),
-                fc.eq(0),
-                fin_a.eq(s2_n),
-                fin_acc.eq(Mux(s2_row1, s2_b, sums)),
-            ]
+            m.d.sync += [fin_busy.eq(1), fc.eq(0), fin_a.eq(s2_n)]
+            with m.If(s2_row1):
+                m.d.sync += fin_acc.eq(s2_b)
         with m.Elif(fin_busy):
             m.d.sync += [fc.eq(fc + 1), fin_a.eq(fin_a >> 3)]
             # the next row's end may issue: it reaches the finish as the last cycle
