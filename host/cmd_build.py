@@ -116,7 +116,10 @@ def register(sub) -> None:
 
 
 def _mhz(text: str) -> float:
-    """``--endpoints MHZ``: a clock in 1..1000 MHz."""
+    """``--endpoints MHZ``: a clock in 1..1000 MHz; ``"clock"`` for ``--endpoints`` alone
+    (argparse passes a string ``const`` through ``type`` too)."""
+    if text == "clock":
+        return text
     try:
         mhz = float(text)
     except ValueError:
@@ -257,9 +260,11 @@ def run_build(args) -> int:
     if args.json:
         print(json.dumps({**r.as_json(), "programmed": programmed}))
     if not r.timing_met:
+        slower = sorted(c for c in board.clocks if c < r.clock_mhz)
+        hint = f"; try another --seed or --param clock_mhz={slower[-1]}" if slower else ""
         print(
             f"pentegg build: error: timing not met ({fmax} < {r.clock_mhz:g} MHz)"
-            + ("; not programmed" if args.program else ""),
+            + ("; not programmed" if args.program else hint),
             file=sys.stderr,
         )
         return 1

@@ -6,7 +6,7 @@ A warm YoWASP cache builds each board in about 5-10 s.
 The device core: a small ULX3S build (one lane, small maxima; a few minutes on two
 cores) to a bitstream meeting the 100 MHz default clock; on the iCEBreaker, which it does
 not fit, an immediate one-line refusal (exit 1) unless ``--force``. The compact core, the
-iCEBreaker's default: its whole board build (about a minute) meets its 42 MHz clock, and
+iCEBreaker's default: its whole board build (about a minute) meets its 48 MHz clock, and
 ``--program`` writes its firmware into the flash at 1 MiB before the bitstream."""
 
 from __future__ import annotations
@@ -188,6 +188,19 @@ def test_bad_options(args, message):
     errors = [ln for ln in r.stderr.strip().splitlines() if not ln.startswith("[build")]
     assert len(errors) == 1, r.stderr  # plus, for a core's refusal, "elaborating the top"
     assert message in errors[0]
+
+
+@pytest.mark.parametrize("value, parsed", [([], "clock"), (["48"], 48.0), (["12.5"], 12.5)])
+def test_endpoints_takes_an_optional_clock(value, parsed):
+    """``--endpoints`` alone counts past the build's own clock ("clock"), ``--endpoints
+    MHZ`` past MHZ's period (argparse passes the option's string const through its type:
+    ``--endpoints --json`` was refused once)."""
+    from pentegg.cli import build_parser
+
+    args = build_parser().parse_args(
+        ["build", "--board", "icebreaker", "--endpoints", *value, "--json"]
+    )
+    assert args.endpoints == parsed and args.json
 
 
 def test_ulx3s_other_clock_and_seed(tmp_path):
@@ -429,7 +442,7 @@ def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
     tmp_path, fake_programmer
 ):
     """``pentegg build --board icebreaker --program``: the compact core (RV32I + firmware
-    + the datapath) fits the UP5K, meets its 42 MHz clock, and the programmer is run
+    + the datapath) fits the UP5K, meets its 48 MHz clock, and the programmer is run
     twice: the firmware image at the flash's 1 MiB (a length word, then the image), then
     the bitstream."""
     args_file = tmp_path / "args"
@@ -439,9 +452,9 @@ def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout.strip().splitlines()[-1])
-    assert info["core"] == "compact" and info["timing_met"] and info["clock_mhz"] == 42.0
+    assert info["core"] == "compact" and info["timing_met"] and info["clock_mhz"] == 48.0
     assert info["params"]["engine"] == 1  # with the datapath
-    assert info["baud"] == 3_000_000 and info["divisor"] == 14
+    assert info["baud"] == 3_000_000 and info["divisor"] == 16
     assert info["luts"] < 0.85 * 5280 and info["sprams"] == 4
     assert_no_read_first_emulation(tmp_path / "b")
     fw = Path(info["firmware"])
