@@ -129,6 +129,13 @@ def _mhz(text: str) -> float:
     return mhz
 
 
+def timing_hint(board, clock_mhz: float) -> str:
+    """What the error line of a build that missed its clock suggests: another seed and
+    the board's next slower clock, if it has one."""
+    slower = [c for c in board.clocks if c < clock_mhz]
+    return f"; try another --seed or --param clock_mhz={max(slower)}" if slower else ""
+
+
 def _kinds(core: str) -> dict[str, str]:
     """The --param names a build of ``core`` takes, and their types."""
     if core == "loopback":
@@ -260,8 +267,7 @@ def run_build(args) -> int:
     if args.json:
         print(json.dumps({**r.as_json(), "programmed": programmed}))
     if not r.timing_met:
-        slower = sorted(c for c in board.clocks if c < r.clock_mhz)
-        hint = f"; try another --seed or --param clock_mhz={slower[-1]}" if slower else ""
+        hint = timing_hint(board, r.clock_mhz)
         print(
             f"pentegg build: error: timing not met ({fmax} < {r.clock_mhz:g} MHz)"
             + ("; not programmed" if args.program else hint),

@@ -203,6 +203,19 @@ def test_endpoints_takes_an_optional_clock(value, parsed):
     assert args.endpoints == parsed and args.json
 
 
+def test_a_missed_clock_suggests_the_boards_next_slower_one():
+    """The error line of a build that misses its clock names the board's next slower
+    clock (the iCEBreaker's compact core: 42 MHz), none below the slowest."""
+    from pentegg.boards import boards
+    from pentegg.cmd_build import timing_hint
+
+    b = boards()
+    assert timing_hint(b["icebreaker"], 48) == "; try another --seed or --param clock_mhz=42"
+    assert timing_hint(b["icebreaker"], 42) == ""
+    assert timing_hint(b["ulx3s-85f"], 100) == "; try another --seed or --param clock_mhz=90"
+    assert timing_hint(b["ulx3s-85f"], 30) == ""
+
+
 def test_ulx3s_other_clock_and_seed(tmp_path):
     """--param clock_mhz picks one of the board's PLL settings and its exact UART rate;
     --seed is nextpnr's placement seed (in its command line and the JSON); --endpoints

@@ -93,7 +93,16 @@ from ..cpu.rv32 import BUS_SIGNATURE
 from ..noise.prng import PentaryStreamCore
 from ..params import check_choice, check_int
 
-__all__ = ["OPS", "REGS", "SLOTS", "SLOT_SHIFT", "Z_WORDS", "CompactEngine", "weight_words"]
+__all__ = [
+    "OPS",
+    "REGS",
+    "SLOTS",
+    "SLOT_SHIFT",
+    "Z_WORDS",
+    "CompactEngine",
+    "activation_tail",
+    "weight_words",
+]
 
 #: ``CMD`` ops
 OPS = {"noise": 1, "base": 2, "layer": 3, "vote": 4}
@@ -129,6 +138,31 @@ def weight_words(max_layers: int, max_width: int) -> int:
 
 #: iCE40 block RAM (4 Kbit): its widths and the depth each allows
 _BRAM_MODES = ((16, 256), (8, 512), (4, 1024), (2, 2048))
+
+
+def activation_tail(m: Module, y, shift, last):
+    """The tail's stages T4..T6 (spec 5.3): ``h = sat(rshr(y, shift))`` to 0..127, or to
+    -127..127 where ``last``, as an 8-bit value three cycles after ``y``, a value a cycle.
+    ``rshr(y, s) = ((2 y >> s) + 1) >> 1`` (no rounding constant): T4 shifts, T5 rounds
+    and compares T4's value for the saturation beside it, T6 chooses. ``shift`` and
+    ``last`` are held while a value is in the stages.
+
+    With ``u = 2 y >> s`` and ``z = (u + 1) >> 1``: ``z > 127 <=> u >= 255``, ``z < -127
+    <=> u <= -256``, ``z < 0 <=> u <= -2`` (the compares after the round, then the
+    choice, into the result were the iCEBreaker build's critical path at 48 MHz, seed 2:
+    20.31 ns)."""
+    u = Signal(signed(len(y) + 1), name="t4_u")
+    m.d.sync += u.eq(Cat(Const(0, 1), y).as_signed() >> shift)
+    z = Signal(signed(len(y)), name="t5_z")
+    hi, lo = Signal(name="t5_hi"), Signal(name="t5_lo")
+    m.d.sync += [
+        z.eq((u + 1) >> 1),
+        hi.eq(u >= 255),
+        lo.eq(Mux(last, u <= -256, u <= -2)),
+    ]
+    h = Signal(8, name="t6_h")
+    m.d.sync += h.eq(Mux(hi, 127, Mux(lo, Mux(last, -127, 0), z)))
+    return h
 
 
 class _Port:
@@ -660,7 +694,6 @@ class CompactEngine(wiring.Component):
         opnd = Cat(opnd, opnd[-1].replicate(self.t_bits - len(t_mag)))
         base = Mux(t_first, 0, v_acc)
         m.d.sync += v_acc.eq((Cat(t_neg, base) + Cat(t_neg, opnd))[1 : self.t_bits + 1])
-        # d1: the last term's sum, and the read of Z[i]; d2: Z[i] written back
         # d1: the last term's sum, and the read of Z[i]; d2: the new Z[i] into a
         # register; d3: written back (the block RAM's data through the adder into
         # another's write data was among the iCEBreaker build's late paths at 48 MHz,
@@ -814,28 +847,9 @@ class CompactEngine(wiring.Component):
         t3_v = Signal()
         t3_y = Signal(signed(self.acc_bits))
         m.d.sync += [t3_v.eq(t2_v), t3_y.eq(Mux(t2_m, t2_acc - t2_t, t2_acc + t2_t))]
-        t4_v = Signal()
-        t4_u = Signal(signed(self.acc_bits + 1))
-        m.d.sync += [t4_v.eq(t3_v), t4_u.eq(Cat(Const(0, 1), t3_y).as_signed() >> sh_s)]
-        t5_v = Signal()
-        t5_z = Signal(signed(self.acc_bits))
-        # the saturation's compares beside the round, on T4's value: z = (u + 1) >> 1
-        # > 127 <=> u >= 255; z < -127 <=> u <= -256; z < 0 <=> u <= -2 (the compares
-        # after the round, then the choice, into t6_h were the iCEBreaker build's
-        # critical path at 48 MHz, seed 2: 20.31 ns)
-        t5_hi = Signal()
-        t5_lo = Signal()
-        m.d.sync += [
-            t5_v.eq(t4_v),
-            t5_z.eq((t4_u + 1) >> 1),
-            t5_hi.eq(t4_u >= 255),
-            t5_lo.eq(Mux(last_layer, t4_u <= -256, t4_u <= -2)),
-        ]
-        # T6: the saturation, to 0..127 (or -127..127 in the last layer)
-        t6_v = Signal()
-        t6_h = Signal(8)
-        lo = Mux(last_layer, -127, 0)
-        m.d.sync += [t6_v.eq(t5_v), t6_h.eq(Mux(t5_hi, 127, Mux(t5_lo, lo, t5_z)))]
+        t4_v, t5_v, t6_v = Signal(), Signal(), Signal()
+        m.d.sync += [t4_v.eq(t3_v), t5_v.eq(t4_v), t6_v.eq(t5_v)]
+        t6_h = activation_tail(m, t3_y, sh_s, last_layer)
         m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v | t6_v)
         # the next row written: after a row's member + in a shared layer 0 the same row's
         # member − follows
