@@ -85,7 +85,8 @@ CLOCKS: dict[int, ClockChoice] = {
 }
 
 #: the compact core's clock: at 447ffe2 its builds meet 48 MHz at seeds 1-3 (48.57, 48.29,
-#: 48.57 MHz; 47.76 and 45.63 at seeds 4 and 5), and ``pentegg build`` places again with
+#: 48.57 MHz; 47.76 and 45.63 at seeds 4 and 5), at d7683b5 at seeds 1 and 2 (48.64, 49.59;
+#: seeds 3-5 do not route), and ``pentegg build`` places again with
 #: the next seed when one misses; 42 MHz (``--param clock_mhz=42``) is met at every seed
 #: tried (docs/boards.md, "iCEBreaker")
 COMPACT_CLOCK_MHZ = 48
