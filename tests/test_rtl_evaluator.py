@@ -500,3 +500,57 @@ def test_activations_at_the_saturation_bounds_equal_golden(case):
     Scoreboard(f"bounds {layers} shifts {shifts}").check(
         "logits[member, sample, class]", logits, res["logits"]
     )
+
+
+def _saturating_margin_job(rng, layers, rank):
+    """A shared-input job whose last layer's logits mostly sit at 127 or -127 (weights
+    at +-1, +-2, inputs at +-127, a last-layer shift of 0), with at least two classes at
+    each bound in some sample; None when this draw has no such sample."""
+    cfg = Config(
+        layers=layers,
+        population=8,
+        rank=rank,
+        sigma_shift=1,
+        seed=int(rng.integers(1 << 32)),
+        act_shifts=(1,) * (len(layers) - 2) + (0,),
+        margin=int(rng.integers(1, 255)),
+    ).validate()
+    weights = [  # (outputs, inputs + bias)
+        rng.choice(np.array([-2, -1, 1, 2], dtype=np.int8), (layers[i + 1], layers[i] + 1))
+        for i in range(len(layers) - 1)
+    ]
+    ns = 12
+    job = EvalJob(
+        cfg,
+        weights,
+        int(rng.integers(1000)),
+        samples=rng.choice([-127, 127], (ns, layers[0])),
+        labels=rng.integers(0, layers[-1], ns),
+        batch_idx=np.arange(ns),
+    )
+    logits, _ = job.expected()
+    for bound in (127, -127):
+        if not ((logits == bound).sum(axis=2) >= 2).any():
+            return None
+    return job
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_margin_scores_with_saturated_and_tied_logits_equal_golden(case):
+    """Spec 7.1 scores where the last layer's logits sit at their bounds, the label's
+    logit tied with others at either bound and y1 far outside -127..127: the finalizer's
+    margin state (the largest other logit, compared with y1 by its low byte and its
+    bounds) gives golden's scores, its state in either u bank (the last layer's outputs
+    go to bank (l + 1) % 2: bank 0 after two layers, bank 1 after three)."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator margin bounds {case}"))
+    layers, rank = (((4, 6, 9), 4), ((4, 6, 6, 8), 1), ((4, 6, 7), 16))[case]
+    for _ in range(50):
+        job = _saturating_margin_job(rng, layers, rank)
+        if job is not None:
+            break
+    assert job is not None, "no draw of 50 puts two logits at each bound"
+    _, scores = job.expected()
+    dut = PopulationEvaluator(lanes=2, max_width=9, max_layers=len(layers) - 1, rank=rank)
+    res = run_amaranth(job, dut, max_cycles=200_000)
+    assert res["error"] == 0
+    Scoreboard(f"margin bounds {job.cfg.layers}").check("scores[member]", scores, res["scores"])

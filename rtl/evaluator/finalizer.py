@@ -1236,15 +1236,31 @@ class Finalizer(wiring.Component):
         # (seed 1, 10.82 ns). h1 is taken as y1 against the bounds, not after its
         # saturation (the saturation then a compare in one cycle was the 128-lane ULX3S
         # build's critical path at 005e676, seed 1: 11.31 ns): the state matters for the
-        # last layer's ACT ops alone, whose h1 = clamp(y1, -127, 127), so h1 > s <=>
-        # s < 127 and (y1 > s or s < -127), and h1 > h0 <=> h0 < 127 and y1 > h0 (h0 is
-        # in -127..127)
-        smax_n = Mux(ub_d, rports[1].data, rports[0].data)[8:16].as_signed()  # u_U next
+        # last layer's ACT ops alone, whose h1 = clamp(y1, -127, 127): h1 is taken over
+        # a value s when y1 > s (where s is 127 and y1 above it, h1 is 127 too: the new
+        # maximum is the same whichever is taken; a stored maximum of NO_OTHER is past
+        # the first row pair, which forces the takes, only with one class, and then
+        # there is no second pair).
+        # y1 > s for an 8-bit s (-128..127) by y1's low byte and its bounds (y1_hi:
+        # y1 > 127, above every s; y1_lo: y1 < -127 for the last layer, not above any
+        # s), not a compare of y1's whole width; and the stored maximum's compares made
+        # for each bank's read data, the bank chosen after them: y1's wide compare after
+        # the bank multiplexer into gt1 was the 128-lane ECP5 evaluator's critical path
+        # at b48cbeb (seed 2, 9.26 ns, 5.68 of it routing)
+        y1_8 = y[1][:8].as_signed()
+
+        def y1_above(s):
+            return y1_hi | (~y1_lo & (y1_8 > s))
+
+        gt_b = []
+        for b in range(2):
+            smax_b = rports[b].data[8:16].as_signed()  # u_U's next from bank b
+            gt_b.append([hv[0] > smax_b, y1_above(smax_b)])
         gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
         m.d.sync += [
-            gt[0].eq(hv[0] > smax_n),
-            gt[1].eq((smax_n < 127) & ((y[1] > smax_n) | (smax_n < -127))),
-            gt[2].eq((hv[0] < 127) & (y[1] > hv[0])),
+            gt[0].eq(Mux(ub_d, gt_b[1][0], gt_b[0][0])),
+            gt[1].eq(Mux(ub_d, gt_b[1][1], gt_b[0][1])),
+            gt[2].eq(y1_above(hv[0])),
         ]
         take0 = is_oth[0] & (first_t | gt[0])
         take1 = is_oth[1] & Mux(take0, gt[2], first_t | gt[1])
