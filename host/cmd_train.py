@@ -46,6 +46,16 @@ def _positive(text: str) -> int:
     return v
 
 
+def _seconds(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"'{text}' is not a number of seconds") from None
+    if not 0 < v < float("inf"):
+        raise argparse.ArgumentTypeError(f"{text} s: must be above 0 and finite")
+    return v
+
+
 def _seed(text: str) -> int:
     try:
         v = int(text)
@@ -138,9 +148,10 @@ def add_device_flags(p, default: str | None) -> None:
     )
     p.add_argument(
         "--timeout",
-        type=float,
-        default=5.0,
-        help="seconds to wait for a device's response before a retry (default 5)",
+        type=_seconds,
+        default=None,
+        help="seconds to wait for a device's response before a retry (default 5 for "
+        "serial:PORT, 60 for a simulated device)",
     )
 
 

@@ -44,9 +44,17 @@ SIGNED_MEMORIES = {"latent", "scores", "g", "logits"}
 #: The longest wait between STATUS polls during a RUN on the simulated compact device.
 #: Its firmware answers each poll between two pairs (a few thousand cycles); polled every
 #: 10 ms of wall time, the simulation (about 3 M cycles a second) would spend a large
-#: part of its cycles on them, where the board (42 M cycles a second, polled as often)
+#: part of its cycles on them, where the board (48 M cycles a second, polled as often)
 #: spends little: 0.2 s of the simulation is about 10 ms of the board.
 SIM_COMPACT_POLL_S = 0.2
+
+#: Seconds :func:`open_device` waits for a response before a retry: a board's link can
+#: lose or corrupt a frame, and a retry (docs/protocol.md) recovers it soon; a simulated
+#: device's pipe loses nothing, and a late answer only means the simulation is slow (a
+#: WRITE_MEM to the simulated compact device missed 5 s on a machine running seven
+#: processes on two cores), so it is given longer.
+BOARD_TIMEOUT_S = 5.0
+SIM_TIMEOUT_S = 60.0
 
 
 class DeviceError(Exception):
@@ -449,7 +457,7 @@ def open_device(
     batch: int = 1,
     samples: int = 0,
     lanes: int = 8,
-    timeout: float = 5.0,
+    timeout: float | None = None,
     quiet: bool = False,
     **params,
 ) -> Device:
@@ -459,8 +467,15 @@ def open_device(
     parameters; pentegg.rtl.compact.firmware), ``sim-compact`` (the compact device: its
     RV32I core running that firmware, Verilated; with the datapath as the iCEBreaker's
     build has it, or as ``engine=0|1`` says), ``sim:PATH`` (a harness executable) or
-    ``serial:PORT[@BAUD]``. INFO is read and checked."""
+    ``serial:PORT[@BAUD]``. INFO is read and checked. ``timeout``: seconds to wait for
+    each response before a retry (default :data:`BOARD_TIMEOUT_S` for a board,
+    :data:`SIM_TIMEOUT_S` for a simulated device)."""
     from .transport import open_transport
+
+    if timeout is None:
+        timeout = BOARD_TIMEOUT_S if spec.startswith("serial:") else SIM_TIMEOUT_S
+    if not timeout > 0:
+        raise DeviceError(f"the response timeout must be above 0 s, not {timeout:g}")
 
     if spec == "sim":
         if cfg is None:

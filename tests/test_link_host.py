@@ -188,6 +188,30 @@ def test_serial_without_a_rate_tries_each_board_rate_then_names_them():
     assert "\n" not in msg
 
 
+@pytest.mark.parametrize(
+    ("spec", "timeout", "expected"),
+    [("sim:/harness", None, 60.0), ("serial:/dev/ttyUSB1@3000000", None, 5.0), ("sim:/h", 7, 7)],
+)
+def test_a_simulated_device_waits_longer_for_a_response_than_a_board(
+    monkeypatch, spec, timeout, expected
+):
+    """A simulated device's pipe loses nothing: a late answer means a slow simulation (a
+    loaded machine), so its default wait is SIM_TIMEOUT_S; a board's is BOARD_TIMEOUT_S,
+    a retry recovering a lost frame soon. A given timeout is kept."""
+    from pentegg import device, transport
+
+    assert (device.SIM_TIMEOUT_S, device.BOARD_TIMEOUT_S) == (60.0, 5.0)
+
+    def script(frame, n):
+        return _framed(_response(frame[1], frame[2], 0, _info_words()))
+
+    monkeypatch.setattr(transport, "open_transport", lambda spec: ScriptedTransport(script))
+    dev = device.open_device(spec, timeout=timeout)
+    assert dev.timeout == expected
+    with pytest.raises(DeviceError, match="must be above 0 s"):
+        device.open_device(spec, timeout=0)
+
+
 @pytest.mark.parametrize("poll_s", [0.01, 0.2])
 def test_run_polls_status_with_doubling_waits_up_to_poll_s(monkeypatch, poll_s):
     """RUN, then STATUS until not busy: the waits between polls double from 0.1 ms up to
