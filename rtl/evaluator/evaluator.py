@@ -466,8 +466,18 @@ class PopulationEvaluator(wiring.Component):
         # ---- sequencer, engine, finalizer
         # passes queued ahead of the lanes, so that the weight streamer (told of a layer
         # pass when the sequencer emits it) fetches its words before the pass starts
-        m.submodules.cmdq = cmdq = fifo.SyncFIFOBuffered(width=eng.cmd_layout.size, depth=4)
-        wiring.connect(m, seq.cmd, cmdq.w_stream)
+        # The sequencer's ready is a flip-flop: room for this cycle's push, from the level
+        # of the cycle before (at most depth - 2 then: one push since), as the weight
+        # streamer's command queues give theirs; depth 5, so that it refuses no command
+        # the depth-4 queue with its exact room took
+        m.submodules.cmdq = cmdq = fifo.SyncFIFOBuffered(width=eng.cmd_layout.size, depth=5)
+        cmd_room = Signal(init=1)
+        m.d.sync += cmd_room.eq(cmdq.level <= cmdq.depth - 2)
+        m.d.comb += [
+            cmdq.w_data.eq(seq.cmd.payload),
+            cmdq.w_en.eq(seq.cmd.valid & cmd_room),
+            seq.cmd.ready.eq(cmd_room),
+        ]
         m.d.comb += [
             eng.cmd.valid.eq(cmdq.r_rdy),
             eng.cmd.payload.eq(cmdq.r_data),
