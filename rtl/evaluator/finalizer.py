@@ -936,14 +936,33 @@ class Finalizer(wiring.Component):
         ]
 
         # ---- P: accumulate p_i = sum_c A_i,c * u_c; keep the B digits and v
+        # p's accumulator in two halves with the carry between them a cycle late: the
+        # sum is Cat(lo, hi + c) (c: the low half's last carry out, not yet in hi), so
+        # that each product goes into two carry chains of half the width side by side
+        # (pacc's whole chain after the digit product had 129 of the 128-lane ECP5
+        # evaluator's endpoints past 8 ns at b48cbeb, seed 2, 8.56 ns). An op's first
+        # product drops the previous op's carry with its sum. Taken into psS whole.
         pw = p.p_bits + 1
-        pacc = [sig(signed(pw), f"pacc{i}") for i in range(2)]
+        lw = pw // 2  # the low half's width
+        pacc_lo = [sig(lw, f"pacc_lo{i}") for i in range(2)]
+        pacc_hi = [sig(pw - lw, f"pacc_hi{i}") for i in range(2)]
+        pacc_c = [sig(1, f"pacc_c{i}") for i in range(2)]
+        pacc = [Cat(pacc_lo[i], (pacc_hi[i] + pacc_c[i])[: pw - lw]).as_signed() for i in range(2)]
         # quantized mode: the perturbation is inside the lanes' sums, p stays 0 (and
         # rshr(0, k) = 0); the u vectors below are then computed but never read
         for i in range(2 if p.mode != "quantized" else 0):
             prod, cin = _digit_times(nd[0][i], u_P)
+            prod_w = sig(signed(pw), f"prodw{i}")  # the product at p's width
+            m.d.comb += prod_w.eq(prod)
+            first = arr_first[2]
+            lo = Mux(first, 0, pacc_lo[i]) + prod_w[:lw] + cin
+            hi = Mux(first, 0, pacc_hi[i]) + prod_w[lw:] + (pacc_c[i] & ~first)
             with m.If(arr[2]):
-                m.d.sync += pacc[i].eq(Mux(arr_first[2], 0, pacc[i]) + prod + cin)
+                m.d.sync += [
+                    pacc_lo[i].eq(lo[:lw]),
+                    pacc_c[i].eq(lo[lw]),
+                    pacc_hi[i].eq(hi[: pw - lw]),
+                ]
         bsrP = [sig(3 * r, f"bsrP{i}") for i in range(2)]
         with m.If(arr[2]):
             for i in range(2):
