@@ -276,6 +276,11 @@ def print_late(late: dict | None, target_mhz: float) -> None:
         return
     counts = ", ".join(f"{n} at {f} MHz" for f, n in late["over_period"].items())
     print(f"late     of {late['endpoints']} timing endpoints, past the period: {counts}")
+    if late.get("from_pins"):
+        print(
+            f"  ({late['from_pins']} arrivals later than the clock's critical path start at "
+            "a pin, such as the reset: left out)"
+        )
     if late["groups"]:
         period = 1000 / target_mhz
         print(f"  groups with the most past the target's period ({period:.2f} ns):")

@@ -216,6 +216,29 @@ def test_late_endpoints_counts_arrivals_past_each_period_by_register_group():
     assert late_endpoints(report, 100, top=1)["groups"] == [["ev.fin.pacc1_g*", 2, 16.5]]
     assert "70" in late_endpoints(report, 70)["over_period"]
     assert late_endpoints({}, 75)["endpoints"] == 0
+    assert late["from_pins"] is None  # no fmax in the report
+
+
+def test_late_endpoints_leaves_out_arrivals_past_the_clocks_critical_path():
+    """An arrival later than the clock's own critical path (1000 / fmax) starts at a pin
+    (a synthesis wrapper's reset): counted in from_pins, not in the periods or groups."""
+    from pentegg.rtl.synth import late_endpoints
+
+    eps = [("dut.a_TRELLIS_FF_Q", 9.2), ("dut.b_TRELLIS_FF_Q", 10.0), ("dut.c_TRELLIS_FF_Q", 16.0)]
+    report = {
+        "fmax": {"clk": {"achieved": 100.0, "constraint": 125.0}},
+        "detailed_net_timings": [
+            {
+                "net": "n",
+                "driver": "d",
+                "endpoints": [{"cell": c, "delay": [1.0, a]} for c, a in eps],
+            }
+        ],
+    }
+    late = late_endpoints(report, 125)
+    assert late["endpoints"] == 2 and late["from_pins"] == 1
+    assert late["over_period"]["125"] == 2 and late["over_period"]["100"] == 0
+    assert late["groups"] == [["b", 1, 10.0], ["a", 1, 9.2]]
 
 
 def _replicas_rtlil(copies: int, attrs: dict) -> str:
