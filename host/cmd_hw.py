@@ -278,8 +278,8 @@ def print_late(late: dict | None, target_mhz: float) -> None:
     print(f"late     of {late['endpoints']} timing endpoints, past the period: {counts}")
     if late.get("from_pins"):
         print(
-            f"  ({late['from_pins']} arrivals later than the clock's critical path start at "
-            "a pin, such as the reset: left out)"
+            f"  ({late['from_pins']} arrivals later than the clock's critical path are "
+            "pins' (an input such as the reset, or an output): left out)"
         )
     if late["groups"]:
         period = 1000 / target_mhz

@@ -536,11 +536,12 @@ def late_endpoints(report: dict[str, Any], target_mhz: float, top: int = 20) -> 
     path is the critical one, this says how many more stand behind it.
 
     The report gives an endpoint's arrival, not where its path starts: an arrival later
-    than the slowest clock's own critical path (its ``fmax``) starts at a pin, not a
-    flip-flop (a synthesis wrapper's reset pin, whose fan-out reached the 128-lane
-    evaluator's flip-flops after up to 20.9 ns where its clock's paths took 9.26 ns).
-    Those are left out of both counts and counted in ``from_pins`` (``None`` when the
-    report has no fmax); arrivals from a pin below that bound cannot be told apart."""
+    than the slowest clock's own critical path (its ``fmax``) is not one from a
+    flip-flop to a flip-flop but a pin's: from an input (a synthesis wrapper's reset
+    pin, whose fan-out reached the 128-lane evaluator's flip-flops after up to 20.9 ns
+    where its clock's paths took 9.26 ns) or into an output (a board's LED). Those are
+    left out of both counts and counted in ``from_pins`` (``None`` when the report has
+    no fmax); pin paths below that bound cannot be told apart."""
     fmax = [v.get("achieved") for v in report.get("fmax", {}).values()]
     fmax = [f for f in fmax if isinstance(f, (int, float)) and f > 0]
     bound = 1000 / min(fmax) + 0.005 if fmax else None
