@@ -537,8 +537,8 @@ def _saturating_margin_job(rng, layers, rank):
 
 @pytest.mark.parametrize("case", range(3))
 def test_margin_scores_with_saturated_and_tied_logits_equal_golden(case):
-    """Spec 7.1 scores where the last layer's logits sit at their bounds, the label's
-    logit tied with others at either bound and y1 far outside -127..127: the finalizer's
+    """Spec 7.1 scores where the last layer's logits sit at their bounds, two or more
+    tied at each bound and y1 far outside -127..127: the finalizer's
     margin state (the largest other logit, compared with y1 by its low byte and its
     bounds) gives golden's scores, its state in either u bank (the last layer's outputs
     go to bank (l + 1) % 2: bank 0 after two layers, bank 1 after three)."""
