@@ -276,10 +276,11 @@ def print_late(late: dict | None, target_mhz: float) -> None:
         return
     counts = ", ".join(f"{n} at {f} MHz" for f, n in late["over_period"].items())
     print(f"late     of {late['endpoints']} timing endpoints, past the period: {counts}")
-    if late.get("from_pins"):
+    n = late.get("from_pins")
+    if n:
         print(
-            f"  ({late['from_pins']} arrivals later than the clock's critical path are "
-            "pins' (an input such as the reset, or an output): left out)"
+            f"  ({n} arrival{'s' if n != 1 else ''} later than the clock's critical path: "
+            "a pin's (an input such as the reset, or an output), left out)"
         )
     if late["groups"]:
         period = 1000 / target_mhz

@@ -624,3 +624,16 @@ def test_finalizer_u_banks_are_distributed_ram_on_the_ecp5_only(tmp_path):
     )
     stat = (tmp_path / "stat.txt").read_text()
     assert "TRELLIS_DPR16X4" in stat and "DP16KD" not in stat, stat
+
+
+def test_endpoints_printout_names_the_arrivals_left_out_as_a_pins(capsys):
+    """--endpoints prints how many arrivals it left out as a pin's, and nothing about
+    them when there are none."""
+    from pentegg.cmd_hw import print_late
+
+    late = {"endpoints": 5, "over_period": {"100": 1}, "groups": [], "from_pins": 3}
+    print_late(late, 100)
+    out = capsys.readouterr().out
+    assert "1 at 100 MHz" in out and "(3 arrivals later than the clock's critical path" in out
+    print_late({**late, "from_pins": 0}, 100)
+    assert "critical path" not in capsys.readouterr().out
