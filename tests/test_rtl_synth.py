@@ -203,14 +203,17 @@ def test_late_endpoints_counts_arrivals_past_each_period_by_register_group():
             net(("dut.ev.fin.pacc1_g12_TRELLIS_FF_Q", [1.0, 14.0])),
             net(("dut.ev.lane7.acc0_TRELLIS_FF_Q_1", 13.5), ("dut.ev.lane70.acc1$x", 15.0)),
             net(("dut.votes.z_mem.0.3", 12.0), ("dut.init$316.v_of1_TRELLIS_FF_Q_7", 13.9)),
+            net(("dut_eng_ctrl_copy11_w_1__nz_TRELLIS_FF_Q", 14.2)),
+            net(("dut_eng_ctrl_copy2_w_1__nz_TRELLIS_FF_Q", 13.6)),
         ]
     }
     late = late_endpoints(report, 75)
-    assert late["endpoints"] == 7
-    assert late["over_period"] == {"50": 0, "60": 0, "75": 5, "100": 6, "125": 7, "150": 7}
+    assert late["endpoints"] == 9
+    assert late["over_period"] == {"50": 0, "60": 0, "75": 7, "100": 8, "125": 9, "150": 9}
     assert late["groups"] == [
         ["ev.fin.pacc1_g*", 2, 16.5],
         ["ev.lane*.acc#", 2, 15.0],
+        ["dut_eng_ctrl_copy*_w_1__nz", 2, 14.2],
         ["init", 1, 13.9],
     ]
     assert late_endpoints(report, 100, top=1)["groups"] == [["ev.fin.pacc1_g*", 2, 16.5]]
@@ -239,6 +242,26 @@ def test_late_endpoints_leaves_out_arrivals_past_the_clocks_critical_path():
     assert late["endpoints"] == 2 and late["from_pins"] == 1
     assert late["over_period"]["125"] == 2 and late["over_period"]["100"] == 0
     assert late["groups"] == [["b", 1, 10.0], ["a", 1, 9.2]]
+
+
+def test_late_endpoints_leaves_out_a_net_timed_from_no_clock_whatever_its_arrival():
+    """A net whose event is ``<async>`` (a reset pin's fan-out) is a pin's: its endpoints
+    count in from_pins even when they arrive within the clock's critical path."""
+    from pentegg.rtl.synth import late_endpoints
+
+    def net(event, cell, a):
+        return {"net": "n", "event": event, "endpoints": [{"cell": cell, "delay": [1.0, a]}]}
+
+    report = {
+        "fmax": {"clk": {"achieved": 100.0, "constraint": 125.0}},
+        "detailed_net_timings": [
+            net("<async>", "dut.loader.port_TRELLIS_FF_Q", 9.2),
+            net("posedge clk", "dut.a_TRELLIS_FF_Q", 9.0),
+        ],
+    }
+    late = late_endpoints(report, 125)
+    assert late["endpoints"] == 1 and late["from_pins"] == 1
+    assert late["groups"] == [["a", 1, 9.0]]
 
 
 def _replicas_rtlil(copies: int, attrs: dict) -> str:
