@@ -682,12 +682,10 @@ class Finalizer(wiring.Component):
         wc_n = Mux(last_wc, 0, wc + 1)
         rmw_n, state_n, bank_n = (Mux(last_wc, s, u) for s, u in zip(fS, fU, strict=True))
         en_n = (rmw_n & (wc_n < r)) | (state_n & (wc_n == 0))
-        c.ur_addr_r = Signal(ua_bits, name=f"ura{sfx}", reset_less=True)
-        c.use_u = [Signal(name=f"useu{b}{sfx}") for b in range(2)]
-        m.d.sync += [
-            c.ur_addr_r.eq(Mux(state_n, state_addr(nxt.i, nxt.s), u_addr(nxt.i, nxt.s, wc_n))),
-            *(c.use_u[b].eq(en_n & (bank_n == b)) for b in range(2)),
-        ]
+        # (a group loads each bank's address and enable registers with this read or
+        # P's, see _group)
+        c.ur_addr_n = Mux(state_n, state_addr(nxt.i, nxt.s), u_addr(nxt.i, nxt.s, wc_n))
+        c.use_u_n = [en_n & (bank_n == b) for b in range(2)]
         # u updates: the sum two cycles after the reads (delay line), written a cycle
         # later from the datapath's register; the margin state: read at wc 0, data at
         # wc 2, the new state registered then and written at wc 3; STORE writes at wc 2, 3
@@ -850,14 +848,10 @@ class Finalizer(wiring.Component):
         # the bank gave it, the block RAM's output through the digit product into the p
         # accumulator was the 128-lane ECP5 accelerator's critical path at a7010ef
         # (15.18 ns, 7.57 of it logic).
-        ra_P = copy(ceil_log2(self.u_depth), "raP")
-        re_P = copy(1, "reP")
+        ra_P_n = self._u_addr(opP.i, opP.rec.us, wc)
+        re_P_n = opP.valid & (wc < r) & (opP.kind == KIND_ACT)
         rb_P = copy(1, "rbP")
-        m.d.sync += [
-            ra_P.eq(self._u_addr(opP.i, opP.rec.us, wc)),
-            re_P.eq(opP.valid & (wc < r) & (opP.kind == KIND_ACT)),
-            rb_P.eq(opP.rec.layer[0]),
-        ]
+        m.d.sync += rb_P.eq(opP.rec.layer[0])
 
         # u banks: one read port each, addressed by P (bank pb) or U (bank ub); U's read
         # register takes its bank's data (the bank mux before it). On the ECP5 they are
@@ -865,7 +859,11 @@ class Finalizer(wiring.Component):
         # them): a DP16KD's 5.6 ns from the clock to its unregistered output, then the
         # bank mux and the route into urdU/urdP, had 53 of the 128-lane ULX3S build's
         # 413 endpoints past 10 ns at cd6a36f (seed 1, 11.22 ns); a bank is u_entries
-        # words of 16 to 18 bits (80 at rank 4, eight lanes a group), a DP16KD 1,024
+        # words of 16 to 18 bits (80 at rank 4, eight lanes a group), a DP16KD 1,024.
+        # Each bank's read address and enable are registers of their own, loaded with
+        # the choice between U's next read and P's (U's wins): the choice after the
+        # registers, before the RAM's address, had 98 of the three 128-lane ULX3S builds'
+        # endpoints past 8 ns at 19a8e90 (into the port's data, 8.58 ns)
         u_attrs = {**NO_RW_CHECK, "ram_style": "distributed"} if self.ecp5 else NO_RW_CHECK
         rports = []
         wports = []
@@ -874,11 +872,14 @@ class Finalizer(wiring.Component):
             m.submodules[f"ubank{b}{sfx}"] = mem
             rp = mem.read_port()
             wp = mem.write_port()
-            use_u = ctl.use_u[b]
-            m.d.comb += [
-                rp.addr.eq(Mux(use_u, ctl.ur_addr_r, ra_P)),
-                rp.en.eq(use_u | (re_P & (rb_P == b))),
+            use_u_n = ctl.use_u_n[b]
+            r_addr = copy(ceil_log2(self.u_depth), f"ura{b}")
+            r_en = sig(1, f"ure{b}")
+            m.d.sync += [
+                r_addr.eq(Mux(use_u_n, ctl.ur_addr_n, ra_P_n)),
+                r_en.eq(use_u_n | (re_P_n & (opP.rec.layer[0] == b))),
             ]
+            m.d.comb += [rp.addr.eq(r_addr), rp.en.eq(r_en)]
             rports.append(rp)
             self.rw_watch.append(RWWatch(f"ubank{b}{sfx}", rp, wp, rp.en))
             wports.append(wp)
