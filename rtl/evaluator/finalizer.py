@@ -1020,14 +1020,20 @@ class Finalizer(wiring.Component):
         # shift through its decode, took it as a synchronous reset: up to 8.98 ns into
         # its LSR in the 128-lane ULX3S build at 44e9bb5). The B digit of a STORE (bbP2)
         # holds from wc 0 to wc 3, the op's fields and vP2 the whole window (T >= 4).
+        # The constant term 127 * d is a register of its own, loaded at wc 0, so that
+        # the add at wc 1 starts at flip-flops (the op's kind through the digit's choice
+        # and the table into the adder had 44 of the three 128-lane ULX3S builds'
+        # endpoints past 8 ns into brs at 19a8e90, 8.85 ns).
         vc = [sig(signed(w), f"vc{i}") for i in range(2)]
         bias_rs = [sig(signed(max(w, 18)), f"brs{i}") for i in range(2)]
+        bias_d = [sig(signed(10), f"bd{i}") for i in range(2)]  # 127 * d, |.| <= 254
         store2 = opP2.kind == KIND_STORE
         rs_tab = Array(Const((1 << a) >> 1, 16) for a in range(16))  # rshr's rounding
-        with m.If(wc == 1):
+        with m.If(wc == 0):
             for i in range(2):
-                digit = Mux(store2, bbP2[i], opP2.rec.wb[i])
-                m.d.sync += bias_rs[i].eq(_times_bias(digit) + rs_tab[ctl.sl_P2])
+                m.d.sync += bias_d[i].eq(_times_bias(Mux(store2, bbP2[i], opP2.rec.wb[i])))
+        with m.If(wc == 1):
+            m.d.sync += [bias_rs[i].eq(bias_d[i] + rs_tab[ctl.sl_P2]) for i in range(2)]
         with m.If(wc == 2):
             m.d.sync += [vc[i].eq(vP2[i] + bias_rs[i]) for i in range(2)]
         vcS = [sig(signed(w), f"vcS{i}") for i in range(2)]
