@@ -467,15 +467,25 @@ class PopulationEvaluator(wiring.Component):
         # passes queued ahead of the lanes, so that the weight streamer (told of a layer
         # pass when the sequencer emits it) fetches its words before the pass starts
         # The sequencer's ready is a flip-flop: room for this cycle's push, from the level
-        # of the cycle before (at most depth - 2 then: one push since), as the weight
-        # streamer's command queues give theirs; depth 5, so that it refuses no command
-        # the depth-4 queue with its exact room took
-        m.submodules.cmdq = cmdq = fifo.SyncFIFOBuffered(width=eng.cmd_layout.size, depth=5)
+        # of the cycle before, as the weight streamer's command queues give theirs. A
+        # push is registered (``cmd_stage``) and written into the queue a cycle later,
+        # so that the queue's storage takes its data from flip-flops, not from the
+        # sequencer's combinational payload (its adders and multiplexers into the
+        # storage had 16 of the 128-lane ECP5 evaluator's endpoints past 8 ns at
+        # b48cbeb, 9.02 ns, and 19 of the three 128-lane ULX3S builds' at 19a8e90). So
+        # the room is a level of at most depth - 3 a cycle before (a push since and one
+        # in the stage); depth 6, the room of the depth-5 queue without the stage.
+        m.submodules.cmdq = cmdq = fifo.SyncFIFOBuffered(width=eng.cmd_layout.size, depth=6)
         cmd_room = Signal(init=1)
-        m.d.sync += cmd_room.eq(cmdq.level <= cmdq.depth - 2)
+        cmd_stage = Signal(eng.cmd_layout, reset_less=True)
+        cmd_staged = Signal()
+        push = seq.cmd.valid & cmd_room
+        m.d.sync += [cmd_room.eq(cmdq.level <= cmdq.depth - 3), cmd_staged.eq(push)]
+        with m.If(push):
+            m.d.sync += cmd_stage.eq(seq.cmd.payload)
         m.d.comb += [
-            cmdq.w_data.eq(seq.cmd.payload),
-            cmdq.w_en.eq(seq.cmd.valid & cmd_room),
+            cmdq.w_data.eq(cmd_stage),
+            cmdq.w_en.eq(cmd_staged),
             seq.cmd.ready.eq(cmd_room),
         ]
         m.d.comb += [
@@ -490,13 +500,14 @@ class PopulationEvaluator(wiring.Component):
         # at baf0473 ran from the op in S through the finalizer's idle and the sequencer
         # into the noise fill's counters, 15.23 ns, 12.96 of it routing). The sequencer
         # waits on it only in a phase entered after its last push; a cycle that pushes
-        # is not drained, nor one with a command anywhere in the queue (its level, not
-        # its output's valid, which comes two cycles after the push): the registered
-        # value, the condition a cycle ago, never calls a command done before the engine
-        # has taken it
+        # is not drained, nor one with a command in the stage or anywhere in the queue
+        # (its level, not its output's valid, which comes two cycles after the write):
+        # the registered value, the condition a cycle ago, never calls a command done
+        # before the engine has taken it
         drained = Signal()
         m.d.sync += drained.eq(
             ~seq.cmd.valid
+            & ~cmd_staged
             & ~eng.busy
             & (cmdq.r_level == 0)
             & fin.idle
