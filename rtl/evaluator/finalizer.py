@@ -1058,7 +1058,6 @@ class Finalizer(wiring.Component):
         storeU = opU.kind == KIND_STORE
         lastU = opU.rec.last_layer
         add = sig(signed(w), "add")
-        t = [sig(signed(w), f"t{i}") for i in range(2)]
         y = [sig(signed(w), f"y{i}") for i in range(2)]
         late = wc[1]  # wc 2, 3: the vc +- t uses
         odd = wc[0]  # the second value
@@ -1069,31 +1068,30 @@ class Finalizer(wiring.Component):
         #   store_b: a STORE (op_b 0), store_a: a STORE's wc 0, 1 (op_a 0),
         #   neg_b: wc 2, 3 of a member 2j+1 op, not a STORE (vc - t; the op in S
         #   stays from wc 1 to 3, so its own fields give it)
+        # The second operand is itself a register loaded a cycle ahead: rk for wc 0, 1;
+        # for wc 2, 3 the shifter's output of the cycle before, t0 and t1 (so they need
+        # no registers of their own), complemented for vc - t; 0 for a STORE. (Its choice
+        # among t0, t1 and rk by the count, after their registers, into add: 64 of the
+        # three 128-lane ULX3S builds' endpoints past 8 ns at 19a8e90, 8.56 ns.)
         wc_n = Mux(wc == T - 1, 0, wc + 1)
         store_n = Mux(wc == T - 1, opP2.kind == KIND_STORE, storeS)
-        store_a, store_b, neg_b = (sig(1, f"{n}_f") for n in ("store_a", "store_b", "neg_b"))
-        m.d.sync += [
-            store_a.eq(store_n & ~wc_n[1]),
-            store_b.eq(store_n),
-            neg_b.eq(wc_n[1] & opS.rec.s & ~storeS),
-        ]
+        neg_n = wc_n[1] & opS.rec.s & ~storeS
+        store_a, neg_b = (sig(1, f"{n}_f") for n in ("store_a", "neg_b"))
+        m.d.sync += [store_a.eq(store_n & ~wc_n[1]), neg_b.eq(neg_n)]
         p_sel = Mux(odd, psS[1], psS[0])
         vc_sel = Mux(odd, vcS[1], vcS[0])
-        t_sel = Mux(odd, t[1], t[0])
         op_a = Mux(late, vc_sel, Mux(store_a, 0, p_sel))
-        op_b = Mux(store_b, 0, Mux(late, t_sel ^ neg_b.replicate(w), rk))
+        op_b = sig(signed(w), "op_b")
         with m.If(opS.valid):
             m.d.sync += add.eq(op_a + op_b + neg_b)
         shifted = sig(signed(w), "shifted")
         m.d.comb += shifted.eq(add >> amt)
-        with m.If(opS.valid):
-            with m.Switch(wc):
-                with m.Case(1):
-                    m.d.sync += t[0].eq(shifted)
-                with m.Case(2):
-                    m.d.sync += t[1].eq(shifted)
-                with m.Case(3):
-                    m.d.sync += y[0].eq(shifted)
+        # (loaded for wc 0, 2 and 3 and held after wc 3: with T > 4 the add in the
+        # window's last cycle, whose count ends in 0b11, is again vc1 +- t1 for y1)
+        with m.If((wc == T - 1) | (wc == 1) | (wc == 2)):
+            m.d.sync += op_b.eq(Mux(store_n, 0, Mux(wc_n[1], shifted ^ neg_n.replicate(w), rk)))
+        with m.If(opS.valid & (wc == 3)):
+            m.d.sync += y[0].eq(shifted)
         # y1 is read in wc 1 alone (h1 and hU1, below): it takes the shifter's output in
         # every cycle, with no enable (the op's valid flag and wc == 0 into its enable
         # reached its 37 flip-flops after 11.53 ns, the 128-lane ULX3S build's critical
