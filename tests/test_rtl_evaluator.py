@@ -199,6 +199,48 @@ def test_a_u_row_pass_two_after_a_record_does_not_take_the_bank_read_of_its_last
     )
 
 
+def test_more_than_four_finalizers_share_the_lane_controls_through_replicas_and_equal_golden():
+    """Six lanes, one finalizer each: the pass engine's last shared control stage is two
+    replicas, each feeding three finalizers' copies (rtl/evaluator/pass_engine.py): the
+    controls reach the lanes in the same cycle as through one register. Both input
+    modes' results equal golden's."""
+    rng = np.random.default_rng(20261201)
+    cfg = Config(
+        layers=(5, 7, 3),
+        population=14,
+        rank=4,
+        sigma_shift=2,
+        seed=912873,
+        init="random",
+        act_shifts=(1, 2),
+        margin=40,
+    ).validate()
+    weights = init_state(cfg).weights
+    for shared in (True, False):
+        if shared:
+            samples = rng.integers(-127, 128, (4, 5))
+            job = EvalJob(
+                cfg,
+                weights,
+                77,
+                samples=samples,
+                labels=rng.integers(0, 3, 4),
+                batch_idx=np.array([3, 0, 2]),
+            )
+        else:
+            job = EvalJob(cfg, weights, 77, member_x=rng.integers(-127, 128, (14, 2, 5)))
+        dut = PopulationEvaluator(lanes=6, max_width=8, max_layers=2, rank=4, group=1)
+        assert dut.params.finalizers == 6
+        res = run_amaranth(job, dut, max_cycles=200_000)
+        assert res["error"] == 0
+        logits, scores = job.expected()
+        board = Scoreboard(f"evaluator six finalizers shared={shared}")
+        if shared:
+            board.check("scores[member]", scores, res["scores"])
+        else:
+            board.check("logits[member, sample, class]", logits, res["logits"])
+
+
 @pytest.mark.parametrize("noise_buffers", [1, 2])
 def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buffers):
     """``noise_write_lanes`` 3 (a bank written 18 bits at a time, the earlier lanes'
