@@ -22,6 +22,18 @@ from pentegg.sim.evaluator_bench import EvalJob, evaluator_watches, run_amaranth
 from pentegg.sim.scoreboard import Scoreboard
 
 
+def check_equals_golden(job, res, label):
+    """The run ended without an error flag and its results equal golden's: the scores
+    (shared inputs) or every member's logits (per-member inputs)."""
+    assert res["error"] == 0
+    logits, scores = job.expected()
+    board = Scoreboard(label)
+    if job.shared:
+        board.check("scores[member]", scores, res["scores"])
+    else:
+        board.check("logits[member, sample, class]", logits, res["logits"])
+
+
 def random_job(rng):
     """A random configuration within small maxima, its evaluator and its job."""
     max_layers = int(rng.integers(1, 4))
@@ -82,14 +94,10 @@ def test_evaluator_equals_golden_on_random_configurations(case):
     job, dut = random_job(rng)
     watch = CollisionMonitor(evaluator_watches(dut))
     res = run_amaranth(job, dut, max_cycles=200_000, collisions=watch)
-    assert res["error"] == 0
     watch.check()
-    logits, scores = job.expected()
-    board = Scoreboard(f"evaluator {job.cfg.layers} rank {job.cfg.rank} lanes {dut.params.lanes}")
-    if job.shared:
-        board.check("scores[member]", scores, res["scores"])
-    else:
-        board.check("logits[member, sample, class]", logits, res["logits"])
+    check_equals_golden(
+        job, res, f"evaluator {job.cfg.layers} rank {job.cfg.rank} lanes {dut.params.lanes}"
+    )
 
 
 # Quantized mode (spec 6.1): (layers, population, rank, lanes, shared, sigma_shift, digits)
@@ -160,14 +168,8 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
     )
     watch = CollisionMonitor(evaluator_watches(dut))
     res = run_amaranth(job, dut, max_cycles=300_000, collisions=watch)
-    assert res["error"] == 0
     watch.check()
-    logits, scores = job.expected()
-    board = Scoreboard(f"quantized evaluator {layers} rank {rank} lanes {lanes}")
-    if job.shared:
-        board.check("scores[member]", scores, res["scores"])
-    else:
-        board.check("logits[member, sample, class]", logits, res["logits"])
+    check_equals_golden(job, res, f"quantized evaluator {layers} rank {rank} lanes {lanes}")
 
 
 def test_a_u_row_pass_two_after_a_record_does_not_take_the_bank_read_of_its_last_op():
@@ -232,13 +234,7 @@ def test_more_than_four_finalizers_share_the_lane_controls_through_replicas_and_
         dut = PopulationEvaluator(lanes=6, max_width=8, max_layers=2, rank=4, group=1)
         assert dut.params.finalizers == 6
         res = run_amaranth(job, dut, max_cycles=200_000)
-        assert res["error"] == 0
-        logits, scores = job.expected()
-        board = Scoreboard(f"evaluator six finalizers shared={shared}")
-        if shared:
-            board.check("scores[member]", scores, res["scores"])
-        else:
-            board.check("logits[member, sample, class]", logits, res["logits"])
+        check_equals_golden(job, res, f"evaluator six finalizers, shared {shared}")
 
 
 @pytest.mark.parametrize("noise_buffers", [1, 2])
@@ -458,13 +454,7 @@ def test_the_shortest_samples_end_the_batch_and_the_run_at_their_last_sample(sha
         lanes=1, max_width=4, max_layers=1, rank=1, mode="quantized", mem_latency=1
     )
     res = run_amaranth(job, dut, max_cycles=50_000)
-    assert res["error"] == 0
-    logits, scores = job.expected()
-    board = Scoreboard(f"shortest samples, shared {shared}")
-    if shared:
-        board.check("scores[member]", scores, res["scores"])
-    else:
-        board.check("logits[member, sample, class]", logits, res["logits"])
+    check_equals_golden(job, res, f"shortest samples, shared {shared}")
 
 
 def _boundary_inputs(cfg, weights, noise, targets):
