@@ -22,6 +22,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -638,6 +639,7 @@ def synthesize(
     seeds: int = 1,
     build_dir: str | Path | None = None,
     endpoints: bool = False,
+    progress: Callable[[str], None] | None = None,
 ) -> SynthResult:
     """Synthesize ``module`` for ``device`` and place and route it (see module docstring).
 
@@ -651,7 +653,12 @@ def synthesize(
     ``endpoints``: nextpnr also reports every timing endpoint's arrival, summarised in
     the result's ``late_endpoints`` (:func:`late_endpoints`; the report grows to tens
     of megabytes for the largest designs).
+    ``progress`` is called with a line at each stage (elaboration, each Yosys run, each
+    placement with its log's path; the largest take hours); default: the line on stderr
+    after ``[synth]``.
     """
+    if progress is None:
+        progress = _progress_to_stderr
     if not 1 <= seeds <= MAX_SEEDS:
         raise ValueError(f"seeds={seeds} is outside 1..{MAX_SEEDS}")
     auto = seed is None and seeds == 1
@@ -669,6 +676,7 @@ def synthesize(
             list(AUTO_SEEDS) if auto else list(range(first, first + seeds)),
             auto,
             endpoints,
+            progress,
         )
     except SynthError:
         raise  # a tool failed: its logs stay in the directory the message names
@@ -682,16 +690,30 @@ def synthesize(
     return result
 
 
+def _progress_to_stderr(line: str) -> None:
+    print(f"[synth] {line}", file=sys.stderr, flush=True)
+
+
 def _synthesize(
-    module, dev, full, work: Path, freq, seeds: list[int], auto: bool = False, endpoints=False
+    module,
+    dev,
+    full,
+    work: Path,
+    freq,
+    seeds: list[int],
+    auto: bool = False,
+    endpoints=False,
+    progress: Callable[[str], None] = _progress_to_stderr,
 ) -> SynthResult:
     """``auto``: ``seeds`` are alternatives, the next tried only while the router stalls;
     otherwise every one is placed."""
     name = top_name(module)
     platform = SynthPlatform(dev.family)
+    progress(f"elaborating {module}")
     (work / "module.il").write_text(
         honour_no_rw_check(rtlil.convert(build(module, full), name=name, platform=platform))
     )
+    progress(f"yosys: synthesis of the module (in {work})")
     flow = _yosys_map(
         work,
         "module",
@@ -707,6 +729,7 @@ def _synthesize(
             rtlil.convert(wrapper, name="wrapped", platform=platform, ports=wrapper.ports)
         )
     )
+    progress("yosys: the module in its registered test wrapper, for placement")
     flow = _yosys_map(
         work,
         "wrapped",
@@ -728,10 +751,10 @@ def _synthesize(
         # one placement keeps the plain names; several name each run's files by its seed
         sfx = f"-seed{seed}" if several else ""
         log, rep = f"nextpnr{sfx}.log", f"report{sfx}.json"
-        if several:
-            print(
-                f"[synth] nextpnr, seed {seed} ({len(runs) + 1} of {len(seeds)})", file=sys.stderr
-            )
+        of = f", {len(runs) + 1} of {len(seeds)}" if several else ""
+        progress(
+            f"nextpnr: place and route, seed {seed}{of}, target {target:g} MHz (log {work / log})"
+        )
         try:
             _run(
                 [
@@ -761,10 +784,8 @@ def _synthesize(
                     ) from None
                 raise
             stalled.append(seed)
-            print(
-                f"[synth] nextpnr's router stalled at seed {seed}; placing again with seed "
-                f"{seeds[i + 1]}",
-                file=sys.stderr,
+            progress(
+                f"nextpnr's router stalled at seed {seed}; placing again with seed {seeds[i + 1]}"
             )
             continue
         except SynthError:

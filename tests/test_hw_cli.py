@@ -163,6 +163,16 @@ def test_synth_json_both_devices():
         assert 10 < last["luts"] < 200 and last["ffs"] == 0 and last["brams"] == 0
         assert last["fmax_mhz"] > 20
         assert "fmax" in r.stdout
+        # progress on stderr, a line per stage with the time since the start
+        stages = [line.split("] ", 1)[1] for line in r.stderr.strip().splitlines()]
+        assert re.match(r"\[synth +\d+\.\ds\] elaborating pquant", r.stderr)
+        assert [s.split(" ", 1)[0] for s in stages] == [
+            "elaborating",
+            "yosys:",
+            "yosys:",
+            "nextpnr:",
+        ]
+        assert "nextpnr.log" in stages[-1]
 
 
 def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tmp_path):
@@ -178,6 +188,7 @@ def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tm
     assert j["fmax_mhz"] == fmaxes[1]
     assert j["critical_path"] in [p["critical_path"] for p in j["placements"]]
     assert "median of seeds 1..3" in r.stdout
+    assert "seed 2, 2 of 3" in r.stderr and "nextpnr-seed3.log" in r.stderr
     for seed in (1, 2, 3):
         assert (tmp_path / f"nextpnr-seed{seed}.log").exists()
     alone = pentegg(*args, "--seed", "2")
