@@ -79,7 +79,7 @@ def state(dut) -> str:
         "op_P2": ("fin", "op_P2"),
         "op_S": ("fin", "op_S"),
         "op_U": ("fin", "op_U"),
-        "blk_end": ("fin", "blk_end"),
+        "block ends": ("fin", "ends_block"),
     }
     out = []
     for name, (sub, sig) in probes.items():

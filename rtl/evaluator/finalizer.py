@@ -1016,9 +1016,10 @@ class Finalizer(wiring.Component):
             m.d.sync += [psS[i].eq(pacc[i]) for i in range(2)]
             m.d.sync += [bsrS[i].eq(bsrP[i]) for i in range(2)]
             m.d.sync += [bsrU[i].eq(bsrS[i]) for i in range(2)]
-        # vc = v + 127 * d + the rounding constant, in two steps: the rounding constant
-        # and the constant term at wc 1 (the op's digits; the rounding constant a table
-        # indexed by the op's shift register sl_P2, 0 for a STORE, valid from wc 1), then
+        # vc = v + 127 * d + the rounding constant, in steps: the constant term at wc 0
+        # (below), its sum with the rounding constant at wc 1 (the op's digits; the
+        # rounding constant a table indexed by the op's shift register sl_P2, 0 for a
+        # STORE, valid from wc 1), then
         # the add at wc 2 (one adder after a register; the three-operand add after the
         # decode had 205 vc endpoints past 10 ns in the 128-lane evaluator at 41cf5da, the
         # decode into the constant terms 29 of the 128-lane ULX3S build's 948 at 23e1484,
@@ -1065,7 +1066,7 @@ class Finalizer(wiring.Component):
         # and the op S holds next (opP2's at the window's end): no decode of the op's
         # kind and sign before the operand multiplexers (into add, 14 of the 128-lane
         # ULX3S build's endpoints past 9.3 ns at f3eb1f7, seed 1, 9.56 ns)
-        #   store_b: a STORE (op_b 0), store_a: a STORE's wc 0, 1 (op_a 0),
+        #   store_a: a STORE's wc 0, 1 (op_a 0; op_b is 0 for a whole STORE, below),
         #   neg_b: wc 2, 3 of a member 2j+1 op, not a STORE (vc - t; the op in S
         #   stays from wc 1 to 3, so its own fields give it)
         # The second operand is itself a register loaded a cycle ahead: rk for wc 0, 1;

@@ -363,10 +363,10 @@ class PassEngine(wiring.Component):
             m.d.sync += pipe[-1].eq(pipe[-2])
         mids = isqrt(self.copies) if self.copies > 4 else 1
         last = []
-        for k in range(mids):
+        for rep in range(mids):
             r = Signal(
                 lane_ctrl_layout(),
-                name=f"ctrl{shared - 1}" + (f"_m{k}" if mids > 1 else ""),
+                name=f"ctrl{shared - 1}" + (f"_m{rep}" if mids > 1 else ""),
                 attrs={REPLICA_ATTR: 1} if mids > 1 else {},
             )
             m.d.sync += r.eq(pipe[-1])
