@@ -653,9 +653,9 @@ def synthesize(
     ``endpoints``: nextpnr also reports every timing endpoint's arrival, summarised in
     the result's ``late_endpoints`` (:func:`late_endpoints`; the report grows to tens
     of megabytes for the largest designs).
-    ``progress`` is called with a line at each stage (elaboration, each Yosys run, each
-    placement with its log's path; the largest take hours); default: the line on stderr
-    after ``[synth]``.
+    ``progress`` is called with a line at each stage once the module has elaborated (each
+    Yosys run, each placement with its log's path; the largest take hours); default: the
+    line on stderr after ``[synth]``.
     """
     if progress is None:
         progress = _progress_to_stderr
@@ -709,11 +709,11 @@ def _synthesize(
     otherwise every one is placed."""
     name = top_name(module)
     platform = SynthPlatform(dev.family)
-    progress(f"elaborating {module}")
     (work / "module.il").write_text(
         honour_no_rw_check(rtlil.convert(build(module, full), name=name, platform=platform))
     )
-    progress(f"yosys: synthesis of the module (in {work})")
+    # (after the elaboration: a refused parameter is one line, with no progress before it)
+    progress(f"yosys: synthesis of {module}, elaborated (in {work})")
     flow = _yosys_map(
         work,
         "module",
