@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 import warnings
 
 from .cmd_hw import HardwareError, print_late
@@ -174,11 +173,9 @@ def _parse_params(board, items: list[str], core: str = "device") -> dict:
     return params
 
 
-def _say(line: str, t0: float) -> None:
-    print(f"[build {time.monotonic() - t0:5.1f}s] {line}", file=sys.stderr, flush=True)
-
-
 def run_build(args) -> int:
+    from .progress import stage_lines
+
     if args.target and not args.program:
         raise HardwareError(f"--{args.target} needs --program")
     if args.seed is not None and not 1 <= args.seed < 1 << 31:
@@ -209,7 +206,7 @@ def run_build(args) -> int:
         print(f"pentegg build: error: {board.unfit[args.core]}", file=sys.stderr)
         return 1
     build_dir = args.build_dir or f"build/{board.name}"
-    t0 = time.monotonic()
+    say = stage_lines("build")
     try:
         result = build(
             board,
@@ -219,7 +216,7 @@ def run_build(args) -> int:
             core_name=args.core,
             seed=args.seed,
             endpoints=endpoints,
-            progress=lambda line: _say(line, t0),
+            progress=say,
         )
     except (CoreUnavailable, ValueError, TypeError) as e:  # the core refused its parameters
         # the half-elaborated design's parts would each warn at exit: one line is the error
@@ -252,8 +249,8 @@ def run_build(args) -> int:
     if args.program and r.timing_met:
         target = args.target or board.default_target
         if r.firmware:
-            _say(f"openFPGALoader: writing the firmware to flash at {r.firmware_offset:#x}", t0)
-        _say(f"openFPGALoader: writing {board.bitstream} to {target}", t0)
+            say(f"openFPGALoader: writing the firmware to flash at {r.firmware_offset:#x}")
+        say(f"openFPGALoader: writing {board.bitstream} to {target}")
         try:
             cmds = program(
                 board, r.bitstream, target, firmware=r.firmware, offset=r.firmware_offset

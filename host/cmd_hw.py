@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 import sys
-import time
 
 __all__ = [
     "BOARD_OF_DEVICE",
@@ -200,10 +199,7 @@ def run_synth(args) -> int:
         raise HardwareError(f"--seeds {args.seeds} is outside 1..{MAX_SEEDS}")
     if args.seed is not None and not 1 <= args.seed < 1 << 31:
         raise HardwareError(f"--seed {args.seed} is outside 1..{(1 << 31) - 1}")
-    t0 = time.monotonic()
-
-    def progress(line: str) -> None:
-        print(f"[synth {time.monotonic() - t0:6.1f}s] {line}", file=sys.stderr, flush=True)
+    from .progress import stage_lines
 
     try:
         r = synthesize(
@@ -215,7 +211,7 @@ def run_synth(args) -> int:
             seeds=args.seeds,
             build_dir=args.build_dir,
             endpoints=args.endpoints,
-            progress=progress,
+            progress=stage_lines("synth"),
         )
     except (SynthError, ToolNotFound) as e:
         raise HardwareError(str(e)) from None

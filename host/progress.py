@@ -49,3 +49,16 @@ class Progress:
             self._draw(time.perf_counter())
             self.stream.write("\n")
             self.stream.flush()
+
+
+def stage_lines(tag: str, stream=None):
+    """A callable that prints a long command's stage lines on stderr, each after
+    ``[tag <seconds since this call>s]`` (``pentegg build``, ``pentegg synth``)."""
+    t0 = time.monotonic()
+
+    def say(line: str) -> None:
+        print(
+            f"[{tag} {time.monotonic() - t0:6.1f}s] {line}", file=stream or sys.stderr, flush=True
+        )
+
+    return say
