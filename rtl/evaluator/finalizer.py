@@ -686,12 +686,28 @@ class Finalizer(wiring.Component):
             },
         )
         wc_n = Mux(last_wc, 0, wc + 1)
-        rmw_n, state_n, bank_n = (Mux(last_wc, s, u) for s, u in zip(fS, fU, strict=True))
-        en_n = (rmw_n & (wc_n < r)) | (state_n & (wc_n == 0))
         # (a group loads each bank's address and enable registers with this read or
-        # P's, see _group)
-        c.ur_addr_n = Mux(state_n, state_addr(nxt.i, nxt.s), u_addr(nxt.i, nxt.s, wc_n))
-        c.use_u_n = [en_n & (bank_n == b) for b in range(2)]
+        # P's, see _group.) The read is made of registers and one choice: ``lw``, a
+        # flag of the window's last count, chooses between the S op's read at count 0
+        # (``ura_S``, ``use_S``: registers of the S op and its flags, which hold from
+        # the window's start, so that their value a cycle behind is the same at its
+        # end, T >= 4) and the U op's at ``wcn`` (the next count, a counter of its own:
+        # the margin state's read is at count 0 alone, and an op reads either it or
+        # its rows). Decoded from the count, the ops' choice, the state's address adder
+        # and the banks' choice in the cycle, it had 46 of the two 128-lane ULX3S
+        # builds' endpoints past 8 ns at 912efff (8.79 ns)
+        lw = Signal(name=f"lw{sfx}")
+        wcn = Signal.like(wc, name=f"wcn{sfx}", init=1)
+        m.d.sync += [lw.eq(wc == T - 2), wcn.eq(Mux(wcn == T - 1, 0, wcn + 1))]
+        rmw_S, state_S, bank_S = fS
+        ura_S = Signal(ua_bits, name=f"ura_S{sfx}", reset_less=True)
+        use_S = [Signal(name=f"use_S{b}{sfx}") for b in range(2)]
+        m.d.sync += ura_S.eq(
+            Mux(state_S, state_addr(opS.i, opS.rec.s), u_addr(opS.i, opS.rec.s, Const(0, len(wc))))
+        )
+        m.d.sync += [u.eq((rmw_S | state_S) & (bank_S == b)) for b, u in enumerate(use_S)]
+        c.ur_addr_n = Mux(lw, ura_S, u_addr(opU.i, opU.rec.s, wcn))
+        c.use_u_n = [Mux(lw, use_S[b], u_rmw & (wcn < r) & (bankU == b)) for b in range(2)]
         # u updates: the sum two cycles after the reads (delay line), written a cycle
         # later from the datapath's register; the margin state: read at wc 0, data at
         # wc 2, the new state registered then and written at wc 3; STORE writes at wc 2, 3
