@@ -61,7 +61,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from amaranth import Array, Cat, Const, Module, Mux, Signal, signed
+from amaranth import Array, Cat, Const, Module, Mux, Signal, Value, signed
 from amaranth.lib import data, fifo, memory, stream, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -155,6 +155,16 @@ def _digit_times(code, value):
     mag = Mux(code[1] & ~code[0], v << 1, v)
     nz = code[0] | code[1]
     return Mux(nz, Mux(code[2], ~mag, mag), 0).as_signed(), nz & code[2]
+
+
+def _greater(m: Module, a: Value, b: Value, name: str) -> Value:
+    """``a > b`` for signed ``a`` and ``b`` as the sign of ``b - a``, a signal of its own
+    (``name``, one bit wider than the wider operand, so the difference is exact): one
+    carry chain with nothing after it, where Yosys maps an 8-bit signed compare to a
+    chain and LUT levels after it on the ECP5."""
+    diff = Signal(signed(max(len(a), len(b)) + 1), name=name)
+    m.d.comb += diff.eq(b - a)
+    return diff[-1]
 
 
 def _ubank(op):
@@ -1293,21 +1303,27 @@ class Finalizer(wiring.Component):
         # s), not a compare of y1's whole width; and the stored maximum's compares made
         # for each bank's read data, the bank chosen after them: y1's wide compare after
         # the bank multiplexer into gt1 was the 128-lane ECP5 evaluator's critical path
-        # at b48cbeb (seed 2, 9.26 ns, 5.68 of it routing)
+        # at b48cbeb (seed 2, 9.26 ns, 5.68 of it routing). Each 8-bit compare is the
+        # sign of a difference (_greater: a carry chain alone; Yosys maps ``a > b`` of
+        # that width to a chain with LUT levels after it, and y1 through two chains and
+        # four LUT levels into gt1 was the 128-lane ULX3S build's critical path at
+        # 912efff, seed 1: 9.87 ns)
         y1_8 = y[1][:8].as_signed()
 
-        def y1_above(s):
-            return y1_hi | (~y1_lo & (y1_8 > s))
+        def y1_above(s, name):
+            return y1_hi | (~y1_lo & _greater(m, y1_8, s, name + sfx))
 
         gt_b = []
         for b in range(2):
             smax_b = rports[b].data[8:16].as_signed()  # u_U's next from bank b
-            gt_b.append([hv[0] > smax_b, y1_above(smax_b)])
+            gt_b.append(
+                [_greater(m, hv[0], smax_b, f"h0_gt{b}{sfx}"), y1_above(smax_b, f"h1_gt{b}")]
+            )
         gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
         m.d.sync += [
             gt[0].eq(Mux(ub_d, gt_b[1][0], gt_b[0][0])),
             gt[1].eq(Mux(ub_d, gt_b[1][1], gt_b[0][1])),
-            gt[2].eq(y1_above(hv[0])),
+            gt[2].eq(y1_above(hv[0], "h1_gt_h0")),
         ]
         take0 = is_oth[0] & (first_t | gt[0])
         take1 = is_oth[1] & Mux(take0, gt[2], first_t | gt[1])
