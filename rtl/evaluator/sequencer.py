@@ -327,6 +327,12 @@ class Sequencer(wiring.Component):
         cl_last = Signal()
         c_left_zero = Signal()
         m.d.sync += [cl_last.eq(cl + 1 == nl), c_left_zero.eq(c_left == 0)]
+        # the next layer's fan + 1, which PH_CFG_NEXT loads into c_rem: a register of the
+        # same age (the widths hold through a run): cl's adder, the widths' selection
+        # and the + 1 before c_rem had 10 of the 128-lane ULX3S build's endpoints past
+        # 8 ns at 912efff (seed 1, 8.41 ns)
+        c_fan1 = Signal(wb + 2, reset_less=True)
+        m.d.sync += c_fan1.eq(widths[cl + 1] + 1)
         m.d.sync += self.load_start.eq(0)  # a strobe (set below)
         with m.If(self.bad_label):
             m.d.sync += self.error[8].eq(1)
@@ -413,7 +419,7 @@ class Sequencer(wiring.Component):
                 with m.Else():
                     m.d.sync += [
                         cl.eq(cl + 1),
-                        c_rem.eq(widths[cl + 1] + 1),
+                        c_rem.eq(c_fan1),
                         c_q.eq(0),
                         phase.eq(PH_CFG_DIV),
                     ]
