@@ -211,6 +211,18 @@ class Sequencer(wiring.Component):
         ps = Signal(wb + 1)  # pass index: q (U) or t (L)
         pos_word = Signal(self.waddr_bits)
         pos_off = Signal(3)
+        # whether pos_off + r1 and pos_off + r2 reach 5 (row 2t + 1's start and the next
+        # pair's carry into the word): flags set with pos_off, 0 with pos_off = 0 (r1 and
+        # r2 are < 5, and every block of layer passes starts with pos_off = 0, after its
+        # layer's r1 and r2 are loaded), so that each word's adder takes its carry from
+        # a flip-flop: the 3-bit add and compare before it
+        # had pos_word and the command's word1 among the 128-lane ULX3S builds'
+        # endpoints past 8 ns at 912efff (11 at seed 2, 8.42 ns)
+        pos_over = [Signal(name="pos_over1"), Signal(name="pos_over2")]
+
+        def off_zero():
+            return [pos_off.eq(0), *(o.eq(0) for o in pos_over)]
+
         naddr = Signal(nb + 2)
         u_addr = Signal(nb + 2)
 
@@ -292,7 +304,7 @@ class Sequencer(wiring.Component):
                 mm.d.sync += [
                     bk_u.eq(0),
                     pos_word.eq(wbase[0]),
-                    pos_off.eq(0),
+                    *off_zero(),
                     naddr.eq(fstart[0]),
                     u_addr.eq(fstart[0]),
                 ]
@@ -499,7 +511,8 @@ class Sequencer(wiring.Component):
         in_region = Mux((bk_l == 0) | bk_u, in_slot, p.hidden_region(bk_l - 1, bk_s))
         two = (Cat(Const(1, 1), ps) < out) & ~bk_u
         # row 2t + 1's start: row 2t's plus fan = 5 q1 + r1
-        over1 = (pos_off + lay["r1"]) >= 5
+        over1, over2 = v["pos_over"]
+        off_zero = v["off_zero"]
         word1 = pos_word + lay["q1"] + over1
         off1 = Mux(over1, pos_off + lay["r1"] - 5, pos_off + lay["r1"])
         m.d.comb += [
@@ -554,7 +567,6 @@ class Sequencer(wiring.Component):
         ]
 
         # next row pair: + 2 fan = + (q2, r2), alongside row 2t + 1 (not after it)
-        over2 = (pos_off + lay["r2"]) >= 5
         word2 = pos_word + lay["q2"] + over2
         off2 = Mux(over2, pos_off + lay["r2"] - 5, pos_off + lay["r2"])
 
@@ -571,6 +583,10 @@ class Sequencer(wiring.Component):
                     m.d.sync += naddr.eq(naddr + ps[0])
                 with m.Else():
                     m.d.sync += [pos_word.eq(word2), pos_off.eq(off2), naddr.eq(naddr + r)]
+                    m.d.sync += [
+                        over1.eq((off2 + lay["r1"]) >= 5),
+                        over2.eq((off2 + lay["r2"]) >= 5),
+                    ]
                     if quant:  # E(l, t + 1, 0): the other bank, a slot row further per 2
                         with m.If(ps[0]):
                             m.d.sync += u_addr.eq(u_addr + lay["n"] + 1)
@@ -587,7 +603,7 @@ class Sequencer(wiring.Component):
                             bk_u.eq(0),
                             bk_s.eq(0),
                             pos_word.eq(wbase[0]),
-                            pos_off.eq(0),
+                            *off_zero(),
                             naddr.eq(fstart[0]),
                         ]
                 with m.Elif(~bk_s & ~both):  # the same layer, member 2j+1
@@ -595,7 +611,7 @@ class Sequencer(wiring.Component):
                         lp.eq(lay["t_last"] == 0),
                         bk_s.eq(1),
                         pos_word.eq(wbase[bk_l]),
-                        pos_off.eq(0),
+                        *off_zero(),
                         naddr.eq(fstart[bk_l]),
                         u_addr.eq(fstart[bk_l]),
                     ]
@@ -604,7 +620,7 @@ class Sequencer(wiring.Component):
                     m.d.sync += [
                         bk_s.eq(0),
                         pos_word.eq(wbase[bk_l + 1]),
-                        pos_off.eq(0),
+                        *off_zero(),
                         naddr.eq(fstart[bk_l + 1]),
                         u_addr.eq(fstart[bk_l + 1]),
                     ]
