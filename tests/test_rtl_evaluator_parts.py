@@ -17,6 +17,7 @@ from pentegg.golden.digit import pack
 from pentegg.rtl.evaluator.e_fill import EFill, e_fill_cycles
 from pentegg.rtl.evaluator.finalizer import record_layout
 from pentegg.rtl.evaluator.lane import PairLane, digit_ctrl
+from pentegg.rtl.evaluator.loader import InputLoader
 from pentegg.rtl.evaluator.noise_fill import NoiseFill
 from pentegg.rtl.evaluator.params import EvaluatorParams
 from pentegg.rtl.evaluator.pass_engine import PassEngine
@@ -250,6 +251,52 @@ def test_skid_buffer_passes_every_word_once_in_order_with_no_path_across():
     first = next((i for i, (a, b) in enumerate(zip(sent, got, strict=False)) if a != b), None)
     assert first is None, f"word {first}: sent {sent[first]:#x}, got {got[first]:#x}"
     assert len(got) == len(sent), f"sent {len(sent)} words, got {len(got)}"
+
+
+@pytest.mark.parametrize("shared", [0, 1], ids=["per_member", "shared"])
+def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(shared):
+    """With a word offered on ``inp`` in every cycle and every loaded slot released at
+    once: a per-member evaluation (2 rounds of 2 samples, 3 inputs) takes exactly
+    ``rounds * batch * 2 * n0`` words, each written (``aw_en``, its bytes in ``aw_data``)
+    in the next cycle and in the order taken, and no word after its last unit; a shared
+    evaluation takes none (its inputs come from the sample memory)."""
+    p = EvaluatorParams(lanes=2, max_width=8)
+    dut = InputLoader(p)
+    rounds, batch, n0 = 2, 2, 3
+    taken, written = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.shared, shared)
+        ctx.set(dut.n0, n0)
+        ctx.set(dut.batch, batch)
+        ctx.set(dut.rounds, rounds)
+        ctx.set(dut.label_max, 10)
+        ctx.set(dut.s_data, 0x5A)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.inp.valid, 1)
+        for n in range(400):
+            word = 0x100 + n
+            ctx.set(dut.inp.payload, word)
+            ctx.set(dut.release, ctx.get(dut.loaded))
+            if ctx.get(dut.aw_en):
+                written.append(ctx.get(dut.aw_data))
+            if ctx.get(dut.inp.ready):
+                taken.append(word)
+            await ctx.tick()
+
+    _run(dut, bench)
+    if shared:
+        assert taken == [], f"a shared evaluation took {len(taken)} input words"
+        assert len(written) == rounds * batch * n0, f"{len(written)} shared byte writes"
+    else:
+        assert len(taken) == rounds * batch * 2 * n0, f"took {len(taken)} words"
+        first = next(
+            (i for i, (a, b) in enumerate(zip(taken, written, strict=False)) if a != b), None
+        )
+        assert first is None, f"write {first}: took {taken[first]:#x}, wrote {written[first]:#x}"
+        assert len(written) == len(taken), f"took {len(taken)} words, wrote {len(written)}"
 
 
 def test_pass_engine_starts_a_pass_only_when_its_dependencies_hold():

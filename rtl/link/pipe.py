@@ -77,11 +77,15 @@ class StreamRegister(wiring.Component):
             self.o.valid.eq(valid[0]),
             self.o.payload.eq(payload),
         ]
-        with m.If(valid[0]):
-            with m.If(self.o.ready):
-                m.d.sync += [v.eq(0) for v in valid]
-        with m.Elif(self.i.valid):
-            m.d.sync += [v.eq(1) for v in valid]
+        # every copy from itself (all hold the same value): a copy's next value is a
+        # function of three nets (itself, the sink's ready, the source's valid), one
+        # LUT beside it, not a fourth from valid0 across the chip
+        for v in valid:
+            with m.If(v):
+                with m.If(self.o.ready):
+                    m.d.sync += v.eq(0)
+            with m.Elif(self.i.valid):
+                m.d.sync += v.eq(1)
         chunk = -(-self.width // n)
         for k, v in enumerate(valid):
             lo, hi = k * chunk, min(self.width, (k + 1) * chunk)
