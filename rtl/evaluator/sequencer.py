@@ -345,6 +345,15 @@ class Sequencer(wiring.Component):
         # 8 ns at 912efff (seed 1, 8.41 ns)
         c_fan1 = Signal(wb + 2, reset_less=True)
         m.d.sync += c_fan1.eq(widths[cl + 1] + 1)
+        # whether c_rem >= 5 (PH_CFG_DIV's subtraction) and c_rows != 0 (PH_CFG_ROWS's
+        # row count): flags set with c_rem and c_rows from the values they load, not
+        # compares between the registers and their enables (c_rem's compare into the
+        # enables of c_rem and c_q: 16 of the 128-lane ULX3S build's endpoints past 8 ns
+        # at 635abd7, seed 1, 8.99 ns)
+        c_ge5 = Signal()
+        c_more = Signal()
+        c_fan1_ge5 = Signal()
+        m.d.sync += c_fan1_ge5.eq(widths[cl + 1] >= 4)
         m.d.sync += self.load_start.eq(0)  # a strobe (set below)
         with m.If(self.bad_label):
             m.d.sync += self.error[8].eq(1)
@@ -362,6 +371,7 @@ class Sequencer(wiring.Component):
                         phase.eq(PH_CFG_DIV),
                         cl.eq(0),
                         c_rem.eq(widths[0] + 1),
+                        c_ge5.eq(widths[0] >= 4),
                         c_q.eq(0),
                         c_word.eq(0),
                         c_fa.eq(0 if QUANT else ub_base + u_cols),
@@ -385,8 +395,8 @@ class Sequencer(wiring.Component):
                 else:  # the u rows: ceil(rows / 2) groups of r.bit_length() - 1
                     rows = widths[cl + 1] + Mux(cl + 1 == nl, 0, 1)
                     m.d.sync += c_fa_inc.eq(((rows + 1) >> 1) << (r.bit_length() - 1))
-                with m.If(c_rem >= 5):
-                    m.d.sync += [c_rem.eq(c_rem - 5), c_q.eq(c_q + 1)]
+                with m.If(c_ge5):
+                    m.d.sync += [c_rem.eq(c_rem - 5), c_ge5.eq(c_rem >= 10), c_q.eq(c_q + 1)]
                 with m.Else():
                     m.d.sync += [
                         q1[cl].eq(c_q),
@@ -396,6 +406,7 @@ class Sequencer(wiring.Component):
                         c_off.eq(0),
                         c_r4.eq(0),
                         c_rows.eq(widths[cl + 1]),
+                        c_more.eq(widths[cl + 1] != 0),
                         phase.eq(PH_CFG_ROWS),
                     ]
             with m.Case(PH_CFG_ROWS):  # the matrix: out rows of fan digits
@@ -403,11 +414,12 @@ class Sequencer(wiring.Component):
                 # r1[cl]), in registers of their own: no choice by cl before the adders
                 # (through it into c_word: 2 of the 128-lane ULX3S build's endpoints
                 # past 9.3 ns at f3eb1f7, seed 1)
-                with m.If(c_rows != 0):
+                with m.If(c_more):
                     rem = c_rem[:3]
                     over = (c_off + rem) >= 5
                     m.d.sync += [
                         c_rows.eq(c_rows - 1),
+                        c_more.eq(c_rows != 1),
                         c_word.eq(c_word + c_q + over),
                         c_off.eq(Mux(over, c_off + rem - 5, c_off + rem)),
                     ]
@@ -432,6 +444,7 @@ class Sequencer(wiring.Component):
                     m.d.sync += [
                         cl.eq(cl + 1),
                         c_rem.eq(c_fan1),
+                        c_ge5.eq(c_fan1_ge5),
                         c_q.eq(0),
                         phase.eq(PH_CFG_DIV),
                     ]
