@@ -36,7 +36,7 @@ from .lane import PairLane
 from .loader import InputLoader
 from .noise_fill import NoiseFill
 from .params import EvaluatorParams, rank_shift
-from .pass_engine import ACTIVITY_LAYOUT, PassEngine
+from .pass_engine import ACTIVITY_LAYOUT, REPLICA_ATTR, PassEngine
 from .scores import ScoreAccumulator
 from .sequencer import ERROR_FLAGS, Sequencer
 from .skid import SkidBuffer
@@ -476,17 +476,23 @@ class PopulationEvaluator(wiring.Component):
         # the room is a level of at most depth - 3 a cycle before (a push since and one
         # in the stage); depth 6, the room of the depth-5 queue without the stage.
         m.submodules.cmdq = cmdq = fifo.SyncFIFOBuffered(width=eng.cmd_layout.size, depth=6)
+        # The room in two copies: the push's, beside the queue, and the sequencer's, the
+        # operand of its emit decision (``ok``) and through it of the enables of its
+        # cursors (the decision's enables, u_addr's among them, had 9 of the 128-lane
+        # ULX3S build's endpoints past 8 ns at 635abd7, seed 1, 8.46 ns)
         cmd_room = Signal(init=1)
+        seq_room = Signal(init=1, attrs={REPLICA_ATTR: 1})
         cmd_stage = Signal(eng.cmd_layout, reset_less=True)
         cmd_staged = Signal()
         push = seq.cmd.valid & cmd_room
-        m.d.sync += [cmd_room.eq(cmdq.level <= cmdq.depth - 3), cmd_staged.eq(push)]
+        room = cmdq.level <= cmdq.depth - 3
+        m.d.sync += [cmd_room.eq(room), seq_room.eq(room), cmd_staged.eq(push)]
         with m.If(push):
             m.d.sync += cmd_stage.eq(seq.cmd.payload)
         m.d.comb += [
             cmdq.w_data.eq(cmd_stage),
             cmdq.w_en.eq(cmd_staged),
-            seq.cmd.ready.eq(cmd_room),
+            seq.cmd.ready.eq(seq_room),
         ]
         m.d.comb += [
             eng.cmd.valid.eq(cmdq.r_rdy),

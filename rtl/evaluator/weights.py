@@ -14,6 +14,8 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, stream, wiring
 from amaranth.lib.wiring import In, Out
 
+from .pass_engine import REPLICA_ATTR
+
 __all__ = ["WeightStreamer", "pass_layout"]
 
 DIGITS_PER_WORD = 5
@@ -218,9 +220,13 @@ class WeightStreamer(wiring.Component):
         # refuse no command that depth-2 queues with the exact level would take (level
         # <= 1 after a cycle needs level <= 2 before it): the same cycle counts as
         # before on ten random evaluator jobs.
+        # In two copies: the queues' write enable's, beside them, and the ready's, which
+        # the sequencer's emit decision reads (a replica: Yosys keeps the two apart).
         all_ready = Signal(init=1)
-        m.d.comb += self.cmd.ready.eq(all_ready)
-        m.d.sync += all_ready.eq(Cat(q.level <= q.depth - 2 for _, _, q in qs).all())
+        cmd_ready = Signal(init=1, attrs={REPLICA_ATTR: 1})
+        m.d.comb += self.cmd.ready.eq(cmd_ready)
+        room = Cat(q.level <= q.depth - 2 for _, _, q in qs).all()
+        m.d.sync += [all_ready.eq(room), cmd_ready.eq(room)]
         for i, side, q in qs:
             row = Signal(row_layout, name=f"row_{side}{i}")
             m.d.comb += [
