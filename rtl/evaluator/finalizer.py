@@ -1086,13 +1086,10 @@ class Finalizer(wiring.Component):
         lastU = opU.rec.last_layer
         add = sig(signed(w), "add")
         y = [sig(signed(w), f"y{i}") for i in range(2)]
-        late = wc[1]  # wc 2, 3: the vc +- t uses
-        odd = wc[0]  # the second value
-        # the operands' controls as flip-flops, set a cycle ahead from the next count
-        # and the op S holds next (opP2's at the window's end): no decode of the op's
-        # kind and sign before the operand multiplexers (into add, 14 of the 128-lane
-        # ULX3S build's endpoints past 9.3 ns at f3eb1f7, seed 1, 9.56 ns)
-        #   store_a: a STORE's wc 0, 1 (op_a 0; op_b is 0 for a whole STORE, below),
+        # the operands and their controls as flip-flops, set a cycle ahead from the next
+        # count and the op S holds next (opP2's at the window's end): no decode of the
+        # op's kind and sign before the operand multiplexers (into add, 14 of the
+        # 128-lane ULX3S build's endpoints past 9.3 ns at f3eb1f7, seed 1, 9.56 ns)
         #   neg_b: wc 2, 3 of a member 2j+1 op, not a STORE (vc - t; the op in S
         #   stays from wc 1 to 3, so its own fields give it)
         # The second operand is itself a register loaded a cycle ahead: rk for wc 0, 1;
@@ -1103,11 +1100,25 @@ class Finalizer(wiring.Component):
         wc_n = Mux(wc == T - 1, 0, wc + 1)
         store_n = Mux(wc == T - 1, opP2.kind == KIND_STORE, storeS)
         neg_n = wc_n[1] & opS.rec.s & ~storeS
-        store_a, neg_b = (sig(1, f"{n}_f") for n in ("store_a", "neg_b"))
-        m.d.sync += [store_a.eq(store_n & ~wc_n[1]), neg_b.eq(neg_n)]
-        p_sel = Mux(odd, psS[1], psS[0])
-        vc_sel = Mux(odd, vcS[1], vcS[0])
-        op_a = Mux(late, vc_sel, Mux(store_a, 0, p_sel))
+        neg_b = sig(1, "neg_b_f")
+        m.d.sync += neg_b.eq(neg_n)
+        # The first operand likewise, loaded a cycle ahead: p0 for wc 0 (psS[0], or at
+        # T = 4 the p it takes in that cycle), p1 for wc 1, vc0 and vc1 for wc 2 and 3,
+        # held after wc 3 (so the window's last add is again vc1 +- t1). A STORE's adds
+        # at wc 0 and 1 are never read (its second operand is 0, not t0 or t1; its y
+        # bypasses the saturation), so they add its p too, where they had added 0.
+        # (The choice among psS and vcS by the count and a STORE flag, after their
+        # registers, into add: 8 of the 128-lane ULX3S build's endpoints past 8 ns at
+        # 635abd7, seed 1, 8.25 ns.)
+        op_a = sig(signed(w), "op_a")
+        with m.If(wc == T - 1):
+            m.d.sync += op_a.eq(pacc[0] if T == 4 else psS[0])
+        with m.If(wc == 0):
+            m.d.sync += op_a.eq(psS[1])
+        with m.If(wc == 1):
+            m.d.sync += op_a.eq(vcS[0])
+        with m.If(wc == 2):
+            m.d.sync += op_a.eq(vcS[1])
         op_b = sig(signed(w), "op_b")
         with m.If(opS.valid):
             m.d.sync += add.eq(op_a + op_b + neg_b)
