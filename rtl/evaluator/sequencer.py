@@ -29,6 +29,26 @@ from amaranth.lib.wiring import In, Out
 from .finalizer import KIND_ACT, KIND_STORE
 from .params import MARGIN_MAX, MAX_POPULATION, MAX_STEP, SIGMA_SHIFT_MAX, EvaluatorParams
 
+
+def _pair_step_tables() -> tuple[list[int], list[int], list[int]]:
+    """The digit offset's step by a row pair as truth tables of ``r1`` (``fan % 5``):
+    for each offset ``o`` in 0..4, bit ``r1`` of ``step[o]``'s ``k``-th table (8-bit
+    masks, bits 5..7 unused) is bit ``k`` of the next offset ``(o + r2) % 5``, and
+    bit ``r1`` of ``over1[o]`` / ``over2[o]`` whether that offset plus ``r1`` / ``r2``
+    reaches 5 (``r2 = 2 r1 % 5``)."""
+    over1, over2 = [0] * 5, [0] * 5
+    step = [[0, 0, 0] for _ in range(5)]
+    for o in range(5):
+        for r1 in range(5):
+            r2 = 2 * r1 % 5
+            nxt = (o + r2) % 5
+            for k in range(3):
+                step[o][k] |= ((nxt >> k) & 1) << r1
+            over1[o] |= int(nxt + r1 >= 5) << r1
+            over2[o] |= int(nxt + r2 >= 5) << r1
+    return step, over1, over2
+
+
 __all__ = ["ERROR_FLAGS", "Sequencer"]
 
 #: Error flags (bit: meaning), set instead of running (docs/rtl.md).
@@ -265,7 +285,17 @@ class Sequencer(wiring.Component):
             "r1": Signal(3, name="lay_r1"),
             "q2": Signal(wb + 1, name="lay_q2"),  # 2 fan = 5 q2 + r2 (a row pair)
             "r2": Signal(3, name="lay_r2"),
+            # a row pair's step from each digit offset o (0..4): the next offset
+            # (o + r2) % 5 and whether it plus r1 / r2 reaches 5 (_pair_step_tables),
+            # so that pos_off and its two carry flags take a choice by pos_off among
+            # registers, not two 3-bit adds and a compare (pos_off through them into
+            # pos_over1 was the 128-lane ULX3S build's critical path at 950052f, seed
+            # 1: 10.27 ns, 97.4 MHz)
+            "step": Signal(15, name="lay_step"),
+            "ov1": Signal(5, name="lay_ov1"),
+            "ov2": Signal(5, name="lay_ov2"),
         }
+        step_tab, ov1_tab, ov2_tab = _pair_step_tables()
 
         # whether pass ps is its block's last (ps == t_last, or u_passes - 1 in a U block):
         # a flag set with ps and the block, not a compare after them. The compare and the
@@ -291,6 +321,15 @@ class Sequencer(wiring.Component):
                 lay["r1"].eq(r1[l]),
                 lay["q2"].eq((q1[l] << 1) + wrap),
                 lay["r2"].eq(Mux(wrap, (r1[l] << 1) - 5, r1[l] << 1)),
+                lay["step"].eq(
+                    Cat(
+                        Const(step_tab[o][k], 8).bit_select(r1[l], 1)
+                        for o in range(5)
+                        for k in range(3)
+                    )
+                ),
+                lay["ov1"].eq(Cat(Const(ov1_tab[o], 8).bit_select(r1[l], 1) for o in range(5))),
+                lay["ov2"].eq(Cat(Const(ov2_tab[o], 8).bit_select(r1[l], 1) for o in range(5))),
             ]
 
         def begin_emit(mm):
@@ -579,9 +618,9 @@ class Sequencer(wiring.Component):
             self.wcmd.valid.eq(~bk_u & self.cmd.ready),
         ]
 
-        # next row pair: + 2 fan = + (q2, r2), alongside row 2t + 1 (not after it)
+        # next row pair: + 2 fan = + (q2, r2), alongside row 2t + 1 (not after it); the
+        # offset (pos_off + r2) % 5 from the layer's step table
         word2 = pos_word + lay["q2"] + over2
-        off2 = Mux(over2, pos_off + lay["r2"] - 5, pos_off + lay["r2"])
 
         with m.If(ok):
             with m.If(~last_pass):
@@ -595,10 +634,12 @@ class Sequencer(wiring.Component):
                         m.d.sync += u_addr.eq(u_addr + n0)
                     m.d.sync += naddr.eq(naddr + ps[0])
                 with m.Else():
-                    m.d.sync += [pos_word.eq(word2), pos_off.eq(off2), naddr.eq(naddr + r)]
                     m.d.sync += [
-                        over1.eq((off2 + lay["r1"]) >= 5),
-                        over2.eq((off2 + lay["r2"]) >= 5),
+                        pos_word.eq(word2),
+                        pos_off.eq(lay["step"].word_select(pos_off, 3)),
+                        naddr.eq(naddr + r),
+                        over1.eq(lay["ov1"].bit_select(pos_off, 1)),
+                        over2.eq(lay["ov2"].bit_select(pos_off, 1)),
                     ]
                     if quant:  # E(l, t + 1, 0): the other bank, a slot row further per 2
                         with m.If(ps[0]):
