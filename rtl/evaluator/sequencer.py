@@ -237,7 +237,8 @@ class Sequencer(wiring.Component):
         # layer's r1 and r2 are loaded), so that each word's adder takes its carry from
         # a flip-flop: the 3-bit add and compare before it
         # had pos_word and the command's word1 among the 128-lane ULX3S builds'
-        # endpoints past 8 ns at 912efff (11 at seed 2, 8.42 ns)
+        # endpoints past 8 ns at 912efff (11 at seed 2, 8.42 ns). Their next values
+        # come from the layer's tables (lay["ov1"], lay["ov2"], below).
         pos_over = [Signal(name="pos_over1"), Signal(name="pos_over2")]
 
         def off_zero():
