@@ -284,8 +284,7 @@ class Sequencer(wiring.Component):
             "last": Signal(name="lay_last"),  # the network's last layer
             "q1": Signal(wb, name="lay_q1"),  # fan = 5 q1 + r1 (words, digits: one row)
             "r1": Signal(3, name="lay_r1"),
-            "q2": Signal(wb + 1, name="lay_q2"),  # 2 fan = 5 q2 + r2 (a row pair)
-            "r2": Signal(3, name="lay_r2"),
+            "q2": Signal(wb + 1, name="lay_q2"),  # 2 fan = 5 q2 + r2 (a row pair; r2 in "step")
             # a row pair's step from each digit offset o (0..4): the next offset
             # (o + r2) % 5 and whether it plus r1 / r2 reaches 5 (_pair_step_tables),
             # so that pos_off and its two carry flags take a choice by pos_off among
@@ -321,7 +320,6 @@ class Sequencer(wiring.Component):
                 lay["q1"].eq(q1[l]),
                 lay["r1"].eq(r1[l]),
                 lay["q2"].eq((q1[l] << 1) + wrap),
-                lay["r2"].eq(Mux(wrap, (r1[l] << 1) - 5, r1[l] << 1)),
                 lay["step"].eq(
                     Cat(
                         Const(step_tab[o][k], 8).bit_select(r1[l], 1)
