@@ -263,7 +263,7 @@ def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(sh
     p = EvaluatorParams(lanes=2, max_width=8)
     dut = InputLoader(p)
     rounds, batch, n0 = 2, 2, 3
-    taken, written = [], []
+    taken, written, taken_at, written_at = [], [], [], []
 
     async def bench(ctx):
         ctx.set(dut.shared, shared)
@@ -282,8 +282,10 @@ def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(sh
             ctx.set(dut.release, ctx.get(dut.loaded))
             if ctx.get(dut.aw_en):
                 written.append(ctx.get(dut.aw_data))
+                written_at.append(n)
             if ctx.get(dut.inp.ready):
                 taken.append(word)
+                taken_at.append(n)
             await ctx.tick()
 
     _run(dut, bench)
@@ -297,6 +299,8 @@ def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(sh
         )
         assert first is None, f"write {first}: took {taken[first]:#x}, wrote {written[first]:#x}"
         assert len(written) == len(taken), f"took {len(taken)} words, wrote {len(written)}"
+        late = [(t, w) for t, w in zip(taken_at, written_at, strict=True) if w != t + 1]
+        assert not late, f"(cycle taken, cycle written) not one apart: {late[:3]}"
 
 
 def test_pass_engine_starts_a_pass_only_when_its_dependencies_hold():
