@@ -29,13 +29,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from amaranth import ClockDomain, Elaboratable, Module, ResetInserter, Signal
+from amaranth import ClockDomain, Elaboratable, Module, ResetInserter, Signal, Value
 from amaranth.lib import stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
 from ..rtl.link.pipe import StreamRegister
 from ..rtl.link.uart import UartRx, UartTx, baud_divisor
+from ..rtl.reset import reset_leaf
 
 __all__ = [
     "CORES",
@@ -116,20 +117,29 @@ CORES: dict[str, Callable[..., wiring.Component]] = {
 class BoardLink(wiring.Component):
     """UART PHY around a core: ``rx`` (line in) -> :class:`UartRx` -> a
     :class:`StreamRegister` -> ``core.rx``; ``core.tx`` -> a register -> :class:`UartTx`
-    -> ``tx`` (line out). ``busy`` and ``error`` are the
-    core's; ``reset`` (synchronous, the board's power-on reset) resets the UART, the link
-    error and the core; ``rx_strobe``/``tx_strobe`` are high for one cycle per byte
+    -> ``tx`` (line out). ``busy`` and ``error`` are the core's; ``reset`` (synchronous,
+    the board's power-on reset) resets the UARTs, the register stages, the link error
+    and the core; ``rx_strobe``/``tx_strobe`` are high for one cycle per byte
     received/sent, the cycle after the byte moves (flip-flops: they drive the LEDs'
     stretch counters across the die, and the transmitter's ``busy`` through the strobe
     into a counter by the LED pins took 9.38 ns of a 10 ns period, 7.96 of it routing,
     in the 128-lane ULX3S build at 67bdee2, seed 2, and dragged ``busy`` away from the
-    transmitter's frame, 10.12 ns);
-    ``overrun`` and ``framing_errors`` are the receiver's counters. ``error`` is also set,
-    until reset, by the first framing error or overrun, so a LED shows a link problem."""
+    transmitter's frame, 10.12 ns); ``overrun`` and ``framing_errors`` are the
+    receiver's counters. ``error`` is also set,
+    until reset, by the first framing error or overrun, so a LED shows a link problem.
 
-    def __init__(self, divisor: int, core: wiring.Component):
+    With ``reset_leaves`` the UARTs, the register stages and the link error take
+    ``reset`` through flip-flops of their own, one cycle later (rtl/reset.py; hold it at
+    least a cycle): on a large device the power-on reset's flip-flop sits by the core's
+    leaves, and its net straight into the transmitter's counter by the pins was the
+    critical path of the 128-lane ULX3S build (10.07 ns of a 10 ns period at a61b92a,
+    seed 1; 9.87 at 912efff, seed 2). The small iCEBreaker build keeps the direct reset:
+    the four extra flip-flops cost it its margin at 48 MHz."""
+
+    def __init__(self, divisor: int, core: wiring.Component, *, reset_leaves: bool = False):
         self.divisor = divisor
         self.core = core
+        self.reset_leaves = reset_leaves
         super().__init__(
             {
                 "rx": In(1, init=1),
@@ -146,22 +156,27 @@ class BoardLink(wiring.Component):
 
     def elaborate(self, platform):
         m = Module()
+
+        def rst(name: str) -> Value:
+            return reset_leaf(m, self.reset, name) if self.reset_leaves else self.reset
+
         urx, utx = UartRx(self.divisor), UartTx(self.divisor)
-        m.submodules.uart_rx = ResetInserter(self.reset)(urx)
-        m.submodules.uart_tx = ResetInserter(self.reset)(utx)
+        m.submodules.uart_rx = ResetInserter(rst("uart_rx"))(urx)
+        m.submodules.uart_tx = ResetInserter(rst("uart_tx"))(utx)
         m.submodules.core = core = self.core
         # the bytes cross a register stage each way (rtl/link/pipe.py): the UARTs sit by
         # their pins, the core's byte logic across the die, and no ready or valid runs
         # between them without a flip-flop
         rx_reg, tx_reg = StreamRegister(8), StreamRegister(8)
-        m.submodules.rx_reg = ResetInserter(self.reset)(rx_reg)
-        m.submodules.tx_reg = ResetInserter(self.reset)(tx_reg)
+        m.submodules.rx_reg = ResetInserter(rst("rx_reg"))(rx_reg)
+        m.submodules.tx_reg = ResetInserter(rst("tx_reg"))(tx_reg)
+        rst_error = rst("link_error")
         wiring.connect(m, urx.o, rx_reg.i)
         wiring.connect(m, rx_reg.o, core.rx)
         wiring.connect(m, core.tx, tx_reg.i)
         wiring.connect(m, tx_reg.o, utx.i)
         link_error = Signal()
-        with m.If(self.reset):
+        with m.If(rst_error):
             m.d.sync += link_error.eq(0)
         with m.Elif((urx.overrun != 0) | (urx.framing_errors != 0)):
             m.d.sync += link_error.eq(1)
@@ -274,6 +289,9 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
 
     #: cycles the sync domain is held in reset after the PLL locks
     por_cycles: int = 1 << 10
+    #: the link's UARTs and registers take the power-on reset through flip-flops of
+    #: their own (:class:`BoardLink`)
+    link_reset_leaves: bool = False
 
     def __init__(
         self,
@@ -288,7 +306,7 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
         self.divisor = baud_divisor(self.clock_hz, self.baud)
         self.params = dict(params or {})
         self.core = core(clock_hz=self.clock_hz, baud=self.baud, **self.params)
-        self.link = BoardLink(self.divisor, self.core)
+        self.link = BoardLink(self.divisor, self.core, reset_leaves=self.link_reset_leaves)
 
     @abc.abstractmethod
     def clock(self, m: Module, platform, clk: Signal) -> Signal:

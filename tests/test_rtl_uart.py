@@ -4,12 +4,14 @@ per board rate with cocotbext-uart on Icarus (sim/cocotb_uart.py)."""
 
 from __future__ import annotations
 
+import gc
 import itertools
 import random
+import warnings
 from fractions import Fraction
 
 import pytest
-from amaranth import Elaboratable, Module
+from amaranth import ClockDomain, Elaboratable, Module
 from amaranth.sim import Simulator
 
 from pentegg.boards.common import BoardLink, LoopbackCore
@@ -352,3 +354,67 @@ def test_board_link_strobes_once_per_byte():
             i += 1
     assert received == data
     assert pulses["tx"][0] > pulses["rx"][0]
+
+
+@pytest.mark.parametrize("leaves", [False, True], ids=["direct", "leaves"])
+def test_board_link_reset_clears_its_uarts_and_error(leaves):
+    """On a board the clock domain has no reset: ``reset`` (the power-on reset) clears
+    the receiver's counts and the link error. Directly (the iCEBreaker) at the edge that
+    samples it; with ``reset_leaves`` (the ULX3S, whose reset net into the transmitter
+    was its critical path) through flip-flops of their own, one edge later. A framing
+    error, then a one-cycle pulse on ``reset``; the link echoes a byte after."""
+    divisor = 8
+    link = BoardLink(divisor, LoopbackCore(), reset_leaves=leaves)
+    top = Module()
+    top.domains.sync = ClockDomain("sync", reset_less=True)
+    top.submodules.link = link
+    line_out = []
+
+    async def bench(ctx):
+        ctx.set(link.rx, 1)
+        await ctx.tick().repeat(4)
+        await send_line(ctx, link.rx, 0x5A, divisor, stop=0)
+        await ctx.tick().repeat(divisor * 3)
+        assert ctx.get(link.framing_errors) == 1 and ctx.get(link.error)
+        ctx.set(link.reset, 1)
+        await ctx.tick()  # the edge that samples reset
+        ctx.set(link.reset, 0)
+        cleared = not leaves
+        assert (ctx.get(link.framing_errors) == 0) == cleared, "the receiver's reset edge"
+        assert (not ctx.get(link.error)) == cleared, "the link error's reset edge"
+        await ctx.tick()
+        assert ctx.get(link.framing_errors) == 0 and not ctx.get(link.error)
+        line_out.clear()
+        await send_line(ctx, link.rx, 0xC3, divisor)
+        await ctx.tick().repeat(divisor * 12)
+        start = line_out.index(0)
+        bits = [line_out[start + divisor // 2 + divisor * (b + 1)] for b in range(8)]
+        assert sum(bit << b for b, bit in enumerate(bits)) == 0xC3
+
+    async def watch(ctx):
+        async for _clk, _rst, line in ctx.tick().sample(link.tx):
+            line_out.append(line)
+
+    sim = Simulator(top)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.add_process(watch)
+    sim.run_until(1e-6 * 2000)
+
+
+def test_only_the_ulx3s_link_takes_its_reset_through_leaves():
+    """The ULX3S top's link resets its UARTs through flip-flops (its reset net was the
+    128-lane build's critical path); the iCEBreaker's keeps the direct reset (48 MHz
+    margin)."""
+    from pentegg.boards import icebreaker, ulx3s
+
+    tops = {
+        board: board.BOARD.top(LoopbackCore, clock=next(iter(board.CLOCKS.values())))
+        for board in (icebreaker, ulx3s)
+    }
+    leaves = {board: top.link.reset_leaves for board, top in tops.items()}
+    with warnings.catch_warnings():  # the tops are not elaborated here
+        warnings.simplefilter("ignore")
+        del tops
+        gc.collect()
+    assert leaves[ulx3s] and not leaves[icebreaker]
