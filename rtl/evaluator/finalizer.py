@@ -1216,19 +1216,20 @@ class Finalizer(wiring.Component):
 
         lo9 = Mux(lastU, Const(-127, signed(9)), Const(0, signed(9)))
         y1 = y[1]
-        t_ld1 = Mux(
+        # the product of y1 itself meets the rest at the last multiplexer (it had been
+        # the third of four: y1 through the product and three choices into tw1, 39 of
+        # the 128-lane ULX3S build's endpoints past 8 ns at 950052f, seed 1, 9.71 ns)
+        use_y1 = ~bias_op & ~opU.rec.bias_row1 & (storeU | (~y1_hi & ~y1_lo))
+        t_const1 = Mux(
             bias_op,
             times(Const(0, signed(9))),
             Mux(
                 opU.rec.bias_row1,
                 times(Const(BIAS, signed(9))),
-                Mux(
-                    storeU | (~y1_hi & ~y1_lo),
-                    times(y1[:9].as_signed()),
-                    Mux(y1_hi, times(Const(127, signed(9))), times(lo9)),
-                ),
+                Mux(y1_hi, times(Const(127, signed(9))), times(lo9)),
             ),
         )
+        t_ld1 = Mux(use_y1, times(y1[:9].as_signed()), t_const1)
         t_ld0, c_ld0 = _digit_times(bsrU[0][:3], hU_n[0])
         # (a product's carry is the digit's alone: any value gives d * hU_n[1]'s)
         loads = [(t_ld0, c_ld0), (t_ld1, _digit_times(code1, y1[:9])[1])]

@@ -9,7 +9,7 @@ pipelined over the memory's read latency.
 
 from __future__ import annotations
 
-from amaranth import Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -74,10 +74,27 @@ class ScoreAccumulator(wiring.Component):
         a_addr = Signal(12)
         a_t = Signal(sb)
         a_f = Signal()
+        # the beat's terms for groups 1..F-1 in a shift register loaded in its first
+        # cycle (g = 0), so that a_t takes the term FIFO's read data only at group 0 and
+        # a register's low bits after: the FIFO's distributed RAM through the F-way
+        # choice by g had 10 of the 128-lane ULX3S build's endpoints past 8 ns at
+        # 950052f (seed 1, 9.57 ns). The FIFO holds the beat (valid) until its last
+        # group, and g and the register advance together.
+        if F == 1:
+            term = beat.term[0]
+        else:
+            tw = len(beat.term[0])  # a term's own width (signed, below sb)
+            rest = Signal(tw * (F - 1), reset_less=True)
+            with m.If(self.terms.valid):
+                with m.If(g == 0):
+                    m.d.sync += rest.eq(Cat(beat.term[k] for k in range(1, F)))
+                with m.Else():
+                    m.d.sync += rest.eq(rest >> tw)
+            term = Mux(g == 0, beat.term[0], rest[:tw].as_signed())
         m.d.sync += [
             a_v.eq(issue),
             a_addr.eq(member),
-            a_t.eq(beat.term[g]),
+            a_t.eq(term),
             a_f.eq(beat.first),
         ]
         m.d.comb += [
