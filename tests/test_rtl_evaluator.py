@@ -237,6 +237,50 @@ def test_more_than_four_finalizers_share_the_lane_controls_through_replicas_and_
         check_equals_golden(job, res, f"evaluator six finalizers, shared {shared}")
 
 
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
+def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_cycles(
+    shared, monkeypatch
+):
+    """The activation memory's write address and select in copies (``act_write_copies``;
+    a copy per 16 lanes on a board, here per 2 lanes so that 5 lanes have 3, of 1, 2 and
+    2 lanes): the finalizer's and the loader's writes reach every lane, so the scores and
+    logits equal golden's, in the cycles of one copy."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator act copies {shared}"))
+    cfg = Config(
+        layers=(5, 7, 6, 3),
+        population=12,
+        rank=4,
+        sigma_shift=1,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(2, 1, 1),
+        margin=30,
+    ).validate()
+    weights = init_state(cfg).weights
+    if shared:
+        job = EvalJob(
+            cfg,
+            weights,
+            5,
+            samples=rng.integers(-127, 128, (5, 5)),
+            labels=rng.integers(0, 3, 5),
+            batch_idx=rng.integers(0, 5, 2),
+        )
+    else:
+        job = EvalJob(cfg, weights, 5, member_x=rng.integers(-127, 128, (12, 2, 5)))
+    cycles = []
+    for per_copy in (16, 2):
+        monkeypatch.setattr(params_mod, "ACT_WRITE_LANES", per_copy)
+        dut = PopulationEvaluator(lanes=5, max_width=8, max_layers=3, rank=4, group=2)
+        assert dut.params.act_write_copies == {16: 1, 2: 3}[per_copy]
+        res = run_amaranth(job, dut, max_cycles=300_000)
+        check_equals_golden(job, res, f"evaluator, a write address copy per {per_copy} lanes")
+        cycles.append(res["cycles"])
+    assert cycles[0] == cycles[1], cycles
+
+
 @pytest.mark.parametrize("noise_buffers", [1, 2])
 def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buffers):
     """``noise_write_lanes`` 3 (a bank written 18 bits at a time, the earlier lanes'

@@ -716,6 +716,47 @@ def test_sliced_ram_gives_the_word_at_the_address_of_three_cycles_before(
     assert len(compared) > 250
 
 
+@pytest.mark.parametrize("per_slice", [2, 1])
+@pytest.mark.parametrize("writes", ["direct", "registered"])
+def test_sliced_ram_slices_take_the_write_address_copy_of_their_first_granule(writes, per_slice):
+    """``w_copies`` 3 over 6 granules in slices of 2 (3 slices) and of 1 (6): granule
+    ``g`` is written at copy ``g * 3 // 6``'s address. Each copy a different address,
+    every granule enabled, then each address read back: a granule holds the data where
+    its copy pointed, the old word elsewhere."""
+    from pentegg.rtl.evaluator.sliced import SlicedRAM
+
+    granule, n, copies, depth = 4, 6, 3, 8
+    dut = SlicedRAM(
+        width=granule * n,
+        depth=depth,
+        granule=granule,
+        per_slice=per_slice,
+        writes=writes,
+        w_copies=copies,
+    )
+    addrs = [1, 4, 6]
+    data = 0xABCDEF
+
+    async def bench(ctx):
+        for c, a in enumerate(addrs):
+            ctx.set(dut.w_addr[c], a)
+        ctx.set(dut.w_data, data)
+        ctx.set(dut.w_en, (1 << n) - 1)
+        await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        await ctx.tick().repeat(2)
+        for a in addrs:
+            ctx.set(dut.r_addr, a)
+            await ctx.tick().repeat(3)
+            word = ctx.get(dut.r_data)
+            for g in range(n):
+                got = (word >> (granule * g)) & 0xF
+                want = (data >> (granule * g)) & 0xF if addrs[g * copies // n] == a else 0
+                assert got == want, f"granule {g} at address {a}: {got:#x}, expected {want:#x}"
+
+    _run(dut, bench)
+
+
 def test_sliced_ram_checks_its_write_structure_and_width():
     """An unknown ``writes`` and a width that is not whole granules are refused with the
     choices or the granule named, before anything is built."""
@@ -725,3 +766,7 @@ def test_sliced_ram_checks_its_write_structure_and_width():
         SlicedRAM(width=12, depth=8, granule=6, per_slice=None, writes="tree")
     with pytest.raises(ValueError, match="not a multiple of 6"):
         SlicedRAM(width=10, depth=8, granule=6, per_slice=None)
+    with pytest.raises(ValueError, match=r"^w_copies=3 .* 1\.\.2$"):
+        SlicedRAM(width=12, depth=8, granule=6, per_slice=None, w_copies=3)
+    with pytest.raises(ValueError, match=r"^w_copies=2 .* 1\.\.1$"):
+        SlicedRAM(width=12, depth=8, granule=6, per_slice=1, writes="broadcast", w_copies=2)

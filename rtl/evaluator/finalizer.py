@@ -215,14 +215,16 @@ class Finalizer(wiring.Component):
         The noise banks' read data (both banks, same address), two cycles after the
         address (the block RAMs' read and output registers; the finalizer registers the
         lane it picks).
-    aw_addr : Out(range(act_depth)), aw_en : Out(lanes)
+    aw_addr : Out(ArrayLayout(act_addr_bits, act_write_copies)), aw_en : Out(lanes)
         Writes of hidden activations (one row of lane ``i`` of every group), from
-        registers: a cycle after the U window's cycles that produce them.
+        registers: a cycle after the U window's cycles that produce them. The address
+        in ``act_write_copies`` equal copies, each a register of its own (the copy of
+        lane ``j``: ``j * act_write_copies // lanes``).
     aw_bytes : Out(ArrayLayout(8, finalizers))
         Each group's hidden-output byte in the cycle before its write: the loader's data
         registers take it then (the write's data, :class:`~.loader.InputLoader`).
-    aw_any : Out(1)
-        ``aw_en`` is not zero (registered alongside it).
+    aw_any : Out(act_write_copies)
+        ``aw_en`` is not zero (registered alongside it; equal copies, as ``aw_addr``).
     shifts : In(ArrayLayout(4, max_layers)), pert_shift : In(4), margin : In(8)
     labels : In(ArrayLayout(width_bits, 4))
         Run-time values: activation shifts, ``k``, the margin ``M``, the labels of the
@@ -269,10 +271,10 @@ class Finalizer(wiring.Component):
                 "n_addr": Out(addr_bits),
                 "n_en": Out(1),
                 "n_data": In(data.ArrayLayout(data.ArrayLayout(data.ArrayLayout(3, 2), L), 2)),
-                "aw_addr": Out(range(p.act_depth)),
+                "aw_addr": Out(data.ArrayLayout(p.act_addr_bits, p.act_write_copies)),
                 "aw_bytes": Out(data.ArrayLayout(8, self.F)),
                 "aw_en": Out(L),
-                "aw_any": Out(1),
+                "aw_any": Out(p.act_write_copies),
                 "shifts": In(data.ArrayLayout(4, p.max_layers)),
                 "pert_shift": In(4),
                 "margin": In(8),
@@ -514,7 +516,16 @@ class Finalizer(wiring.Component):
         ctl = self._stage_control(m, opP2, opS, opU, wc, "", self)
         u_act, u_last, u_state, row = ctl.u_act, ctl.u_last, ctl.u_state, ctl.row
         region = p.hidden_region(opU.rec.layer, opU.rec.s)[:3]
-        m.d.sync += self.aw_addr.eq(Cat(row[: p.region_bits], region) if p.region_bits else region)
+        aw_addr = Cat(row[: p.region_bits], region) if p.region_bits else region
+        # a register per copy (evaluator.py: each copy's choice between this address and
+        # the loader's feeds the activation memory's slices of its lanes)
+        aw_any = []
+        for c in range(p.act_write_copies):
+            copy = {REPLICA_ATTR: 1} if p.act_write_copies > 1 else {}
+            a = Signal(p.act_addr_bits, name=f"aw_addr{c}", attrs=copy)
+            aw_any.append(Signal(name=f"aw_any{c}", attrs=copy))
+            m.d.sync += a.eq(aw_addr)
+            m.d.comb += [self.aw_addr[c].eq(a), self.aw_any[c].eq(aw_any[c])]
 
         # ---- the datapaths
         w = max(p.p_bits, p.sum_bits) + 2
@@ -551,8 +562,8 @@ class Finalizer(wiring.Component):
         m.d.sync += [
             aw_sh.eq(ctl.aw_n & (ctl.i_n < min(self.G, p.lanes))),
             self.aw_en.eq(aw_en),
-            self.aw_any.eq(aw_sh),
         ]
+        m.d.sync += [a.eq(aw_sh) for a in aw_any]
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
         # logits: rows 2t (wc 2) and 2t+1 (wc 3) of last-layer ops

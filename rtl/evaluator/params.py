@@ -19,6 +19,9 @@ from ..params import check_choice, check_int
 MAX_E_GENERATORS = 4
 #: Most lanes per write of the low-rank noise banks (6 x 6 bits: a DP16KD's 36-bit word).
 MAX_NOISE_WRITE_LANES = 6
+#: lanes served by one copy of the activation memory's write address and select
+#: (:attr:`EvaluatorParams.act_write_copies`): four block RAM slices of four lanes
+ACT_WRITE_LANES = 16
 
 __all__ = ["MODES", "RANKS", "EvaluatorParams", "bits_for"]
 
@@ -182,6 +185,18 @@ class EvaluatorParams:
     @property
     def act_depth(self) -> int:
         return self.regions << self.region_bits
+
+    @property
+    def act_addr_bits(self) -> int:
+        """Bits of an activation memory address."""
+        return max(1, ceil_log2(self.act_depth))
+
+    @property
+    def act_write_copies(self) -> int:
+        """Copies of the activation memory's write address (the finalizer's and the
+        loader's registers, and the choice between them): ``ceil(lanes /
+        ACT_WRITE_LANES)``; lane ``j`` takes copy ``j * act_write_copies // lanes``."""
+        return -(-self.lanes // ACT_WRITE_LANES)
 
     def noise_slots(self, widths: tuple[int, ...]) -> int:
         """Slots per noise bank a network needs (docs/rtl.md). Quantized mode: the E row

@@ -40,6 +40,13 @@ simulation) a slice is an Amaranth memory and a register. Writes (``writes``):
   "registered" cuts such a route once at best (the 128-lane evaluator at ``41cf5da``:
   the fill into the first of two per-slice registers, 13.84 ns).
 
+With ``w_copies`` > 1 (not "broadcast") the write address comes in that many copies
+(``w_addr`` an array), each from sources of its own: the slice of granules ``lo ..
+hi - 1`` takes copy ``lo * w_copies // granules``. The evaluator's activation memory
+takes its address so from copies of the finalizer's and the loader's address registers:
+one multiplexer of theirs into every slice's address copy was the 128-lane ULX3S
+build's critical path at ``0fd11e5``, seed 2 (a 7.64 ns route, 11.01 ns).
+
 A read of a word written in the same cycle gives an unspecified word
 (:data:`~pentegg.rtl.bram.NO_RW_CHECK`): :meth:`watches` lists each slice's ports for the
 tests' collision monitor.
@@ -48,7 +55,7 @@ tests' collision monitor.
 from __future__ import annotations
 
 from amaranth import Cat, Const, Module, Signal
-from amaranth.lib import memory, wiring
+from amaranth.lib import data, memory, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
@@ -105,6 +112,8 @@ class SlicedRAM(wiring.Component):
         ``True``: every slice a ``DP16KD`` (each must fit one, :func:`dp16kd_mode`);
         ``False``: Amaranth memories; None (default): ``DP16KD`` when elaborated for an
         ECP5 and every slice fits one.
+    w_copies : int
+        Copies of the write address (1 .. granules; "direct" and "registered").
 
     Interface attributes
     --------------------
@@ -112,7 +121,8 @@ class SlicedRAM(wiring.Component):
     r_data : Out(width)
         The word at ``r_addr`` three cycles earlier.
     w_addr : In(ceil_log2(depth)), w_data : In(width), w_en : In(width // granule)
-        A write, per granule ("direct", "registered").
+        A write, per granule ("direct", "registered"); with ``w_copies`` > 1 ``w_addr``
+        is ``In(ArrayLayout(ceil_log2(depth), w_copies))``, the copies equal.
     w_addr, w_unit : In(granule), w_index : In(range(width // granule)), w_valid : In(1)
         A write of one granule ("broadcast").
     landing : Out(width // granule)
@@ -129,6 +139,7 @@ class SlicedRAM(wiring.Component):
         writes: str = "direct",
         name: str = "ram",
         dp16kd: bool | None = None,
+        w_copies: int = 1,
     ):
         check_int("granule", granule, 1, width)
         if writes not in WRITES:
@@ -138,6 +149,7 @@ class SlicedRAM(wiring.Component):
         self.width, self.depth, self.granule = width, depth, granule
         self.writes, self.name = writes, name
         n = width // granule
+        self.w_copies = check_int("w_copies", w_copies, 1, 1 if writes == "broadcast" else n)
         # a word narrower than a block RAM's granules is one slice
         per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
         self.spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
@@ -154,7 +166,9 @@ class SlicedRAM(wiring.Component):
             {
                 "r_addr": In(self.abits),
                 "r_data": Out(width),
-                "w_addr": In(self.abits),
+                "w_addr": In(
+                    data.ArrayLayout(self.abits, w_copies) if w_copies > 1 else self.abits
+                ),
                 **(
                     {"w_unit": In(granule), "w_index": In(range(n)), "w_valid": In(1)}
                     if writes == "broadcast"
@@ -236,7 +250,10 @@ class SlicedRAM(wiring.Component):
                 a1, u1, i1, v1 = first[s // WRITE_FANOUT]
                 w = (a1, u1.replicate(hi - lo), Cat(v1 & (i1 == j) for j in range(lo, hi)))
             else:
-                w = (self.w_addr, self.w_data[lo * g : hi * g], self.w_en[lo:hi])
+                w_addr = self.w_addr
+                if self.w_copies > 1:
+                    w_addr = self.w_addr[lo * self.w_copies // (self.width // g)]
+                w = (w_addr, self.w_data[lo * g : hi * g], self.w_en[lo:hi])
             if self.writes != "direct":
                 # every register a copy of the slice's own: a word that repeats one
                 # value (the noise fill's slot in every lane's field) would otherwise
