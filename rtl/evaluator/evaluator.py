@@ -281,18 +281,19 @@ class PopulationEvaluator(wiring.Component):
         m.d.comb += act.r_addr.eq(eng.act_addr)
         x_reg = act.r_data  # data three cycles after the address
         # the finalizer writes in its window's aw_cycles, the loader in the others (both
-        # from registers); the choice per copy of the address (act_write_copies: one
-        # choice into every slice's address copy took a 7.64 ns route, the 128-lane
-        # ULX3S build's critical path at 0fd11e5, seed 2)
+        # from registers); the choice per copy of the finalizer's address and write flag
+        # (act_write_copies: one choice into every slice's address copy took a 7.64 ns
+        # route, the 128-lane ULX3S build's critical path at 0fd11e5, seed 2), the
+        # loader's one register into each choice (InputLoader)
         K = p.act_write_copies
         w_sel = [fin.aw_any[c] for c in range(K)]
         m.d.comb += act.w_data.eq(ld.aw_data)  # the finalizer's data too (InputLoader)
         for c in range(K):
-            w_addr = Mux(w_sel[c], fin.aw_addr[c], ld.aw_addr[c])
+            w_addr = Mux(w_sel[c], fin.aw_addr[c], ld.aw_addr)
             m.d.comb += (act.w_addr[c] if K > 1 else act.w_addr).eq(w_addr)
         for j in range(L):
             c = j * K // L
-            m.d.comb += act.w_en[j].eq(Mux(w_sel[c], fin.aw_en[j], ld.aw_en[c]))
+            m.d.comb += act.w_en[j].eq(Mux(w_sel[c], fin.aw_en[j], ld.aw_en))
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
         # low-rank: lanes w .. w + G - 1 share a write enable (``noise_write_lanes``); the
         # bank's word is padded to whole groups, the lanes read their own 6 bits of it

@@ -193,9 +193,10 @@ class EvaluatorParams:
 
     @property
     def act_write_copies(self) -> int:
-        """Copies of the activation memory's write address (the finalizer's and the
-        loader's registers, and the choice between them): ``ceil(lanes /
-        ACT_WRITE_LANES)``; lane ``j`` takes copy ``j * act_write_copies // lanes``."""
+        """Copies of the activation memory's write address (the finalizer's address and
+        write flag registers, and the choice between them and the loader's one
+        register): ``ceil(lanes / ACT_WRITE_LANES)``; lane ``j`` takes copy
+        ``j * act_write_copies // lanes``."""
         return -(-self.lanes // ACT_WRITE_LANES)
 
     def noise_slots(self, widths: tuple[int, ...]) -> int:
