@@ -125,8 +125,8 @@ class BoardLink(wiring.Component):
     into a counter by the LED pins took 9.38 ns of a 10 ns period, 7.96 of it routing,
     in the 128-lane ULX3S build at 67bdee2, seed 2, and dragged ``busy`` away from the
     transmitter's frame, 10.12 ns); ``overrun`` and ``framing_errors`` are the
-    receiver's counters. ``error`` is also set,
-    until reset, by the first framing error or overrun, so a LED shows a link problem.
+    receiver's counters. ``error`` is also set, until reset, by the first framing error
+    or overrun, so a LED shows a link problem.
 
     With ``reset_leaves`` the UARTs, the register stages and the link error take
     ``reset`` through flip-flops of their own, one cycle later (rtl/reset.py; hold it at
@@ -134,7 +134,7 @@ class BoardLink(wiring.Component):
     leaves, and its net straight into the transmitter's counter by the pins was the
     critical path of the 128-lane ULX3S build (10.07 ns of a 10 ns period at a61b92a,
     seed 1; 9.87 at 912efff, seed 2). The small iCEBreaker build keeps the direct reset:
-    the four extra flip-flops cost it its margin at 48 MHz."""
+    with the leaves its compact build lost its thin margin at 48 MHz."""
 
     def __init__(self, divisor: int, core: wiring.Component, *, reset_leaves: bool = False):
         self.divisor = divisor
