@@ -242,8 +242,8 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
     shared, monkeypatch
 ):
     """The activation memory's write address and select in copies (``act_write_copies``;
-    a copy per 16 lanes on a board, here per 2 lanes so that 5 lanes have 3, of 1, 2 and
-    2 lanes): the finalizer's and the loader's writes reach every lane, so the scores and
+    a copy per 16 lanes on a board, here per 2 lanes so that 5 lanes have 3, of 2, 2 and
+    1 lanes): the finalizer's and the loader's writes reach every lane, so the scores and
     logits equal golden's, in the cycles of one copy."""
     from pentegg.rtl.evaluator import params as params_mod
 
