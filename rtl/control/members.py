@@ -26,7 +26,7 @@ from amaranth.lib.wiring import In, Out
 
 from ..evaluator.evaluator import out_logits_layout
 from ..evaluator.params import EvaluatorParams
-from ..evaluator.pass_engine import lane_copies
+from ..evaluator.pass_engine import REPLICA_ATTR, lane_copies
 from ..params import check_int
 
 __all__ = ["LogitWriter", "MemberReader", "MemberSizes"]
@@ -464,13 +464,29 @@ class LogitWriter(wiring.Component):
         # critical path at 56cddf5, seed 2, 10.04 ns, 8.38 of it routing)
         held = Signal(data.ArrayLayout(8, F))
         m.d.sync += self.w_data.eq(held[0])
+        # held loads the beat in TAKE and shifts in every other state (it is read in PUT
+        # and WRITE alone, and TAKE comes before every PUT), chosen by a flag register of
+        # its own, set and cleared with the transitions into and out of TAKE: the
+        # state's decode shared by held's 8 F choices and the next-state logic was the
+        # 128-lane ULX3S build's critical path at 610e735 (seed 3: the state through that
+        # decode, placed among held's bits, and back, 9.40 ns, 8.16 of it routing; seed
+        # 1: 9.33 ns)
+        take_f = Signal(attrs={REPLICA_ATTR: 1})
+        m.d.sync += held.eq(Mux(take_f, beat.y.as_value(), held.as_value() >> 8))
         mask = Signal(F)
         g = Signal(range(F + 1))
         addr = Signal(ab)
 
         def restart():  # a start in any state begins a new evaluation
             with m.If(start):
-                m.d.sync += [cur_fp.eq(0), cur_fp1.eq(1), rnd_base.eq(0), acc.eq(0), q.eq(0)]
+                m.d.sync += [
+                    cur_fp.eq(0),
+                    cur_fp1.eq(1),
+                    rnd_base.eq(0),
+                    acc.eq(0),
+                    q.eq(0),
+                    take_f.eq(0),
+                ]
                 m.next = "INIT"
 
         with m.FSM():
@@ -482,6 +498,7 @@ class LogitWriter(wiring.Component):
                 with m.If((q == 2 * G - 1) & (cur_fp == 0)):
                     m.d.sync += group_step.eq(acc + self.stride)
                 with m.If(q == n_keys - 1):
+                    m.d.sync += take_f.eq(1)
                     m.next = "TAKE"
             with _state(m, "ADVANCE", restart):  # to the beat's round, a pair a cycle
                 m.d.comb += fsm_busy.eq(1)
@@ -494,8 +511,9 @@ class LogitWriter(wiring.Component):
                     m.d.sync += [acc.eq(rnd_base + two_s), q.eq(0)]
                     m.next = "INIT"
             with _state(m, "TAKE", restart):  # a beat: its pointer, read into a0
-                m.d.sync += held.eq(beat.y)  # (the beat holds from TAKE to PUT)
+                # (held takes the beat here: take_f; the beat holds from TAKE to PUT)
                 with m.If(full):
+                    m.d.sync += take_f.eq(0)
                     with m.If(beat.first_pair != cur_fp):
                         m.next = "ADVANCE"
                     with m.Else():
@@ -504,9 +522,10 @@ class LogitWriter(wiring.Component):
                 m.d.comb += [fsm_busy.eq(1), w_addr.eq(a0), w_en.eq(beat.mask[0])]
                 m.d.sync += [ptr[key].eq(a0 + 1), full.eq(0)]
                 m.next = "TAKE"
-                if F > 1:
+                if F == 1:
+                    m.d.sync += take_f.eq(1)
+                else:
                     m.d.sync += [
-                        held.eq(held.as_value() >> 8),
                         mask.eq(beat.mask >> 1),
                         addr.eq(a0 + group_step),
                         g.eq(1),
@@ -517,9 +536,9 @@ class LogitWriter(wiring.Component):
                 m.d.sync += [
                     addr.eq(addr + group_step),
                     g.eq(g + 1),
-                    held.eq(held.as_value() >> 8),
                     mask.eq(mask >> 1),
                 ]
                 with m.If(g == F - 1):
+                    m.d.sync += take_f.eq(1)
                     m.next = "TAKE"
         return m
