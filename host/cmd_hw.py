@@ -10,7 +10,8 @@
   also print ``step_ms``: the digits default step's cycles on that datapath, measured in
   Verilator (``pentegg bench accelerator``), at the fmax found (``--no-step`` skips it).
   ``--endpoints`` adds how many timing endpoints arrive too late for each of several
-  clocks, and the register groups with the most past the target.
+  clocks, and the register groups with the most past the target; ``--breakdown`` where
+  the LUTs and flip-flops go, block by block.
 
 Unknown modules, unknown parameters and out-of-range values are one-line errors, exit 2.
 """
@@ -102,6 +103,12 @@ def register(sub) -> None:
         action="store_true",
         help="also count the timing endpoints that arrive after the period of 50..150 MHz "
         "and list the register groups with the most past the target (JSON: late_endpoints)",
+    )
+    s.add_argument(
+        "--breakdown",
+        action="store_true",
+        help="also say where the LUTs and flip-flops go, block by block of the module's "
+        "first level of hierarchy (an estimate by cell name; JSON: breakdown)",
     )
     s.set_defaults(func=run_synth)
 
@@ -211,6 +218,7 @@ def run_synth(args) -> int:
             seeds=args.seeds,
             build_dir=args.build_dir,
             endpoints=args.endpoints,
+            breakdown=args.breakdown,
             progress=stage_lines("synth"),
         )
     except (SynthError, ToolNotFound) as e:
@@ -258,6 +266,7 @@ def run_synth(args) -> int:
     else:
         print("fmax     none: the design does not fit the device")
         print(f"needs    with the registered test wrapper: {wrapped}")
+    print_breakdown(r.breakdown)
     if r.flow != "default":
         how = {"abc": "the classic ABC", "abc9-dff": "ABC9 -dff"}.get(r.flow, r.flow)
         print(
@@ -290,6 +299,20 @@ def print_late(late: dict | None, target_mhz: float) -> None:
         print(f"  groups with the most past the target's period ({period:.2f} ns):")
     for name, n, worst in late["groups"]:
         print(f"  {n:>6}  {name} (worst {worst} ns)")
+
+
+def print_breakdown(rows: list[dict] | None) -> None:
+    """``--breakdown``: the wrapped netlist's cells by block (rtl/synth.py
+    ``block_breakdown``), most LUTs first."""
+    if not rows:
+        return
+    total = sum(r["luts"] for r in rows)
+    print("blocks   the netlist for placement (module and test wrapper), each cell in the")
+    print("         block its name carries, an estimate: LUT4, FF, BRAM, share of the LUT4")
+    for r in rows:
+        name = r["block"] + (f" x{r['instances']}" if r["instances"] > 1 else "")
+        share = 100 * r["luts"] / total if total else 0.0
+        print(f"  {name:<24} {r['luts']:>7} {r['ffs']:>7} {r['brams']:>5} {share:>5.1f} %")
 
 
 def _step_time(args, r) -> dict:

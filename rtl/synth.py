@@ -41,6 +41,7 @@ __all__ = [
     "SynthPlatform",
     "SynthResult",
     "SynthWrapper",
+    "block_breakdown",
     "critical_path",
     "honour_no_rw_check",
     "synth_flows",
@@ -176,6 +177,8 @@ class SynthResult:
     stalled_seeds: list[int] | None = None
     #: with ``endpoints``: :func:`late_endpoints` of the placement of the figures
     late_endpoints: dict[str, Any] | None = None
+    #: with ``breakdown``: :func:`block_breakdown` of the wrapped netlist
+    breakdown: list[dict[str, Any]] | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -624,6 +627,77 @@ def _resources(family: str, cells: dict[str, int]) -> tuple[int, int, int, int, 
     return luts, ffs, brams, sprams, dsps
 
 
+#: :func:`block_breakdown`'s rows for the cells outside the module and for those whose
+#: name carries no block
+WRAPPER_BLOCK, OWN_BLOCK, UNNAMED_BLOCK = "(test wrapper)", "(module's own)", "(unnamed)"
+
+
+def _block_of(cell: str, dut: str, scopes: set[str] | None) -> tuple[str, str]:
+    """``(folded, block)``: the submodule of the module's first level of hierarchy a
+    cell's name carries (``dut.lane12.acc0_SB_DFF_Q`` -> ``("lane*", "lane12")``);
+    ``scopes``: the submodules' names (None: any name before a dot is one)."""
+    name = cell.replace("$flatten\\", "").replace("\\", "")
+    if name.startswith("$"):
+        return UNNAMED_BLOCK, UNNAMED_BLOCK
+    if not name.startswith(dut + "."):
+        return WRAPPER_BLOCK, WRAPPER_BLOCK
+    block = name[len(dut) + 1 :].split(".")[0]
+    if block == name[len(dut) + 1 :] or (scopes is not None and block not in scopes):
+        return OWN_BLOCK, OWN_BLOCK
+    return re.sub(r"(?<=[A-Za-z_])\d+$", "*", block), block
+
+
+def block_breakdown(
+    netlist: dict[str, Any], family: str, top: str = "wrapped", dut: str = "dut"
+) -> list[dict[str, Any]]:
+    """Where a synthesized module's cells go: a row per submodule of the first level of
+    its hierarchy (numbered siblings folded: ``lane0`` .. ``lane15`` are ``lane*``, 16
+    ``instances``), with its ``luts``, ``ffs``, ``brams``, ``sprams`` and ``dsps``
+    counted as :func:`_resources` counts the module's, most LUTs first.
+
+    ``netlist`` is Yosys's JSON of the flattened design (``wrapped.json``: the module as
+    instance ``dut`` of :class:`SynthWrapper`); the submodules are those its
+    ``$scopeinfo`` cells name. A cell counts in the submodule its name carries, which
+    after flattening and mapping is the name of the net it drives: an estimate (a LUT
+    that computes a submodule's input from its parent's signals counts in the parent),
+    not a partition Yosys made. The wrapper's own cells, the module's cells outside any
+    submodule and cells without a hierarchical name get a row each
+    (:data:`WRAPPER_BLOCK`, :data:`OWN_BLOCK`, :data:`UNNAMED_BLOCK`), so the rows add
+    up to the whole netlist."""
+    cells = netlist["modules"][top]["cells"]
+    scopes = {
+        path[1]
+        for cell in cells.values()
+        if cell["type"] == "$scopeinfo"
+        for path in [cell.get("attributes", {}).get("hdlname", "").split(" ")]
+        if len(path) == 2 and path[0] == dut
+    }
+    kinds: dict[str, dict[str, int]] = {}
+    members: dict[str, set[str]] = {}
+    for name, cell in cells.items():
+        if cell["type"] == "$scopeinfo":
+            continue
+        folded, block = _block_of(name, dut, scopes or None)
+        counts = kinds.setdefault(folded, {})
+        counts[cell["type"]] = counts.get(cell["type"], 0) + 1
+        members.setdefault(folded, set()).add(block)
+    rows = []
+    for folded, counts in kinds.items():
+        luts, ffs, brams, sprams, dsps = _resources(family, counts)
+        rows.append(
+            {
+                "block": folded,
+                "instances": len(members[folded]),
+                "luts": luts,
+                "ffs": ffs,
+                "brams": brams,
+                "sprams": sprams,
+                "dsps": dsps,
+            }
+        )
+    return sorted(rows, key=lambda r: (-r["luts"], -r["ffs"], r["block"]))
+
+
 def _build_dir(module: str, device: str, params: dict[str, Any]) -> Path:
     tag = hashlib.sha256(json.dumps(params, sort_keys=True).encode()).hexdigest()[:10]
     return Path(tempfile.mkdtemp(prefix=f"pentegg-synth-{module}-{device}-{tag}-"))
@@ -639,6 +713,7 @@ def synthesize(
     seeds: int = 1,
     build_dir: str | Path | None = None,
     endpoints: bool = False,
+    breakdown: bool = False,
     progress: Callable[[str], None] | None = None,
 ) -> SynthResult:
     """Synthesize ``module`` for ``device`` and place and route it (see module docstring).
@@ -653,6 +728,8 @@ def synthesize(
     ``endpoints``: nextpnr also reports every timing endpoint's arrival, summarised in
     the result's ``late_endpoints`` (:func:`late_endpoints`; the report grows to tens
     of megabytes for the largest designs).
+    ``breakdown``: the result's ``breakdown`` says where the cells go, block by block
+    (:func:`block_breakdown` of the wrapped netlist).
     ``progress`` is called with a line at each stage once the module has elaborated (each
     Yosys run, each placement with its log's path; the largest take hours); default: the
     line on stderr after ``[synth]``.
@@ -677,6 +754,7 @@ def synthesize(
             auto,
             endpoints,
             progress,
+            breakdown,
         )
     except SynthError:
         raise  # a tool failed: its logs stay in the directory the message names
@@ -704,6 +782,7 @@ def _synthesize(
     auto: bool = False,
     endpoints=False,
     progress: Callable[[str], None] = _progress_to_stderr,
+    breakdown=False,
 ) -> SynthResult:
     """``auto``: ``seeds`` are alternatives, the next tried only while the router stalls;
     otherwise every one is placed."""
@@ -737,6 +816,9 @@ def _synthesize(
         _synth_commands(dev, "wrapped"),
         flow,
     )
+    blocks = None
+    if breakdown:
+        blocks = block_breakdown(json.loads((work / "wrapped.json").read_text()), dev.family)
     target = freq
     placed = True
     path = None
@@ -848,4 +930,5 @@ def _synthesize(
         seed=runs[0]["seed"] if runs else None,
         stalled_seeds=stalled or None,
         late_endpoints=late,
+        breakdown=blocks,
     )

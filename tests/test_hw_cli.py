@@ -193,6 +193,26 @@ def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tm
     assert one["fmax_mhz"] == j["placements"][1]["fmax_mhz"]
 
 
+def test_synth_breakdown_says_where_the_luts_of_each_submodule_go():
+    """``--breakdown``: a row per submodule of the placed netlist (lrgen's keyer and
+    lane, the wrapper), together every LUT4 of it; printed most LUTs first, and in the
+    JSON; without the flag the JSON's ``breakdown`` is null."""
+    r = pentegg("synth", "lrgen", "--device", "up5k", "--breakdown", "--json")
+    assert r.returncode == 0, r.stderr
+    j = json.loads(r.stdout.strip().splitlines()[-1])
+    rows = {row["block"]: row for row in j["breakdown"]}
+    assert {"keyer", "lane", "(test wrapper)"} <= set(rows)
+    assert rows["keyer"]["luts"] > 50 and rows["lane"]["brams"] == j["brams"]
+    placed = int(j["wrapped_utilisation"]["ICESTORM_LC"].split("/")[0])
+    assert j["luts"] < sum(row["luts"] for row in rows.values()) <= placed
+    luts = [row["luts"] for row in j["breakdown"]]
+    assert luts == sorted(luts, reverse=True)
+    assert "blocks   the netlist for placement" in r.stdout
+    assert re.search(r"\n  keyer +\d+ +\d+ +\d+ +[\d.]+ %", r.stdout)
+    plain = pentegg("synth", "pquant", "--device", "up5k", "--param", "width=6", "--json")
+    assert json.loads(plain.stdout.strip().splitlines()[-1])["breakdown"] is None
+
+
 def test_synth_endpoints_counts_late_endpoints_per_clock_and_names_their_groups():
     """``--endpoints``: nextpnr reports every endpoint's arrival; the JSON counts those
     past each clock's period (more at faster clocks, none past a period far above the

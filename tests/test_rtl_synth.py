@@ -13,7 +13,13 @@ from amaranth.lib.wiring import In, Out
 
 from pentegg.rtl.bram import RegisteredRAM
 from pentegg.rtl.evaluator.pass_engine import REPLICA_ATTR
-from pentegg.rtl.synth import SynthPlatform, SynthWrapper, honour_no_rw_check, synth_flows
+from pentegg.rtl.synth import (
+    SynthPlatform,
+    SynthWrapper,
+    block_breakdown,
+    honour_no_rw_check,
+    synth_flows,
+)
 from pentegg.rtl.toolchain import tool
 
 
@@ -660,3 +666,44 @@ def test_endpoints_printout_names_the_arrivals_left_out_as_a_pins(capsys):
     assert "1 at 100 MHz" in out and "(3 arrivals later than the clock's critical path" in out
     print_late({**late, "from_pins": 0}, 100)
     assert "critical path" not in capsys.readouterr().out
+
+
+def test_block_breakdown_counts_each_cell_in_the_submodule_its_name_carries():
+    """Cells go to the first-level submodule their name carries (the ``$scopeinfo``
+    cells name the submodules): numbered siblings fold into one row with their count, a
+    dotted signal name of the module itself (``dut.k__payload.step``) stays the
+    module's own, the wrapper's and unnamed cells get rows of their own, the rows add up
+    to the netlist, most LUTs first (a CCU2C counts two LUT4 on the ECP5)."""
+
+    def scope(path):
+        return {"type": "$scopeinfo", "attributes": {"hdlname": path}}
+
+    cells = {
+        "dut": scope("dut"),
+        "dut.lane0": scope("dut lane0"),
+        "dut.lane1": scope("dut lane1"),
+        "dut.fin": scope("dut fin"),
+        "dut.fin.inner": scope("dut fin inner"),
+        "dut.lane0.acc_LUT4_Z": {"type": "LUT4"},
+        "dut.lane0.acc_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+        "dut.lane1.acc_LUT4_Z": {"type": "LUT4"},
+        "dut.lane1.acc_CCU2C_S0": {"type": "CCU2C"},
+        "dut.fin.inner.x_LUT4_Z": {"type": "LUT4"},
+        "dut.fin.y_LUT4_Z": {"type": "LUT4"},
+        "dut.fin.mem.0.0": {"type": "DP16KD"},
+        "dut.k__payload.step_LUT4_Z": {"type": "LUT4"},
+        "dut.busy_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+        "so_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+        "$abc$12$auto$lut": {"type": "LUT4"},
+    }
+    rows = block_breakdown({"modules": {"wrapped": {"cells": cells}}}, "ecp5")
+    got = {r["block"]: (r["instances"], r["luts"], r["ffs"], r["brams"]) for r in rows}
+    assert got == {
+        "lane*": (2, 4, 1, 0),
+        "fin": (1, 2, 0, 1),
+        "(module's own)": (1, 1, 1, 0),
+        "(unnamed)": (1, 1, 0, 0),
+        "(test wrapper)": (1, 0, 1, 0),
+    }
+    assert [r["block"] for r in rows][:2] == ["lane*", "fin"]
+    assert sum(r["luts"] for r in rows) == 8  # 6 LUT4, a CCU2C
