@@ -470,7 +470,8 @@ class LogitWriter(wiring.Component):
         # state's decode shared by held's 8 F choices and the next-state logic was the
         # 128-lane ULX3S build's critical path at 610e735 (seed 3: the state through that
         # decode, placed among held's bits, and back, 9.40 ns, 8.16 of it routing; seed
-        # 1: 9.33 ns)
+        # 1: 9.33 ns). Marked a replica: kept as it is, never merged with a register of
+        # the same input (a one-hot state's TAKE bit would be one)
         take_f = Signal(attrs={REPLICA_ATTR: 1})
         m.d.sync += held.eq(Mux(take_f, beat.y.as_value(), held.as_value() >> 8))
         mask = Signal(F)
