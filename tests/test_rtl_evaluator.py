@@ -238,6 +238,46 @@ def test_more_than_four_finalizers_share_the_lane_controls_through_replicas_and_
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
+def test_lanes_that_clear_their_terms_give_golden_scores_in_the_same_cycles(shared, monkeypatch):
+    """The iCE40's form of the lanes' MACs (the term register cleared outside beats,
+    ``clear_terms``; the simulator elaborates the ECP5's): the scores and logits equal
+    golden's, in the cycles of the other form."""
+    from pentegg.rtl.evaluator import lane as lane_mod
+
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator clear terms {shared}"))
+    cfg = Config(
+        layers=(6, 9, 3),
+        population=10,
+        rank=4,
+        sigma_shift=1,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(2, 1),
+        margin=30,
+    ).validate()
+    weights = init_state(cfg).weights
+    if shared:
+        job = EvalJob(
+            cfg,
+            weights,
+            3,
+            samples=rng.integers(-127, 128, (5, 6)),
+            labels=rng.integers(0, 3, 5),
+            batch_idx=rng.integers(0, 5, 3),
+        )
+    else:
+        job = EvalJob(cfg, weights, 3, member_x=rng.integers(-127, 128, (10, 3, 6)))
+    cycles = []
+    for clear in (False, True):
+        monkeypatch.setattr(lane_mod, "clear_terms_for", lambda platform, clear=clear: clear)
+        dut = PopulationEvaluator(lanes=3, max_width=16, max_layers=2, rank=4)
+        res = run_amaranth(job, dut, max_cycles=300_000)
+        check_equals_golden(job, res, f"evaluator, lanes with clear_terms={clear}")
+        cycles.append(res["cycles"])
+    assert cycles[0] == cycles[1], cycles
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
 def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_cycles(
     shared, monkeypatch
 ):

@@ -50,11 +50,13 @@ def test_digit_ctrl_decodes_every_code():
         assert (c["nz"], c["neg"], c["is2"]) == (int(d != 0), int(d < 0), int(abs(d) == 2))
 
 
-def test_pair_lane_sums_every_pass_exactly():
+@pytest.mark.parametrize("clear_terms", [False, True], ids=["enable", "clear"])
+def test_pair_lane_sums_every_pass_exactly(clear_terms):
     """Random passes (1..64 inputs, both digit sources, extreme activations), each
-    flushed into the captures: cap_i = sum_k x[k] * d_i[k]."""
-    rng = random.Random(harness.pick_seed("pair lane"))
-    dut = PairLane(15)
+    flushed into the captures: cap_i = sum_k x[k] * d_i[k]; in both forms of the MAC
+    (the accumulator's enable, the ECP5's; the term register cleared, the iCE40's)."""
+    rng = random.Random(harness.pick_seed(f"pair lane {clear_terms}"))
+    dut = PairLane(15, clear_terms=clear_terms)
     board = Scoreboard("pair lane")
 
     async def bench(ctx):
@@ -134,6 +136,17 @@ def test_pair_lane_quantized_sums_x_times_w_plus_sign_e_and_the_bias_e_term():
             )
 
     _run(dut, bench)
+
+
+def test_pair_lane_clears_its_terms_on_the_ice40_only():
+    """The MAC's form follows the platform: the cleared term register on the iCE40 (no
+    capture multiplexer: fewer LUT4), the enable elsewhere (the ECP5, the simulator)."""
+    from pentegg.rtl.evaluator.lane import clear_terms_for
+    from pentegg.rtl.synth import SynthPlatform
+
+    assert clear_terms_for(SynthPlatform("ice40")) is True
+    assert clear_terms_for(SynthPlatform("ecp5")) is False
+    assert clear_terms_for(None) is False
 
 
 def test_pair_lane_rejects_bad_width():

@@ -40,7 +40,7 @@ from amaranth import Module, Mux, Signal, signed
 from amaranth.lib import data, wiring
 from amaranth.lib.wiring import In, Out
 
-__all__ = ["DIGIT_CTRL", "PairLane", "digit_ctrl"]
+__all__ = ["DIGIT_CTRL", "PairLane", "clear_terms_for", "digit_ctrl"]
 
 #: A digit decoded for a MAC: ``|d| == 2``, ``d < 0``, ``d != 0``.
 DIGIT_CTRL = data.StructLayout({"is2": 1, "neg": 1, "nz": 1})
@@ -50,6 +50,12 @@ def digit_ctrl(code):
     """The :data:`DIGIT_CTRL` fields of a 3-bit digit code (spec 1.2: ``010`` is +2,
     ``110`` is -2, ``001`` and ``111`` are +-1, ``000`` is 0): two LUT inputs each."""
     return {"is2": code[1] & ~code[0], "neg": code[2], "nz": code[0] | code[1]}
+
+
+def clear_terms_for(platform) -> bool:
+    """The low-rank MAC's form on ``platform``: True on the iCE40 (the term register
+    cleared outside beats, :class:`PairLane`'s ``clear_terms``), False elsewhere."""
+    return getattr(platform, "family", None) == "ice40"
 
 
 class PairLane(wiring.Component):
@@ -63,6 +69,17 @@ class PairLane(wiring.Component):
         ``bits_for(127 * 4 * n_max + 254)``.
     quantized : bool
         Build the quantized-mode MAC (ports ``qe`` and ``s``; two terms per beat).
+    clear_terms : bool or None
+        The low-rank MAC's form (the same sums in the same cycles). False: the term
+        register holds every beat's term, and a flag register, ``on`` (a beat with a
+        non-zero digit), is the accumulator's enable and chooses the capture between
+        the sum with the term and the accumulator: the adder's carry chain drives the
+        accumulator's flip-flops directly (the ECP5's timing). True: the term register is
+        cleared outside such beats (its flip-flops' synchronous reset), so that the
+        accumulator adds it in every cycle and the capture takes the sum without a
+        choice: no multiplexer of the accumulator's width (the iCE40's size: 56 LUT4 for
+        a lane at ``acc_bits`` 15 instead of 88, Yosys alone). None (the default): True
+        when elaborated for an iCE40 (:func:`clear_terms_for`).
 
     Interface attributes
     --------------------
@@ -93,11 +110,12 @@ class PairLane(wiring.Component):
     sum. Throughput: one beat per cycle, one flush per pass (both modes).
     """
 
-    def __init__(self, acc_bits: int, quantized: bool = False):
+    def __init__(self, acc_bits: int, quantized: bool = False, clear_terms: bool | None = None):
         if not isinstance(acc_bits, int) or not 2 <= acc_bits <= 40:
             raise ValueError(f"acc_bits={acc_bits!r} is not an integer in 2..40")
         self.acc_bits = acc_bits
         self.quantized = bool(quantized)
+        self.clear_terms = clear_terms
         ports = {
             "x": In(signed(8)),
             "w": In(data.ArrayLayout(DIGIT_CTRL, 2)),
@@ -117,6 +135,7 @@ class PairLane(wiring.Component):
         if self.quantized:
             self._quantized(m)
             return m
+        clear = clear_terms_for(platform) if self.clear_terms is None else self.clear_terms
         for i in range(2):
             own = digit_ctrl(self.nd[i].as_unsigned())
             is2 = Mux(self.src, own["is2"], self.w[i].is2)
@@ -125,16 +144,27 @@ class PairLane(wiring.Component):
             mag = Mux(is2, x << 1, x)  # 9 bits, signed
             # the beat's term, registered: ones' complement and the carry-in (+neg); a
             # zero digit, an idle cycle and the flush leave the accumulator alone
-            on = Signal(name=f"on{i}", reset_less=True)
             term = Signal(signed(10), name=f"term{i}", reset_less=True)
             cin = Signal(name=f"cin{i}", reset_less=True)
+            acc = self._acc(i)
+            cap = self._cap(m, i)
+            if clear:  # (clear_terms) zero outside a beat with a non-zero digit
+                with m.If(self.en & nz & ~self.flush):
+                    m.d.sync += [term.eq(Mux(neg, ~mag, mag)), cin.eq(neg)]
+                with m.Else():
+                    m.d.sync += [term.eq(0), cin.eq(0)]
+                total = acc + term + cin
+                with m.If(self.flush):
+                    m.d.sync += [acc.eq(0), cap.eq(total)]
+                with m.Else():
+                    m.d.sync += acc.eq(total)
+                continue
+            on = Signal(name=f"on{i}", reset_less=True)
             m.d.sync += [
                 on.eq(self.en & nz & ~self.flush),
                 term.eq(Mux(neg, ~mag, mag)),
                 cin.eq(neg),
             ]
-            acc = self._acc(i)
-            cap = self._cap(m, i)
             # ``on`` is the accumulator's enable and the flush its synchronous clear (the
             # flip-flops' CE and LSR), so the adder's carry chain drives its flip-flops
             # directly; the choice by ``on`` is the capture's alone. (One choice shared
