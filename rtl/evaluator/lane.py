@@ -144,33 +144,34 @@ class PairLane(wiring.Component):
             mag = Mux(is2, x << 1, x)  # 9 bits, signed
             # the beat's term, registered: ones' complement and the carry-in (+neg); a
             # zero digit, an idle cycle and the flush leave the accumulator alone
+            on = Signal(name=f"on{i}", reset_less=True)  # (the enable form's)
             term = Signal(signed(10), name=f"term{i}", reset_less=True)
             cin = Signal(name=f"cin{i}", reset_less=True)
-            acc = self._acc(i)
-            cap = self._cap(m, i)
             if clear:  # (clear_terms) zero outside a beat with a non-zero digit
                 with m.If(self.en & nz & ~self.flush):
                     m.d.sync += [term.eq(Mux(neg, ~mag, mag)), cin.eq(neg)]
                 with m.Else():
                     m.d.sync += [term.eq(0), cin.eq(0)]
-                total = acc + term + cin
+            else:
+                m.d.sync += [
+                    on.eq(self.en & nz & ~self.flush),
+                    term.eq(Mux(neg, ~mag, mag)),
+                    cin.eq(neg),
+                ]
+            acc = self._acc(i)
+            cap = self._cap(m, i)
+            total = acc + term + cin
+            if clear:  # the term is zero outside beats: the sum, every cycle
                 with m.If(self.flush):
                     m.d.sync += [acc.eq(0), cap.eq(total)]
                 with m.Else():
                     m.d.sync += acc.eq(total)
                 continue
-            on = Signal(name=f"on{i}", reset_less=True)
-            m.d.sync += [
-                on.eq(self.en & nz & ~self.flush),
-                term.eq(Mux(neg, ~mag, mag)),
-                cin.eq(neg),
-            ]
             # ``on`` is the accumulator's enable and the flush its synchronous clear (the
             # flip-flops' CE and LSR), so the adder's carry chain drives its flip-flops
             # directly; the choice by ``on`` is the capture's alone. (One choice shared
             # by both had put a LUT between the chain and the accumulator: 30 of the
             # 128-lane ULX3S build's 65 endpoints past 9.3 ns at dd3e446, seed 2.)
-            total = acc + term + cin
             with m.If(self.flush):
                 m.d.sync += [acc.eq(0), cap.eq(Mux(on, total, acc))]
             with m.Elif(on):
