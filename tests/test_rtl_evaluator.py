@@ -237,6 +237,34 @@ def test_more_than_four_finalizers_share_the_lane_controls_through_replicas_and_
         check_equals_golden(job, res, f"evaluator six finalizers, shared {shared}")
 
 
+def _small_job(rng, layers, population, act_shifts, batch, shared, step) -> EvalJob:
+    """A random low-rank job of ES step ``step`` (rank 4, random init, margin 30) on
+    ``layers``: shared inputs (5 samples, ``batch`` of them by index) or per-member
+    ones."""
+    cfg = Config(
+        layers=layers,
+        population=population,
+        rank=4,
+        sigma_shift=1,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=act_shifts,
+        margin=30,
+    ).validate()
+    weights = init_state(cfg).weights
+    n0, n_out = layers[0], layers[-1]
+    if shared:
+        return EvalJob(
+            cfg,
+            weights,
+            step,
+            samples=rng.integers(-127, 128, (5, n0)),
+            labels=rng.integers(0, n_out, 5),
+            batch_idx=rng.integers(0, 5, batch),
+        )
+    return EvalJob(cfg, weights, step, member_x=rng.integers(-127, 128, (population, batch, n0)))
+
+
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
 def test_lanes_that_clear_their_terms_give_golden_scores_in_the_same_cycles(shared, monkeypatch):
     """The iCE40's form of the lanes' MACs (the term register cleared outside beats,
@@ -245,28 +273,7 @@ def test_lanes_that_clear_their_terms_give_golden_scores_in_the_same_cycles(shar
     from pentegg.rtl.evaluator import lane as lane_mod
 
     rng = np.random.default_rng(harness.pick_seed(f"evaluator clear terms {shared}"))
-    cfg = Config(
-        layers=(6, 9, 3),
-        population=10,
-        rank=4,
-        sigma_shift=1,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-        act_shifts=(2, 1),
-        margin=30,
-    ).validate()
-    weights = init_state(cfg).weights
-    if shared:
-        job = EvalJob(
-            cfg,
-            weights,
-            3,
-            samples=rng.integers(-127, 128, (5, 6)),
-            labels=rng.integers(0, 3, 5),
-            batch_idx=rng.integers(0, 5, 3),
-        )
-    else:
-        job = EvalJob(cfg, weights, 3, member_x=rng.integers(-127, 128, (10, 3, 6)))
+    job = _small_job(rng, (6, 9, 3), 10, (2, 1), 3, shared, step=3)
     cycles = []
     for clear in (False, True):
         monkeypatch.setattr(lane_mod, "clear_terms_for", lambda platform, clear=clear: clear)
@@ -288,28 +295,7 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
     from pentegg.rtl.evaluator import params as params_mod
 
     rng = np.random.default_rng(harness.pick_seed(f"evaluator act copies {shared}"))
-    cfg = Config(
-        layers=(5, 7, 6, 3),
-        population=12,
-        rank=4,
-        sigma_shift=1,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-        act_shifts=(2, 1, 1),
-        margin=30,
-    ).validate()
-    weights = init_state(cfg).weights
-    if shared:
-        job = EvalJob(
-            cfg,
-            weights,
-            5,
-            samples=rng.integers(-127, 128, (5, 5)),
-            labels=rng.integers(0, 3, 5),
-            batch_idx=rng.integers(0, 5, 2),
-        )
-    else:
-        job = EvalJob(cfg, weights, 5, member_x=rng.integers(-127, 128, (12, 2, 5)))
+    job = _small_job(rng, (5, 7, 6, 3), 12, (2, 1, 1), 2, shared, step=5)
     cycles = []
     for per_copy in (16, 2):
         monkeypatch.setattr(params_mod, "ACT_WRITE_LANES", per_copy)
