@@ -80,7 +80,7 @@ ROWS: list[tuple[str, str, list[str]]] = [
             ("up5k", 16, ["--param", "noise_depth=256"], "noise_depth 256"),
             ("ecp5-85", 16, [], ""),
             ("ecp5-85", 32, [], ""),
-            ("ecp5-85", 128, [], ""),
+            ("ecp5-85", 128, ["--freq", "125"], ""),
         )
     ],
     *[
