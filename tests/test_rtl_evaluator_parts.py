@@ -152,6 +152,8 @@ def test_pair_lane_clears_its_terms_on_the_ice40_only():
 def test_pair_lane_rejects_bad_width():
     with pytest.raises(ValueError, match="acc_bits"):
         PairLane(1)
+    with pytest.raises(ValueError, match="clear_terms='yes' is not None, True or False"):
+        PairLane(15, clear_terms="yes")
 
 
 @pytest.mark.parametrize("latency", [1, 2, 4])

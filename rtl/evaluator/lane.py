@@ -115,6 +115,8 @@ class PairLane(wiring.Component):
             raise ValueError(f"acc_bits={acc_bits!r} is not an integer in 2..40")
         self.acc_bits = acc_bits
         self.quantized = bool(quantized)
+        if clear_terms not in (None, True, False):
+            raise ValueError(f"clear_terms={clear_terms!r} is not None, True or False")
         self.clear_terms = clear_terms
         ports = {
             "x": In(signed(8)),
