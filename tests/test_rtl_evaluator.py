@@ -265,21 +265,32 @@ def _small_job(rng, layers, population, act_shifts, batch, shared, step) -> Eval
     return EvalJob(cfg, weights, step, member_x=rng.integers(-127, 128, (population, batch, n0)))
 
 
-@pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
-def test_lanes_that_clear_their_terms_give_golden_scores_in_the_same_cycles(shared, monkeypatch):
-    """The iCE40's form of the lanes' MACs (the term register cleared outside beats,
-    ``clear_terms``; the simulator elaborates the ECP5's): the scores and logits equal
-    golden's, in the cycles of the other form."""
+def _use_forms(monkeypatch, family):
+    """Elaborate the evaluator's forms of ``family`` ("ecp5", the simulator's default, or
+    "ice40": the lanes' ``clear_terms``, the finalizer's ``lean``) in the simulator."""
+    from pentegg.rtl.evaluator import finalizer as finalizer_mod
     from pentegg.rtl.evaluator import lane as lane_mod
 
+    ice40 = family == "ice40"
+    monkeypatch.setattr(lane_mod, "clear_terms_for", lambda platform: ice40)
+    monkeypatch.setattr(finalizer_mod, "lean_for", lambda platform: ice40)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
+def test_the_ice40_forms_give_golden_scores_in_the_same_cycles(shared, monkeypatch):
+    """The iCE40's forms (the lanes' term registers cleared outside beats,
+    ``clear_terms``; the finalizer's ``lean`` form: its groups share one control, y1's
+    own compares, one product; the simulator elaborates the ECP5's), with two finalizer
+    groups (of 2 lanes and 1): the scores and logits equal golden's, in the cycles of
+    the ECP5's forms."""
     rng = np.random.default_rng(harness.pick_seed(f"evaluator clear terms {shared}"))
     job = _small_job(rng, (6, 9, 3), 10, (2, 1), 3, shared, step=3)
     cycles = []
-    for clear in (False, True):
-        monkeypatch.setattr(lane_mod, "clear_terms_for", lambda platform, clear=clear: clear)
-        dut = PopulationEvaluator(lanes=3, max_width=16, max_layers=2, rank=4)
+    for family in ("ecp5", "ice40"):
+        _use_forms(monkeypatch, family)
+        dut = PopulationEvaluator(lanes=3, max_width=16, max_layers=2, rank=4, group=2)
         res = run_amaranth(job, dut, max_cycles=300_000)
-        check_equals_golden(job, res, f"evaluator, lanes with clear_terms={clear}")
+        check_equals_golden(job, res, f"evaluator, the {family}'s forms")
         cycles.append(res["cycles"])
     assert cycles[0] == cycles[1], cycles
 
@@ -565,13 +576,15 @@ BOUND_CASES = [
 ]
 
 
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
 @pytest.mark.parametrize("case", range(len(BOUND_CASES)))
-def test_activations_at_the_saturation_bounds_equal_golden(case):
+def test_activations_at_the_saturation_bounds_equal_golden(case, family, monkeypatch):
     """Every member's first two outputs of each layer (the finalizer's y0 and y1) at the
     exact accumulators where saturation starts: rshr(a, s) = 128 (to 127) in every
-    layer, -1 (to 0) in a hidden one, -128 (to -127) in the last. Logits equal golden's:
-    comparing a bound a value off (y1's compares on the accumulator with the bounds
-    shifted by s, or y0's) fails."""
+    layer, -1 (to 0) in a hidden one, -128 (to -127) in the last. Logits equal golden's
+    in both families' forms: comparing a bound a value off (y1's compares on the
+    accumulator with the bounds shifted by s, or on y1 itself, or y0's) fails."""
+    _use_forms(monkeypatch, family)
     layers, shifts, rank, rows = BOUND_CASES[case]
     weights = [np.array(w, dtype=np.int8) for w in rows]
     last = len(shifts) - 1
@@ -637,13 +650,16 @@ def _saturating_margin_job(rng, layers, rank):
     return job
 
 
+@pytest.mark.parametrize("family", ["ecp5", "ice40"])
 @pytest.mark.parametrize("case", range(3))
-def test_margin_scores_with_saturated_and_tied_logits_equal_golden(case):
+def test_margin_scores_with_saturated_and_tied_logits_equal_golden(case, family, monkeypatch):
     """Spec 7.1 scores where the last layer's logits sit at their bounds, two or more
     tied at each bound and y1 far outside -127..127: the finalizer's
     margin state (the largest other logit, compared with y1 by its low byte and its
     bounds) gives golden's scores, its state in either u bank (the last layer's outputs
-    go to bank (l + 1) % 2: bank 0 after two layers, bank 1 after three)."""
+    go to bank (l + 1) % 2: bank 0 after two layers, bank 1 after three), in both
+    families' forms."""
+    _use_forms(monkeypatch, family)
     rng = np.random.default_rng(harness.pick_seed(f"evaluator margin bounds {case}"))
     layers, rank = (((4, 6, 9), 4), ((4, 6, 6, 8), 1), ((4, 6, 7), 16))[case]
     for _ in range(50):

@@ -149,6 +149,21 @@ def test_pair_lane_clears_its_terms_on_the_ice40_only():
     assert clear_terms_for(None) is False
 
 
+def test_the_finalizer_is_lean_on_the_ice40_only():
+    """The finalizer's form follows the platform: lean on the iCE40 (one control for all
+    groups, y1's own compares, fewer LUT4), the timing copies elsewhere (the ECP5, the
+    simulator); a ``lean`` other than None, True or False is refused in one line."""
+    from pentegg.rtl.evaluator.finalizer import Finalizer, lean_for
+    from pentegg.rtl.evaluator.params import EvaluatorParams
+    from pentegg.rtl.synth import SynthPlatform
+
+    assert lean_for(SynthPlatform("ice40")) is True
+    assert lean_for(SynthPlatform("ecp5")) is False
+    assert lean_for(None) is False
+    with pytest.raises(ValueError, match="lean='yes' is not None, True or False"):
+        Finalizer(EvaluatorParams(lanes=2), 8, lean="yes")
+
+
 def test_pair_lane_rejects_bad_width():
     with pytest.raises(ValueError, match="acc_bits"):
         PairLane(1)

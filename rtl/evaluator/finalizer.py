@@ -92,6 +92,12 @@ def aw_cycles(period: int) -> tuple[int, int]:
     return (3, 4 % period)
 
 
+def lean_for(platform) -> bool:
+    """The finalizer's form on ``platform`` (:class:`Finalizer`'s ``lean``): True on the
+    iCE40, False elsewhere."""
+    return getattr(platform, "family", None) == "ice40"
+
+
 NO_OTHER = -128  # margin state: no other logit seen yet (logits lie in [-127, 127])
 
 
@@ -196,6 +202,16 @@ class Finalizer(wiring.Component):
         Width of a noise-bank address.
     fifo_depth : int
         Depth of the logits and terms FIFOs (at least 4).
+    lean : bool or None
+        The form (the same results in the same cycles). False: each group has its own
+        copies of the window counter, the stage ops, the run-time values and the stage
+        control, y1's bounds are compared before the shift (tables of the bounds shifted
+        by the amount), h1's product is a choice among products and the margin state's
+        compares are made for both banks: the ECP5's timing at 128 lanes. True: one
+        control for all groups, y1's own compares (as y0's), one product, two compares
+        (the iCE40's size: the 16-lane UP5K evaluator 7,003 LUT4 instead of 7,410,
+        docs/resources.md). None (the default): True when elaborated for an iCE40
+        (:func:`lean_for`).
 
     Interface attributes
     --------------------
@@ -246,7 +262,12 @@ class Finalizer(wiring.Component):
     bubbles at layer transitions.
     """
 
-    def __init__(self, p: EvaluatorParams, addr_bits: int, fifo_depth: int = 4):
+    def __init__(
+        self, p: EvaluatorParams, addr_bits: int, fifo_depth: int = 4, lean: bool | None = None
+    ):
+        if lean not in (None, True, False):
+            raise ValueError(f"lean={lean!r} is not None, True or False")
+        self.lean_form = lean
         self.p = p
         self.addr_bits = addr_bits
         self.fifo_depth = fifo_depth
@@ -294,6 +315,7 @@ class Finalizer(wiring.Component):
         self.dbg = {}
         self.rw_watch = []  # the u banks (NO_RW_CHECK)
         self.ecp5 = str(getattr(platform, "family", "")).lower() == "ecp5"
+        self.lean = lean_for(platform) if self.lean_form is None else self.lean_form
         p, T, G, F, r = self.p, self.T, self.G, self.F, self.p.rank
         op_layout = self.op_layout
         wc = Signal(range(T))  # cycle within the window
@@ -853,10 +875,14 @@ class Finalizer(wiring.Component):
         # datapath (the 64-lane ECP5 synthesis's critical path at 0b480c3: wc through
         # the U stage's operand selection into a u bank's write data, 15.5 ns, 12.47 of
         # it routing); its copy is a few flip-flops beside the logic it steers
-        wc = Signal.like(wc, name="wc" + sfx)
-        m.d.sync += wc.eq(Mux(wc == T - 1, 0, wc + 1))
+        # (The iCE40's lean form has no copies: every group reads the shared counter,
+        # stages, run-time values and control, and its registers below that copy shared
+        # ones are merged by Yosys.)
+        if not self.lean:
+            wc = Signal.like(wc, name="wc" + sfx)
+            m.d.sync += wc.eq(Mux(wc == T - 1, 0, wc + 1))
         rt = self
-        if self.F > 1:  # the group's own ops in P2, S, U, run-time values and control
+        if self.F > 1 and not self.lean:  # the group's own ops, run-time values, control
             opP2, opS, opU = self._op_copies(m, opP, opP2, opS, wc, sfx)
             rt = self._run_time_copies(m, sfx)
             ctl = self._stage_control(m, opP2, opS, opU, wc, sfx, rt)
@@ -879,7 +905,7 @@ class Finalizer(wiring.Component):
         # was the 64-lane ECP5 synthesis's and ULX3S build's critical path at ed7576d
         # and d56cfec: group 0's copy into group 2's lane multiplexer and p accumulator)
         def copy(shape, name):
-            return sig(shape, name, attrs={REPLICA_ATTR: 1})
+            return sig(shape, name, attrs={} if self.lean else {REPLICA_ATTR: 1})
 
         # P's u reads leave through the group's own registers, a cycle after the shared
         # op and window count that make them (column c at wc c + 1; the last spills into
@@ -1157,10 +1183,13 @@ class Finalizer(wiring.Component):
         # add through the shifter into y1_hi, 9.54 ns, 7 levels)
         y1_hi = sig(1, "y1_hi")  # y1 > 127
         y1_lo = sig(1, "y1_lo")  # y1 < lo
-        m.d.sync += [
-            y1_hi.eq(add >= hi_at),
-            y1_lo.eq(Mux(lastU, add < lo_at, add < 0)),
-        ]
+        if self.lean:  # (the iCE40's) y1's own compares, as y0's: no bound tables
+            m.d.comb += [y1_hi.eq(y[1] > 127), y1_lo.eq(y[1] < lo)]
+        else:
+            m.d.sync += [
+                y1_hi.eq(add >= hi_at),
+                y1_lo.eq(Mux(lastU, add < lo_at, add < 0)),
+            ]
 
         def saturate(v, hi, low):  # hi: v > 127, low: v < lo; STORE ops: v itself
             return Mux(storeU, v, Mux(hi, 127, Mux(low, lo, v)))
@@ -1241,6 +1270,8 @@ class Finalizer(wiring.Component):
             ),
         )
         t_ld1 = Mux(use_y1, times(y1[:9].as_signed()), t_const1)
+        if self.lean:  # (the iCE40's) the product of the choice: one product
+            t_ld1 = times(hU_n[1])
         t_ld0, c_ld0 = _digit_times(bsrU[0][:3], hU_n[0])
         # (a product's carry is the digit's alone: any value gives d * hU_n[1]'s)
         loads = [(t_ld0, c_ld0), (t_ld1, _digit_times(code1, y1[:9])[1])]
@@ -1336,18 +1367,27 @@ class Finalizer(wiring.Component):
         def y1_above(s, name):
             return y1_hi | (~y1_lo & _greater(m, y1_8, s, name + sfx))
 
-        gt_b = []
-        for b in range(2):
-            smax_b = rports[b].data[8:16].as_signed()  # u_U's next from bank b
-            gt_b.append(
-                [_greater(m, hv[0], smax_b, f"h0_gt{b}{sfx}"), y1_above(smax_b, f"h1_gt{b}")]
-            )
-        gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
-        m.d.sync += [
-            gt[0].eq(Mux(ub_d, gt_b[1][0], gt_b[0][0])),
-            gt[1].eq(Mux(ub_d, gt_b[1][1], gt_b[0][1])),
-            gt[2].eq(y1_above(hv[0], "h1_gt_h0")),
-        ]
+        if self.lean:  # (the iCE40's) the compares after the bank's choice: two, not four
+            gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
+            smax = Mux(ub_d, rports[1].data, rports[0].data)[8:16].as_signed()
+            m.d.sync += [
+                gt[0].eq(_greater(m, hv[0], smax, f"h0_gt{sfx}")),
+                gt[1].eq(y1_above(smax, "h1_gt")),
+                gt[2].eq(y1_above(hv[0], "h1_gt_h0")),
+            ]
+        else:
+            gt_b = []
+            for b in range(2):
+                smax_b = rports[b].data[8:16].as_signed()  # u_U's next from bank b
+                gt_b.append(
+                    [_greater(m, hv[0], smax_b, f"h0_gt{b}{sfx}"), y1_above(smax_b, f"h1_gt{b}")]
+                )
+            gt = [sig(1, f"gt{j}") for j in range(3)]  # h0 > max, h1 > max, h1 > h0
+            m.d.sync += [
+                gt[0].eq(Mux(ub_d, gt_b[1][0], gt_b[0][0])),
+                gt[1].eq(Mux(ub_d, gt_b[1][1], gt_b[0][1])),
+                gt[2].eq(y1_above(hv[0], "h1_gt_h0")),
+            ]
         take0 = is_oth[0] & (first_t | gt[0])
         take1 = is_oth[1] & Mux(take0, gt[2], first_t | gt[1])
         nm = Mux(take1, hv[1], Mux(take0, hv[0], ymax))
