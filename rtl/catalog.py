@@ -368,9 +368,10 @@ _TRIGGER_NAME = re.compile(r"^\s*reg (\\\$auto\$verilog_backend\S*dump_module\$\
 _ALWAYS_CONST = re.compile(r"^(\s*)always @\*\n(\s*)((?!begin\b)[^\n]*;)$", re.M)
 
 
-def verilog_text(component: wiring.Component, name: str) -> str:
-    """Verilog of ``component`` as module ``name`` (see :func:`_fix_time0`)."""
-    return _fix_time0(verilog.convert(component, name=name, emit_src=False))
+def verilog_text(component: wiring.Component, name: str, platform=None) -> str:
+    """Verilog of ``component`` as module ``name`` (see :func:`_fix_time0`), elaborated
+    for ``platform`` (None: for simulation)."""
+    return _fix_time0(verilog.convert(component, name=name, emit_src=False, platform=platform))
 
 
 def to_verilog(module: str, params: dict[str, Any] | None = None) -> str:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..rtl import catalog
+from ..rtl.synth import SynthPlatform
 from ..rtl.toolchain import sim_path
 
 __all__ = [
@@ -82,16 +83,20 @@ def _tag(params: dict[str, Any]) -> str:
     return f"{readable}-{digest.hexdigest()[:8]}" if readable else digest.hexdigest()[:8]
 
 
-def build_dir(module: str, params: dict[str, Any], simulator: str, waves: bool) -> Path:
-    """``build/sim/<module>/<params>/<simulator>[-waves]``: one per combination, so that
-    no build or results file of one configuration is reused by another."""
+def build_dir(
+    module: str, params: dict[str, Any], simulator: str, waves: bool, family: str | None = None
+) -> Path:
+    """``build/sim/<module>/<params>/[<family>-]<simulator>[-waves]``: one per
+    combination, so that no build or results file of one configuration is reused by
+    another."""
     default = (
         (_SOURCE_TREE if (_SOURCE_TREE / "pyproject.toml").exists() else Path.cwd())
         / "build"
         / "sim"
     )
     root = Path(os.environ.get("PENTEGG_SIM_BUILD", default))
-    return root / module / _tag(params) / (simulator + ("-waves" if waves else ""))
+    leaf = (f"{family}-" if family else "") + simulator + ("-waves" if waves else "")
+    return root / module / _tag(params) / leaf
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -143,9 +148,14 @@ def run(
     testcase: str | None = None,
     env: dict[str, Any] | None = None,
     factory: Callable[[], Any] | None = None,
+    family: str | None = None,
 ) -> dict[str, Any]:
     """Build ``module`` with ``params`` and run the cocotb tests of module
     ``pentegg.sim.<tests>`` on it.
+
+    ``family`` "ice40" elaborates the module as the iCE40 builds do (its forms chosen by
+    the platform, e.g. the evaluator's lanes and finalizer), None (the default) as for
+    simulation: the forms the ECP5 builds use, without their vendor primitives.
 
     ``env`` values are passed to the tests as ``PENTEGG_TB_<NAME>`` (JSON-encoded); the
     parameters as ``PENTEGG_PARAMS``. ``factory`` builds a component that is not in the
@@ -155,6 +165,8 @@ def run(
 
     if simulator not in SIMULATORS:
         raise ValueError(f"simulator={simulator!r} is not one of {', '.join(SIMULATORS)}")
+    if family not in (None, "ice40"):
+        raise ValueError(f"family={family!r} is not None or 'ice40'")
     params = catalog.resolved_params(module, params) if factory is None else dict(params or {})
     wave_mode = os.environ.get("PENTEGG_WAVES", "").lower()
     if waves is None:
@@ -162,11 +174,14 @@ def run(
     if seed is None:
         seed = pick_seed(f"{module} {tests} {simulator} {params}")
 
-    work = build_dir(module, params, simulator, waves)
+    work = build_dir(module, params, simulator, waves, family)
     work.mkdir(parents=True, exist_ok=True)
     top = catalog.top_name(module)
     source = work / f"{top}.v"
-    if factory is None:
+    if family is not None:
+        dut = factory() if factory is not None else catalog.build(module, params)
+        text = catalog.verilog_text(dut, top, platform=SynthPlatform(family))
+    elif factory is None:
         text = catalog.to_verilog(module, params)
     else:
         text = catalog.verilog_text(factory(), top)

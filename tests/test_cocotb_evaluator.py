@@ -87,6 +87,23 @@ def test_cocotb_icarus_random_jobs(params):
     )
 
 
+def test_cocotb_icarus_random_jobs_in_the_ice40_forms():
+    """The evaluator as the UP5K builds elaborate it (``family="ice40"``: the lanes'
+    term registers cleared outside beats, the lean finalizer, one noise bank slice),
+    with two finalizer groups: five random jobs equal golden's."""
+    params = {"lanes": 4, "max_layers": 2, "max_width": 9, "rank": 4, "digits": "binomial"}
+    params["group"] = 2
+    harness.run(
+        "evaluator",
+        params,
+        "cocotb_evaluator",
+        testcase="random_jobs",
+        env={"jobs": 5, "max_batch": 6, "max_cycles": 400_000},
+        factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
+        family="ice40",
+    )
+
+
 def test_cocotb_verilator_digits_network_and_large_batches():
     params = {"lanes": 8, "max_layers": 2, "max_width": 64, "rank": 4, "digits": "binomial"}
     harness.run(

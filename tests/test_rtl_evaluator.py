@@ -100,6 +100,17 @@ def test_evaluator_equals_golden_on_random_configurations(case):
     )
 
 
+def _use_forms(monkeypatch, family):
+    """Elaborate the evaluator's forms of ``family`` ("ecp5", the simulator's default, or
+    "ice40": the lanes' ``clear_terms``, the finalizer's ``lean``) in the simulator."""
+    from pentegg.rtl.evaluator import finalizer as finalizer_mod
+    from pentegg.rtl.evaluator import lane as lane_mod
+
+    ice40 = family == "ice40"
+    monkeypatch.setattr(lane_mod, "clear_terms_for", lambda platform: ice40)
+    monkeypatch.setattr(finalizer_mod, "lean_for", lambda platform: ice40)
+
+
 # Quantized mode (spec 6.1): (layers, population, rank, lanes, shared, sigma_shift, digits)
 QUANTIZED_CASES = [
     ((3, 5, 2), 6, 4, 2, True, 0, "binomial"),
@@ -111,13 +122,18 @@ QUANTIZED_CASES = [
 ]
 
 
-@pytest.mark.parametrize("case", range(len(QUANTIZED_CASES)))
-def test_quantized_evaluator_equals_golden_w_plus_sign_e(case):
+@pytest.mark.parametrize(
+    "case,family",
+    [*((case, "ecp5") for case in range(len(QUANTIZED_CASES))), (0, "ice40"), (3, "ice40")],
+)
+def test_quantized_evaluator_equals_golden_w_plus_sign_e(case, family, monkeypatch):
     """Every member evaluates ``x . (W + sign E)^T`` with ``E = PQUANT(A B^T, f)``
     (golden's ``Noise.e``): scores (shared) or logits (per member) equal golden's.
     Weights are random with a +-2 row and column, one input row saturates (+-127), and
     small shifts make hidden activations and logits saturate. One, two and four E
-    generators fill the noise banks."""
+    generators fill the noise banks. A shared and a per-member case also in the iCE40's
+    forms (the lean finalizer)."""
+    _use_forms(monkeypatch, family)
     layers, pop, rank, lanes, shared, sigma, digits = QUANTIZED_CASES[case]
     rng = np.random.default_rng(harness.pick_seed(f"evaluator quantized {case}"))
     nl = len(layers) - 1
@@ -263,17 +279,6 @@ def _small_job(rng, layers, population, act_shifts, batch, shared, step) -> Eval
             batch_idx=rng.integers(0, 5, batch),
         )
     return EvalJob(cfg, weights, step, member_x=rng.integers(-127, 128, (population, batch, n0)))
-
-
-def _use_forms(monkeypatch, family):
-    """Elaborate the evaluator's forms of ``family`` ("ecp5", the simulator's default, or
-    "ice40": the lanes' ``clear_terms``, the finalizer's ``lean``) in the simulator."""
-    from pentegg.rtl.evaluator import finalizer as finalizer_mod
-    from pentegg.rtl.evaluator import lane as lane_mod
-
-    ice40 = family == "ice40"
-    monkeypatch.setattr(lane_mod, "clear_terms_for", lambda platform: ice40)
-    monkeypatch.setattr(finalizer_mod, "lean_for", lambda platform: ice40)
 
 
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])

@@ -50,11 +50,17 @@ def test_build_dirs_are_unique(tmp_path, monkeypatch):
         harness.build_dir("lrgen", {"rank": 4}, "verilator", False),
         harness.build_dir("lrgen", {"rank": 4}, "icarus", True),
         harness.build_dir("prng", {"rank": 4}, "icarus", False),
+        harness.build_dir("lrgen", {"rank": 4}, "icarus", False, "ice40"),
     }
-    assert len(dirs) == 5
+    assert len(dirs) == 6
     assert all(str(d).startswith(str(tmp_path)) for d in dirs)
     # the same configuration maps to the same directory (rebuilds are skipped)
     assert harness.build_dir("lrgen", {"rank": 4}, "icarus", False) in dirs
+
+
+def test_a_family_other_than_the_ice40_is_refused_in_one_line():
+    with pytest.raises(ValueError, match="family='ecp5' is not None or 'ice40'"):
+        harness.run("lrgen", {"rank": 4}, "cocotb_lrgen", family="ecp5")
 
 
 def test_each_xdist_worker_builds_simulations_in_its_own_tree(monkeypatch):
