@@ -75,8 +75,8 @@ def _id(p):
     return f"{mode}-L{p['lanes']}-r{p['rank']}-{p['digits'][0]}-w{p['max_width']}x{p['max_layers']}"
 
 
-@pytest.mark.parametrize("params", ICARUS_BUILDS, ids=_id)
-def test_cocotb_icarus_random_jobs(params):
+def _icarus_random_jobs(params, family=None):
+    """Five random jobs on an Icarus build of ``params`` (``family``: harness.run's)."""
     harness.run(
         "evaluator",
         params,
@@ -84,7 +84,13 @@ def test_cocotb_icarus_random_jobs(params):
         testcase="random_jobs",
         env={"jobs": 5, "max_batch": 6, "max_cycles": 400_000},
         factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
+        family=family,
     )
+
+
+@pytest.mark.parametrize("params", ICARUS_BUILDS, ids=_id)
+def test_cocotb_icarus_random_jobs(params):
+    _icarus_random_jobs(params)
 
 
 def test_cocotb_icarus_random_jobs_in_the_ice40_forms():
@@ -92,16 +98,7 @@ def test_cocotb_icarus_random_jobs_in_the_ice40_forms():
     term registers cleared outside beats, the lean finalizer, one noise bank slice),
     with two finalizer groups: five random jobs equal golden's."""
     params = {"lanes": 4, "max_layers": 2, "max_width": 9, "rank": 4, "digits": "binomial"}
-    params["group"] = 2
-    harness.run(
-        "evaluator",
-        params,
-        "cocotb_evaluator",
-        testcase="random_jobs",
-        env={"jobs": 5, "max_batch": 6, "max_cycles": 400_000},
-        factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
-        family="ice40",
-    )
+    _icarus_random_jobs({**params, "group": 2}, family="ice40")
 
 
 def test_cocotb_verilator_digits_network_and_large_batches():
