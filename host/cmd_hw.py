@@ -308,11 +308,14 @@ def print_breakdown(rows: list[dict] | None) -> None:
         return
     total = sum(r["luts"] for r in rows)
     print("blocks   the netlist for placement (module and test wrapper), each cell in the")
-    print("         block its name carries, an estimate: LUT4, FF, BRAM, share of the LUT4")
+    print("         block its name carries, an estimate: LUT4, FF, BRAM, share of the LUT4,")
+    print("         the signals with the most LUT4 (JSON: signals)")
     for r in rows:
         name = r["block"] + (f" x{r['instances']}" if r["instances"] > 1 else "")
         share = 100 * r["luts"] / total if total else 0.0
-        print(f"  {name:<24} {r['luts']:>7} {r['ffs']:>7} {r['brams']:>5} {share:>5.1f} %")
+        top = ", ".join(f"{s['signal']} {s['luts']}" for s in r.get("signals", [])[:3])
+        line = f"  {name:<24} {r['luts']:>7} {r['ffs']:>7} {r['brams']:>5} {share:>5.1f} %"
+        print(line + (f"  ({top})" if top else ""))
 
 
 def _step_time(args, r) -> dict:

@@ -647,6 +647,32 @@ def _block_of(cell: str, dut: str, scopes: set[str] | None) -> tuple[str, str]:
     return re.sub(r"(?<=[A-Za-z_])\d+$", "*", block), block
 
 
+#: the start of what Yosys and nextpnr append to the name of the net a mapped cell drives
+#: (``acc0_SB_DFF_Q``, ``src_LUT4_C``, ``acc_CCU2C_S0``): :func:`_signal_of` cuts it off
+_CELL_SUFFIX = re.compile(r"_(SB_|TRELLIS_|LUT4|CCU2C|DP16KD|PDPW16KD|PFUMX|L6MUX|MULT18)")
+
+#: signals named per block in :func:`block_breakdown`'s rows
+SIGNALS_PER_BLOCK = 5
+
+
+def _signal_of(cell: str, dut: str, block: str) -> str:
+    """The signal a cell's name carries inside its ``block`` (:func:`_block_of`'s second
+    value): ``dut.fin.vP0_g0_SB_DFFE_Q_N_D_SB_LUT4_O`` in ``fin`` -> ``vP0_g0``, a
+    bit index and Yosys's numbering dropped (``cap$12`` -> ``cap``); the whole name for
+    the wrapper's and unnamed cells."""
+    name = cell.replace("$flatten\\", "").replace("\\", "")
+    if block == OWN_BLOCK:
+        prefix = f"{dut}."
+    elif block in (WRAPPER_BLOCK, UNNAMED_BLOCK):
+        prefix = ""
+    else:
+        prefix = f"{dut}.{block}."
+    if prefix and name.startswith(prefix):
+        name = name[len(prefix) :]
+    name = _CELL_SUFFIX.split(name, maxsplit=1)[0]
+    return re.sub(r"(\$\d+|\[\d+\])+$", "", name) or name
+
+
 def block_breakdown(
     netlist: dict[str, Any], family: str, top: str = "wrapped", dut: str = "dut"
 ) -> list[dict[str, Any]]:
@@ -663,7 +689,10 @@ def block_breakdown(
     not a partition Yosys made. The wrapper's own cells, the module's cells outside any
     submodule and cells without a hierarchical name get a row each
     (:data:`WRAPPER_BLOCK`, :data:`OWN_BLOCK`, :data:`UNNAMED_BLOCK`), so the rows add
-    up to the whole netlist."""
+    up to the whole netlist. Each row's ``signals`` names the block's
+    :data:`SIGNALS_PER_BLOCK` signals with the most LUT4 (the net a cell drives, as
+    :func:`_signal_of` reads its name; siblings' cells of one signal together), each
+    with its ``luts`` and ``ffs``."""
     cells = netlist["modules"][top]["cells"]
     scopes = {
         path[1]
@@ -674,6 +703,7 @@ def block_breakdown(
     }
     kinds: dict[str, dict[str, int]] = {}
     members: dict[str, set[str]] = {}
+    by_signal: dict[str, dict[str, dict[str, int]]] = {}
     for name, cell in cells.items():
         if cell["type"] == "$scopeinfo":
             continue
@@ -681,9 +711,18 @@ def block_breakdown(
         counts = kinds.setdefault(folded, {})
         counts[cell["type"]] = counts.get(cell["type"], 0) + 1
         members.setdefault(folded, set()).add(block)
+        sig = by_signal.setdefault(folded, {}).setdefault(_signal_of(name, dut, block), {})
+        sig[cell["type"]] = sig.get(cell["type"], 0) + 1
     rows = []
     for folded, counts in kinds.items():
         luts, ffs, brams, sprams, dsps = _resources(family, counts)
+        signals = [
+            {"signal": sig, "luts": r[0], "ffs": r[1]}
+            for sig, sig_counts in by_signal[folded].items()
+            for r in [_resources(family, sig_counts)]
+            if r[0]
+        ]
+        signals.sort(key=lambda x: (-x["luts"], -x["ffs"], x["signal"]))
         rows.append(
             {
                 "block": folded,
@@ -693,6 +732,7 @@ def block_breakdown(
                 "brams": brams,
                 "sprams": sprams,
                 "dsps": dsps,
+                "signals": signals[:SIGNALS_PER_BLOCK],
             }
         )
     return sorted(rows, key=lambda r: (-r["luts"], -r["ffs"], r["block"]))

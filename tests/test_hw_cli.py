@@ -208,7 +208,10 @@ def test_synth_breakdown_says_where_the_luts_of_each_submodule_go():
     luts = [row["luts"] for row in j["breakdown"]]
     assert luts == sorted(luts, reverse=True)
     assert "blocks   the netlist for placement" in r.stdout
-    assert re.search(r"\n  keyer +\d+ +\d+ +\d+ +[\d.]+ %", r.stdout)
+    assert re.search(r"\n  keyer +\d+ +\d+ +\d+ +[\d.]+ %  \(\w", r.stdout)
+    top = rows["keyer"]["signals"]  # its signals with the most LUT4, named in the line
+    assert top and top[0]["luts"] >= top[-1]["luts"] > 0
+    assert f"({top[0]['signal']} {top[0]['luts']}" in r.stdout
     plain = pentegg("synth", "pquant", "--device", "up5k", "--param", "width=6", "--json")
     assert json.loads(plain.stdout.strip().splitlines()[-1])["breakdown"] is None
 

@@ -707,3 +707,9 @@ def test_block_breakdown_counts_each_cell_in_the_submodule_its_name_carries():
     }
     assert [r["block"] for r in rows][:2] == ["lane*", "fin"]
     assert sum(r["luts"] for r in rows) == 8  # 6 LUT4, a CCU2C
+    # each row's signals: the net its cells drive, the siblings' together, most LUT4
+    # first, the mapping's suffix and Yosys's numbering cut off
+    signals = {r["block"]: [(x["signal"], x["luts"], x["ffs"]) for x in r["signals"]] for r in rows}
+    assert signals["lane*"] == [("acc", 4, 1)]
+    assert signals["fin"] == [("inner.x", 1, 0), ("y", 1, 0)]
+    assert signals["(module's own)"] == [("k__payload.step", 1, 0)]
