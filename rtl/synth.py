@@ -639,11 +639,19 @@ def _block_of(cell: str, dut: str, scopes: set[str] | None) -> tuple[str, str]:
     name = cell.replace("$flatten\\", "").replace("\\", "")
     if name.startswith("$"):
         return UNNAMED_BLOCK, UNNAMED_BLOCK
-    if not name.startswith(dut + "."):
+    if name.startswith(dut + "_"):
+        # a name ``rename -unescape`` flattened (``dut.fin.records.storage[0]`` ->
+        # ``dut_fin_records_storage_0_``): its block is the longest submodule it starts with
+        rest = name[len(dut) + 1 :]
+        block = max((s for s in scopes or () if rest.startswith(s + "_")), key=len, default="")
+        if not block:
+            return OWN_BLOCK, OWN_BLOCK
+    elif not name.startswith(dut + "."):
         return WRAPPER_BLOCK, WRAPPER_BLOCK
-    block = name[len(dut) + 1 :].split(".")[0]
-    if block == name[len(dut) + 1 :] or (scopes is not None and block not in scopes):
-        return OWN_BLOCK, OWN_BLOCK
+    else:
+        block = name[len(dut) + 1 :].split(".")[0]
+        if block == name[len(dut) + 1 :] or (scopes is not None and block not in scopes):
+            return OWN_BLOCK, OWN_BLOCK
     return re.sub(r"(?<=[A-Za-z_])\d+$", "*", block), block
 
 
@@ -662,13 +670,15 @@ def _signal_of(cell: str, dut: str, block: str) -> str:
     the wrapper's and unnamed cells."""
     name = cell.replace("$flatten\\", "").replace("\\", "")
     if block == OWN_BLOCK:
-        prefix = f"{dut}."
+        prefixes = (f"{dut}.", f"{dut}_")
     elif block in (WRAPPER_BLOCK, UNNAMED_BLOCK):
-        prefix = ""
+        prefixes = ()
     else:
-        prefix = f"{dut}.{block}."
-    if prefix and name.startswith(prefix):
-        name = name[len(prefix) :]
+        prefixes = (f"{dut}.{block}.", f"{dut}_{block}_")
+    for prefix in prefixes:
+        if name.startswith(prefix):
+            name = name[len(prefix) :]
+            break
     name = _CELL_SUFFIX.split(name, maxsplit=1)[0]
     return re.sub(r"(\$\d+|\[\d+\])+$", "", name) or name
 

@@ -670,10 +670,12 @@ def test_endpoints_printout_names_the_arrivals_left_out_as_a_pins(capsys):
 
 def test_block_breakdown_counts_each_cell_in_the_submodule_its_name_carries():
     """Cells go to the first-level submodule their name carries (the ``$scopeinfo``
-    cells name the submodules): numbered siblings fold into one row with their count, a
-    dotted signal name of the module itself (``dut.k__payload.step``) stays the
-    module's own, the wrapper's and unnamed cells get rows of their own, the rows add up
-    to the netlist, most LUTs first (a CCU2C counts two LUT4 on the ECP5)."""
+    cells name the submodules), also when Yosys flattened the name's dots into
+    underscores (``dut_fin_records_storage_0_``: the longest submodule it starts with):
+    numbered siblings fold into one row with their count, a dotted signal name of the
+    module itself (``dut.k__payload.step``) stays the module's own, the wrapper's and
+    unnamed cells get rows of their own, the rows add up to the netlist, most LUTs first
+    (a CCU2C counts two LUT4 on the ECP5)."""
 
     def scope(path):
         return {"type": "$scopeinfo", "attributes": {"hdlname": path}}
@@ -695,21 +697,26 @@ def test_block_breakdown_counts_each_cell_in_the_submodule_its_name_carries():
         "dut.busy_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
         "so_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
         "$abc$12$auto$lut": {"type": "LUT4"},
+        # names ``rename -unescape`` flattened (a memory's storage, an array element)
+        "dut_fin_records_storage_0__TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+        "dut_lane1_acc_TRELLIS_FF_Q": {"type": "TRELLIS_FF"},
+        "dut_ctrl_0__w_LUT4_Z": {"type": "LUT4"},
     }
     rows = block_breakdown({"modules": {"wrapped": {"cells": cells}}}, "ecp5")
     got = {r["block"]: (r["instances"], r["luts"], r["ffs"], r["brams"]) for r in rows}
     assert got == {
-        "lane*": (2, 4, 1, 0),
-        "fin": (1, 2, 0, 1),
-        "(module's own)": (1, 1, 1, 0),
+        "lane*": (2, 4, 2, 0),
+        "fin": (1, 2, 1, 1),
+        "(module's own)": (1, 2, 1, 0),
         "(unnamed)": (1, 1, 0, 0),
         "(test wrapper)": (1, 0, 1, 0),
     }
-    assert [r["block"] for r in rows][:2] == ["lane*", "fin"]
-    assert sum(r["luts"] for r in rows) == 8  # 6 LUT4, a CCU2C
+    assert rows[0]["block"] == "lane*"
+    assert [r["luts"] for r in rows] == sorted((r["luts"] for r in rows), reverse=True)
+    assert sum(r["luts"] for r in rows) == 9  # 7 LUT4, a CCU2C
     # each row's signals: the net its cells drive, the siblings' together, most LUT4
     # first, the mapping's suffix and Yosys's numbering cut off
     signals = {r["block"]: [(x["signal"], x["luts"], x["ffs"]) for x in r["signals"]] for r in rows}
-    assert signals["lane*"] == [("acc", 4, 1)]
-    assert signals["fin"] == [("inner.x", 1, 0), ("y", 1, 0)]
-    assert signals["(module's own)"] == [("k__payload.step", 1, 0)]
+    assert signals["lane*"] == [("acc", 4, 2)]
+    assert signals["fin"] == [("inner.x", 1, 0), ("y", 1, 0)]  # (records_storage_0_: no LUT4)
+    assert signals["(module's own)"] == [("ctrl_0__w", 1, 0), ("k__payload.step", 1, 0)]
