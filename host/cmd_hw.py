@@ -108,7 +108,8 @@ def register(sub) -> None:
         "--breakdown",
         action="store_true",
         help="also say where the LUTs and flip-flops go, block by block of the module's "
-        "first level of hierarchy (an estimate by cell name; JSON: breakdown)",
+        "first level of hierarchy, and each block's signals with the most LUTs (an "
+        "estimate by cell name; JSON: breakdown)",
     )
     s.set_defaults(func=run_synth)
 
