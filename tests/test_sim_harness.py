@@ -2,6 +2,7 @@
 the stream driver and sink (through a FIFO loopback), and failure reporting."""
 
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -56,6 +57,18 @@ def test_build_dirs_are_unique(tmp_path, monkeypatch):
     assert all(str(d).startswith(str(tmp_path)) for d in dirs)
     # the same configuration maps to the same directory (rebuilds are skipped)
     assert harness.build_dir("lrgen", {"rank": 4}, "icarus", False) in dirs
+
+
+def test_a_catalog_module_elaborated_for_the_ice40_runs_in_its_own_build():
+    """``family="ice40"`` through the catalog (no factory): the module is elaborated for
+    the iCE40 into a build directory of its own, and its cocotb tests run there."""
+    params = {"rank": 4, "max_fan": 21, "max_out": 9}
+    res = harness.run("lrgen", params, "cocotb_lrgen", env={"cases": 2}, family="ice40")
+    work = Path(res["build_dir"])
+    assert work.name == "ice40-icarus"
+    plain = harness.catalog.resolved_params("lrgen", params)
+    assert work != harness.build_dir("lrgen", plain, "icarus", False)
+    assert (work / "results.xml").exists()
 
 
 def test_a_family_other_than_the_ice40_is_refused_in_one_line():
