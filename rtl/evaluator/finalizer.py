@@ -825,16 +825,22 @@ class Finalizer(wiring.Component):
         # constants indexed by amt_n (every bit a function of amt_n's four bits, one LUT):
         # lo_at as the negation of a shift had a carry chain after the shifter, 9.74 ns
         # (109 endpoints past 8 ns) in the 128-lane ULX3S build at 44e9bb5, seed 3
-        hi_at = Signal(signed(24), name=f"hi_at{sfx}")  # 128 << amt
-        lo_at = Signal(signed(24), name=f"lo_at{sfx}")  # -(127 << amt)
-        hi_tab = Array(Const(128 << a, signed(24)) for a in range(16))
-        lo_tab = Array(Const(-(127 << a), signed(24)) for a in range(16))
-        m.d.sync += [
-            amt.eq(amt_n),
-            hi_at.eq(hi_tab[amt_n]),
-            lo_at.eq(lo_tab[amt_n]),
-        ]
-        c.rk, c.sl_P2, c.amt, c.hi_at, c.lo_at = rk, sl_of[0], amt, hi_at, lo_at
+        # (The lean form compares y1 itself: no tables.)
+        c.hi_at = c.lo_at = None
+        if self.lean:
+            m.d.sync += amt.eq(amt_n)
+        else:
+            hi_at = Signal(signed(24), name=f"hi_at{sfx}")  # 128 << amt
+            lo_at = Signal(signed(24), name=f"lo_at{sfx}")  # -(127 << amt)
+            hi_tab = Array(Const(128 << a, signed(24)) for a in range(16))
+            lo_tab = Array(Const(-(127 << a), signed(24)) for a in range(16))
+            m.d.sync += [
+                amt.eq(amt_n),
+                hi_at.eq(hi_tab[amt_n]),
+                lo_at.eq(lo_tab[amt_n]),
+            ]
+            c.hi_at, c.lo_at = hi_at, lo_at
+        c.rk, c.sl_P2, c.amt = rk, sl_of[0], amt
         return c
 
     # --------------------------------------------------------------------- datapath
@@ -1254,24 +1260,26 @@ class Finalizer(wiring.Component):
         def times(v):
             return _digit_times(code1, v)[0]
 
-        lo9 = Mux(lastU, Const(-127, signed(9)), Const(0, signed(9)))
         y1 = y[1]
-        # the product of y1 itself meets the rest at the last multiplexer (it had been
-        # the third of four: y1 through the product and three choices into tw1, 39 of
-        # the 128-lane ULX3S build's endpoints past 8 ns at 950052f, seed 1, 9.71 ns)
-        use_y1 = ~bias_op & ~opU.rec.bias_row1 & (storeU | (~y1_hi & ~y1_lo))
-        t_const1 = Mux(
-            bias_op,
-            times(Const(0, signed(9))),
-            Mux(
-                opU.rec.bias_row1,
-                times(Const(BIAS, signed(9))),
-                Mux(y1_hi, times(Const(127, signed(9))), times(lo9)),
-            ),
-        )
-        t_ld1 = Mux(use_y1, times(y1[:9].as_signed()), t_const1)
         if self.lean:  # (the iCE40's) the product of the choice: one product
             t_ld1 = times(hU_n[1])
+        else:
+            # the product of y1 itself meets the rest at the last multiplexer (it had
+            # been the third of four: y1 through the product and three choices into tw1,
+            # 39 of the 128-lane ULX3S build's endpoints past 8 ns at 950052f, seed 1,
+            # 9.71 ns)
+            lo9 = Mux(lastU, Const(-127, signed(9)), Const(0, signed(9)))
+            use_y1 = ~bias_op & ~opU.rec.bias_row1 & (storeU | (~y1_hi & ~y1_lo))
+            t_const1 = Mux(
+                bias_op,
+                times(Const(0, signed(9))),
+                Mux(
+                    opU.rec.bias_row1,
+                    times(Const(BIAS, signed(9))),
+                    Mux(y1_hi, times(Const(127, signed(9))), times(lo9)),
+                ),
+            )
+            t_ld1 = Mux(use_y1, times(y1[:9].as_signed()), t_const1)
         t_ld0, c_ld0 = _digit_times(bsrU[0][:3], hU_n[0])
         # (a product's carry is the digit's alone: any value gives d * hU_n[1]'s)
         loads = [(t_ld0, c_ld0), (t_ld1, _digit_times(code1, y1[:9])[1])]
