@@ -59,11 +59,20 @@ def test_build_dirs_are_unique(tmp_path, monkeypatch):
     assert harness.build_dir("lrgen", {"rank": 4}, "icarus", False) in dirs
 
 
-def test_a_catalog_module_elaborated_for_the_ice40_runs_in_its_own_build():
+def test_a_catalog_module_elaborated_for_the_ice40_runs_in_its_own_build(monkeypatch):
     """``family="ice40"`` through the catalog (no factory): the module is elaborated for
     the iCE40 into a build directory of its own, and its cocotb tests run there."""
     params = {"rank": 4, "max_fan": 21, "max_out": 9}
+    seen = []
+    convert = harness.catalog.verilog_text
+
+    def spy(component, name, platform=None):
+        seen.append(getattr(platform, "family", None))
+        return convert(component, name, platform=platform)
+
+    monkeypatch.setattr(harness.catalog, "verilog_text", spy)
     res = harness.run("lrgen", params, "cocotb_lrgen", env={"cases": 2}, family="ice40")
+    assert seen == ["ice40"]  # elaborated for the iCE40
     work = Path(res["build_dir"])
     assert work.name == "ice40-icarus"
     plain = harness.catalog.resolved_params("lrgen", params)
