@@ -242,16 +242,21 @@ class InputLoader(wiring.Component):
         # loader's state into the batch memory's address, 21.67 ns, 18.71 of it
         # routing), and its data comes lat cycles after that: lat + 1 after the request.
         req = Signal()
-        b_addr, s_addr, l_addr = Signal(16), Signal(32), Signal(16)
+        s_addr, l_addr = Signal(32), Signal(16)
         # the batch's base added here, before the address register (a copy of the input
         # beside the loader): added after it, between the register and the batch
         # memory's address, it had 11 of the 128-lane ULX3S build's 83 endpoints past
         # 9.3 ns at 179b581 (seed 2, 9.74 ns)
+        # The address register takes b + b_base every cycle, whatever the phase (the
+        # read's enable alone says when it is used): b changes in phase 7 and the read
+        # is in phase 1, two cycles later at least. Chosen by the phase, it had 14 of
+        # the 128-lane ECP5 evaluator's 55 endpoints past 8 ns at 7578f61 (seed 1) and
+        # 16 of 497 at e7fe268 (seed 3)
         b_base = Signal(16, reset_less=True)
         m.d.sync += b_base.eq(self.b_base)
         b_en, s_en, l_en = Signal(), Signal(), Signal()
         m.d.sync += [
-            self.b_addr.eq(b_addr),
+            self.b_addr.eq(b + b_base),
             self.b_en.eq(b_en),
             self.s_addr.eq(s_addr),
             self.s_en.eq(s_en),
@@ -311,7 +316,7 @@ class InputLoader(wiring.Component):
                             words.eq(~shared),
                         ]
                 with m.Case(1):  # shared: batch index, then the label and base address
-                    m.d.comb += [b_addr.eq(b + b_base), b_en.eq(1), req.eq(1)]
+                    m.d.comb += [b_en.eq(1), req.eq(1)]
                     m.d.sync += phase.eq(5)
                 with m.Case(5):
                     with m.If(arrived):
