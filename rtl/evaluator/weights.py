@@ -66,11 +66,6 @@ class _Cursor(wiring.Component):
         # had 7 of the 128-lane ULX3S build's endpoints past 9.3 ns at f3eb1f7, seed 1)
         f_left = Signal(range(-8 - DIGITS_PER_WORD - 1, (1 << self.n_bits) + 8))
         m.d.comb += [self.req.valid.eq(f_busy), self.req.payload.eq(f_addr)]
-        f_done = self.req.valid & self.req.ready & f_left[-1]
-        with m.If(self.req.valid & self.req.ready):
-            m.d.sync += [f_addr.eq(f_addr + 1), f_left.eq(f_left - DIGITS_PER_WORD)]
-            with m.If(f_done):
-                m.d.sync += f_busy.eq(0)
         # the next row from the queue into registers (its first word, its f_left, its
         # "on"), taken from there: the queue's memory read and the f_left sum into the
         # cursor's load were the deepest logic into f_addr and f_left (17 + 17 of the
@@ -80,11 +75,33 @@ class _Cursor(wiring.Component):
         n_word = Signal(self.addr_bits)
         n_left = Signal.like(f_left)
         n_on = Signal()
-        take = n_valid & (~f_busy | f_done)
+        # The fetch side's next state is a choice by the grant (a request taken)
+        # between two values made of flip-flops: granted, the row's next
+        # word, or the next row's first when this request covers the row's end (f_left's
+        # sign) and a row is waiting; not granted, the waiting row's first word when
+        # idle. The grant, which depends on both cursors, went through the done flag
+        # and the load's decision before f_addr's and f_left's choice: the 128-lane
+        # ECP5 evaluator's critical path at e7fe268 (seed 3: the other cursor's request
+        # through the streamer's grant into f_addr, 10.31 ns, 5 levels)
+        granted = self.req.valid & self.req.ready
+        load_g = n_valid & f_left[-1] & n_on  # granted, the last request, a row waits
+        load_i = ~f_busy & n_valid & n_on  # idle, a row waits
+        m.d.sync += [
+            f_addr.eq(Mux(granted, Mux(load_g, n_word, f_addr + 1), Mux(load_i, n_word, f_addr))),
+            f_left.eq(
+                Mux(
+                    granted,
+                    Mux(load_g, n_left, f_left - DIGITS_PER_WORD),
+                    Mux(load_i, n_left, f_left),
+                )
+            ),
+            f_busy.eq(Mux(granted, Mux(f_left[-1], n_valid & n_on, 1), f_busy | (n_valid & n_on))),
+        ]
+        # the waiting row is taken: granted with the request that covers the row's end,
+        # or idle
+        take = Mux(granted, n_valid & f_left[-1], n_valid & ~f_busy)
         with m.If(take):
             m.d.sync += n_valid.eq(0)
-            with m.If(n_on):
-                m.d.sync += [f_busy.eq(1), f_addr.eq(n_word), f_left.eq(n_left)]
         m.d.comb += self.fcmd.ready.eq(~n_valid | take)
         with m.If(self.fcmd.valid & self.fcmd.ready):
             m.d.sync += [
