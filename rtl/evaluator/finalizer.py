@@ -461,9 +461,15 @@ class Finalizer(wiring.Component):
                     & ((opU.kind == KIND_BIAS) | ~opU.rec.bias_after)
                 ),
             ]
+        # the count steps at wc 2 (after the spilled writes), from a flag set at wc 1
+        # (ends_block holds from wc 0): the count's compare into blocks_done's enable
+        # had 10 of the 128-lane ECP5 evaluator's 55 endpoints past 8 ns at 7578f61
+        # (seed 1) and 16 of 497 at e7fe268 (seed 3)
+        bump = Signal()
+        m.d.sync += bump.eq((wc == 1) & ends_block)
         with m.If(self.clear):  # a new evaluation counts its blocks from 0
             m.d.sync += self.blocks_done.eq(0)
-        with m.Elif((wc == 2) & ends_block):  # after the spilled writes
+        with m.Elif(bump):
             m.d.sync += self.blocks_done.eq(self.blocks_done + 1)
         t_pend0 = Signal()  # a term's registers are loading this cycle
         t_pend = Signal()  # a term to be written this cycle
@@ -537,8 +543,22 @@ class Finalizer(wiring.Component):
         # (activation address, logits, terms) and, with one group, the group
         ctl = self._stage_control(m, opP2, opS, opU, wc, "", self)
         u_act, u_last, u_state, row = ctl.u_act, ctl.u_last, ctl.u_state, ctl.row
-        region = p.hidden_region(opU.rec.layer, opU.rec.s)[:3]
-        aw_addr = Cat(row[: p.region_bits], region) if p.region_bits else region
+        # the address from flip-flops alone: the row's low bit (wc == 3) a flag set at
+        # wc 2 (T >= 4), the op's row pair and region loaded with opU (from opS). The
+        # count's compare and the region's decode before the copies had 3 of the
+        # 128-lane ECP5 evaluator's 55 endpoints past 8 ns at 7578f61 (seed 1) and 27 of
+        # 497 at e7fe268 (seed 3)
+        aw_row0 = Signal(name="aw_row0")
+        aw_t = Signal.like(opU.rec.t, name="aw_t")
+        aw_region = Signal(3, name="aw_region")
+        m.d.sync += aw_row0.eq(wc == 2)
+        with m.If(last_wc):
+            m.d.sync += [
+                aw_t.eq(opS.rec.t),
+                aw_region.eq(p.hidden_region(opS.rec.layer, opS.rec.s)[:3]),
+            ]
+        aw_row = Cat(aw_row0, aw_t)
+        aw_addr = Cat(aw_row[: p.region_bits], aw_region) if p.region_bits else aw_region
         # a register per copy (evaluator.py: each copy's choice between this address and
         # the loader's feeds the activation memory's slices of its lanes)
         aw_any = []
