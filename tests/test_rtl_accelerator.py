@@ -326,7 +326,8 @@ def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_onl
             Accelerator(**{name: bad})
 
 
-def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step():
+@pytest.mark.parametrize("group", [None, 1])
+def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step(group):
     """The Device's RESET is a one-cycle pulse on the Accelerator's ``reset``, which
     reaches each block through a flip-flop of its own (rtl/reset.py), and the datapath's
     registers take no reset (they are written before they are read): a reset at any
@@ -334,8 +335,11 @@ def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step():
     run reads. The clock domain has no reset here (as on the boards), so every register
     that needs one must be reached by the tree. A step is cut at three points of each
     block's work; after each cut the host reloads the registers, weights and latent
-    state, and the next step equals golden's (weights, latent integers, scores)."""
-    rng = np.random.default_rng(harness.pick_seed("accelerator reset mid-step"))
+    state, and the next step equals golden's (weights, latent integers, scores). With
+    ``group`` 1, two finalizer groups: the pass engine's per-lane control leaves, which
+    take no reset (the copies' flush reaches them a cycle later)."""
+    key = "accelerator reset mid-step" + ("" if group is None else f" group {group}")
+    rng = np.random.default_rng(harness.pick_seed(key))
     cfg = Config(
         layers=(3, 5, 3),
         population=6,
@@ -348,7 +352,8 @@ def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step():
     job = random_job(rng, cfg, samples=5, batch=3, steps=1)
     (state0, _), (state1, info1) = golden_steps(job)
     ml = 2
-    dut = small_accelerator(2, 1, max_layers=ml, max_width=5)
+    dut = small_accelerator(2, 1, max_layers=ml, max_width=5, group=group)
+    assert dut.evaluator.params.finalizers == (2 if group else 1)
     top = Module()
     top.domains.sync = ClockDomain("sync", reset_less=True)
     top.submodules.acc = dut

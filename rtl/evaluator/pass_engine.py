@@ -133,6 +133,23 @@ def lane_copies(m, name: str, value, lanes: int, *, reset_less: bool = True) -> 
     return [regs[i // COPY_LANES] for i in range(lanes)]
 
 
+def _ctrl_register(m, src, name: str, flush_init: int = 0, *, replica: bool = False):
+    """A stage of the lanes' control: ``src`` registered, as a signal of
+    :func:`lane_ctrl_layout`. Only ``en`` and ``flush`` take the reset (``flush`` to
+    ``flush_init``): the rest matters only with ``en`` high, so its flip-flops take no
+    reset, and no reset logic lies before them (the copies' digit bits behind such a
+    LUT had 41 of the 128-lane ECP5 evaluator's 329 endpoints past 8 ns at c0a017a,
+    seed 3, up to 10.16 ns)."""
+    attrs = {REPLICA_ATTR: 1} if replica else {}
+    bits = Signal(lane_ctrl_layout(), name=name, reset_less=True, attrs=attrs)
+    en = Signal(name=f"{name}_en", attrs=attrs)
+    flush = Signal(name=f"{name}_flush", init=flush_init, attrs=attrs)
+    m.d.sync += [bits.eq(src), en.eq(src.en), flush.eq(src.flush)]
+    out = Signal(lane_ctrl_layout(), name=f"{name}_q")
+    m.d.comb += [out.eq(bits), out.en.eq(en), out.flush.eq(flush)]
+    return out
+
+
 class PassEngine(wiring.Component):
     """Runs pass commands (module docstring).
 
@@ -359,18 +376,12 @@ class PassEngine(wiring.Component):
         pipe = [now]
         shared = LATENCY - 1 - self.per_lane
         for j in range(shared - 1):
-            pipe.append(Signal(lane_ctrl_layout(), name=f"ctrl{j}"))
-            m.d.sync += pipe[-1].eq(pipe[-2])
+            pipe.append(_ctrl_register(m, pipe[-1], f"ctrl{j}"))
         mids = isqrt(self.copies) if self.copies > 4 else 1
         last = []
         for rep in range(mids):
-            r = Signal(
-                lane_ctrl_layout(),
-                name=f"ctrl{shared - 1}" + (f"_m{rep}" if mids > 1 else ""),
-                attrs={REPLICA_ATTR: 1} if mids > 1 else {},
-            )
-            m.d.sync += r.eq(pipe[-1])
-            last.append(r)
+            name = f"ctrl{shared - 1}" + (f"_m{rep}" if mids > 1 else "")
+            last.append(_ctrl_register(m, pipe[-1], name, replica=mids > 1))
         # the lanes' input registers' bank choice, MEM_LATENCY cycles after the reads (a
         # stage ahead of the controls): shared stages, then a copy per group
         bank_pipe = [cur.u_bank]
@@ -385,23 +396,23 @@ class PassEngine(wiring.Component):
             )
             m.d.sync += bank.eq(bank_pipe[-1])
             m.d.comb += self.nd_bank[g].eq(bank)
-        outs = []
-        for g in range(self.copies):
-            out = Signal(
-                lane_ctrl_layout(),
-                name=f"ctrl_copy{g}",
-                init={"flush": 1},
-                attrs={REPLICA_ATTR: 1} if self.copies > 1 else {},
+        outs = [
+            _ctrl_register(
+                m, last[g * mids // self.copies], f"ctrl_copy{g}", 1, replica=self.copies > 1
             )
-            m.d.sync += out.eq(last[g * mids // self.copies])
-            outs.append(out)
+            for g in range(self.copies)
+        ]
         if self.per_lane:
             # a net of a copy reached its 8 lanes' term logic, about 160 loads (the
             # 128-lane evaluator's critical path at 41cf5da: a copy's src into lane
             # 108's term register, 14.58 ns, 13.34 of it routing; 130 of the lanes'
             # term registers past 10 ns)
-            # (only the flush takes the reset: the lane ignores the rest while it is
-            # high, and 128 lanes' 12 bits would have doubled the engine's reset leaf)
+            # No leaf takes the reset: the copy's flush is high from the cycle after a
+            # reset's first, the leaf's a cycle later (the lane may see its old control
+            # for that one cycle: a flush then clears whatever it did). The leaf's flush
+            # with the reset was a LUT after the copy, shared by the group's 8 leaves
+            # and placed apart from them: 66 of the 128-lane ECP5 evaluator's 329
+            # endpoints past 8 ns at c0a017a (seed 3, up to 9.83 ns)
             for j in range(self.p.lanes):
                 copy = outs[min(j // self.p.group_lanes, self.copies - 1)]
                 leaf = Signal(
@@ -410,7 +421,9 @@ class PassEngine(wiring.Component):
                     reset_less=True,
                     attrs={REPLICA_ATTR: 1},
                 )
-                leaf_flush = Signal(name=f"ctrl_flush{j}", init=1, attrs={REPLICA_ATTR: 1})
+                leaf_flush = Signal(
+                    name=f"ctrl_flush{j}", init=1, reset_less=True, attrs={REPLICA_ATTR: 1}
+                )
                 m.d.sync += [leaf.eq(copy), leaf_flush.eq(copy.flush)]
                 m.d.comb += [self.ctrl[j].eq(leaf), self.ctrl[j].flush.eq(leaf_flush)]
         else:
