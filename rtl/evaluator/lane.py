@@ -12,8 +12,9 @@ digit leaves the accumulator alone (its flip-flops' enable).
 After the last input of a pass comes a *flush* beat: the accumulator moves into the
 capture register (where a finalizer reads it during the next pass) and restarts at zero.
 No register of the lane takes the reset: the pass engine holds ``flush`` high through a
-reset, which clears the accumulators (so the reset net does not reach them, and their
-synchronous clear is the flush alone).
+reset (its per-lane control registers a cycle after its own), which clears the
+accumulators (so the reset net does not reach them, and their synchronous clear is the
+flush alone).
 
 A beat's term (the selected, possibly inverted activation and its carry) goes through a
 register of the lane before the accumulator's adder: the digit's decode, the selects and

@@ -186,8 +186,9 @@ class PassEngine(wiring.Component):
         To the lanes, aligned with their input registers (``LATENCY`` cycles after the reads):
         ``copies`` identical copies from registers of their own, so that no register
         drives every lane (a group of lanes takes one copy), or with ``per_lane`` each
-        lane's own register, loaded from a copy. In reset every register holds ``flush``
-        high (the lanes' accumulators take no reset: a flush clears them).
+        lane's own register, loaded from a copy. In reset the copies hold ``flush`` high,
+        the lanes' own registers from a cycle later (the lanes' accumulators take no
+        reset: a flush clears them, and what a lane did in that cycle).
     rec : Out(stream.Signature(rec_layout))
         Pass records, one per pass, when the captures hold its sums.
     consumed : In(1)
