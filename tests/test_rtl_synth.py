@@ -298,17 +298,21 @@ def _synth_cells(tmp_path, rtlil_text: str, flow: str) -> dict:
 @pytest.mark.parametrize("family", ["ecp5", "ice40"])
 def test_synthesis_keeps_registers_marked_as_replicas(tmp_path, family):
     """Yosys merges registers with one input into one; the flows keep the copies whose
-    wires carry REPLICA_ATTR (the pass engine's per-group lane controls), and only them."""
+    wires carry REPLICA_ATTR (the pass engine's per-group lane controls), and only them.
+    A kept copy takes its reset in its flip-flop: no LUT before it (``D & ~rst`` before
+    plain flip-flops was one LUT per bit, shared by every copy)."""
     command = {"ecp5": "synth_ecp5 -top top", "ice40": "synth_ice40 -device u -top top"}[family]
     flow = synth_flows(family, command)["default"]
     ff_cells = {"ecp5": ("TRELLIS_FF",), "ice40": ("SB_DFF",)}[family]
+    lut_cell = {"ecp5": "LUT4", "ice40": "SB_LUT4"}[family]
 
-    def flip_flops(attrs):
+    def flip_flops_and_luts(attrs):
         cells = _synth_cells(tmp_path, _replicas_rtlil(4, attrs), flow)
-        return sum(c["type"].startswith(ff_cells) for c in cells.values())
+        types = [c["type"] for c in cells.values()]
+        return sum(t.startswith(ff_cells) for t in types), types.count(lut_cell)
 
-    assert flip_flops({}) == 8  # the four copies merged into one
-    assert flip_flops({REPLICA_ATTR: 1}) == 4 + 4 * 4
+    assert flip_flops_and_luts({}) == (8, 0)  # the four copies merged into one
+    assert flip_flops_and_luts({REPLICA_ATTR: 1}) == (4 + 4 * 4, 0)
 
 
 def test_synthesis_keeps_the_read_address_copies_of_a_registered_ram(tmp_path):
@@ -428,9 +432,10 @@ def test_each_lane_takes_its_controls_from_a_register_of_its_own(tmp_path):
     LUT of the reset before it had been shared by a group's leaves, 66 of the 128-lane
     ECP5 evaluator's endpoints past 8 ns at c0a017a); a copy is three registers since
     3d72357 (its ``en`` and ``flush``, which alone take the reset, and the rest). The
-    reset's reach: the flip-flops its combinational cone feeds (the replicas are kept,
-    so their resets stay multiplexers before plain flip-flops, not $sdff cells)."""
-    reset_ffs = "w:rst %co*:-$dff %co1 t:$dff %i"
+    reset's reach: the flip-flops its combinational cone feeds, at their data input or
+    their reset (since the flows fold a replica's reset into its flip-flop)."""
+    ffs = "$dff,$dffe,$sdff,$sdffe,$sdffce,$adff,$adffe"
+    reset_ffs = f"w:rst %co*:-{ffs} %co1 t:*dff* %i"
     sel = {
         "copy": "w:*engine.ctrl_copy* %ci1 t:*dff* %i",
         "lane": "w:*engine.ctrl_lane* %ci1 t:*dff* %i",
