@@ -534,8 +534,14 @@ class PopulationEvaluator(wiring.Component):
         # (the fill busy flag through the OR into the sequencer's emit state was the
         # 128-lane ECP5 evaluator's critical path at 44e9bb5: 9.83 ns, 8.11 of it routing)
         fill_busy = Signal()
+        # the sequencer's start reaches the fill a cycle later, from a flip-flop: the
+        # start is `drained` through the sequencer's phase, and on into the fill's
+        # counters it was the 128-lane ECP5 evaluator's critical path at 3d72357 (seed 3,
+        # 8.36 ns, 4.78 of it the net out of `drained`). Pending, it counts as busy
+        fill_go = Signal()
+        m.d.sync += fill_go.eq(seq.fill_start)
         m.d.sync += fill_busy.eq(
-            fill.busy | Cat(*w_late).any() | (f_en if staged else 0) | seq.fill_start
+            fill.busy | Cat(*w_late).any() | (f_en if staged else 0) | seq.fill_start | fill_go
         )
         m.d.comb += [
             fin.clear.eq(seq.load_start),
@@ -560,7 +566,7 @@ class PopulationEvaluator(wiring.Component):
 
         # ---- noise fill
         m.d.comb += [
-            fill.start.eq(seq.fill_start),
+            fill.start.eq(fill_go),
             fill.seed.eq(self.seed),
             fill.step.eq(self.step),
             fill.first_pair.eq(seq.fill_pair),
