@@ -800,3 +800,57 @@ def test_sliced_ram_checks_its_write_structure_and_width():
         SlicedRAM(width=12, depth=8, granule=6, per_slice=None, w_copies=3)
     with pytest.raises(ValueError, match=r"^w_copies=2 .* 1\.\.1$"):
         SlicedRAM(width=12, depth=8, granule=6, per_slice=1, writes="broadcast", w_copies=2)
+
+
+def test_score_accumulator_takes_a_beat_every_group_count_cycles():
+    """Three finalizer groups of two lanes, five lanes active, beats back to back (each
+    the first sample, so a write is the term alone): a beat is taken every third cycle
+    (its groups' terms one per cycle), and every active lane's term is written to its
+    member's score address, the inactive lane's not at all."""
+    from pentegg.rtl.evaluator.finalizer import terms_layout
+    from pentegg.rtl.evaluator.scores import ScoreAccumulator
+
+    p = EvaluatorParams(lanes=6, max_width=8, group=2)
+    assert (p.finalizers, p.group_lanes) == (3, 2)
+    dut = ScoreAccumulator(p)
+    rng = random.Random(harness.pick_seed("score accumulator"))
+    beats = [
+        {
+            "i": k % 2,
+            "s": (k // 2) % 2,
+            "first": 1,
+            "term": [rng.randint(-512, 511) for _ in range(3)],
+        }
+        for k in range(8)
+    ]
+    first_pair, active = 7, 5
+    want = [
+        (((first_pair + b["i"] + 2 * g) << 1) | b["s"], b["term"][g])
+        for b in beats
+        for g in range(3)
+        if b["i"] + 2 * g < active
+    ]
+    taken, writes = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.first_pair, first_pair)
+        ctx.set(dut.lanes_active, active)
+        layout = terms_layout(p)
+        for cycle in range(3 * len(beats) + 8):
+            k = len(taken)
+            ctx.set(dut.terms.valid, k < len(beats))
+            if k < len(beats):
+                ctx.set(dut.terms.payload, layout.const(beats[k]))
+            if ctx.get(dut.w_en):
+                writes.append((ctx.get(dut.w_addr), ctx.get(dut.w_data.as_signed())))
+            if k < len(beats) and ctx.get(dut.terms.ready):
+                taken.append(cycle)
+            await ctx.tick()
+
+    _run(dut, bench)
+    assert taken == [3 * k + 2 for k in range(len(beats))], taken
+    assert writes == want, (
+        next((j, w, x) for j, (w, x) in enumerate(zip(writes, want, strict=False)) if w != x)
+        if len(writes) == len(want)
+        else (len(writes), len(want))
+    )

@@ -61,10 +61,14 @@ class ScoreAccumulator(wiring.Component):
         lane = beat.i + g * G
         member = ((self.first_pair + lane) << 1) | beat.s
         valid = lane < self.lanes_active
-        last_g = g == F - 1
+        # whether g is the last group: a flag set with g, not g's compare, so that the
+        # ready the terms FIFO's read and level take comes from a flip-flop (g's compare
+        # into the FIFO's level enable had 3 of the 128-lane ECP5 evaluator's 33
+        # endpoints past 8 ns at 3d72357, seed 3, 8.27 ns)
+        last_g = Signal(init=F == 1)
         m.d.comb += self.terms.ready.eq(last_g)
         with m.If(self.terms.valid):
-            m.d.sync += g.eq(Mux(last_g, 0, g + 1))
+            m.d.sync += [g.eq(Mux(last_g, 0, g + 1)), last_g.eq(1 if F == 1 else g == F - 2)]
         issue = self.terms.valid & valid
         # the member's address, its term and flags registered before the read: the term
         # FIFO's distributed RAM through the address adders into the score memory's read
