@@ -304,18 +304,30 @@ class Sequencer(wiring.Component):
         # 005e676, seed 1, 10.54 ns). A layer's first pass is its last when out <= 2
         lp = Signal()
         u_single = Const(p.u_passes == 1)
+        # each layer's last row pair and whether its first pass is its last (out <= 2),
+        # registered from the widths (they hold through a run), so that entering a layer
+        # selects registers by the layer, not the width's adder and compare after its
+        # selection (into lay_t_last: 2 of the 128-lane ECP5 evaluator's 33 endpoints
+        # past 8 ns at 3d72357, seed 3; 14 of 329 at c0a017a)
+        t_last_of = Array(Signal(wb + 1, name=f"t_last_of{l}") for l in range(p.max_layers))
+        one_pass_of = Array(Signal(name=f"one_pass_of{l}") for l in range(p.max_layers))
+        for l in range(p.max_layers):
+            m.d.sync += [
+                t_last_of[l].eq(((widths[l + 1] + 1) >> 1) - 1),
+                one_pass_of[l].eq(widths[l + 1] <= 2),
+            ]
 
         def enter_layer(mm, l):
             """Layer l's constants, and lp for the first pass of a block of layer l (a U
             block sets lp after this)."""
             out = widths[l + 1]
             wrap = r1[l] >= 3  # 2 r1 >= 5
-            mm.d.sync += lp.eq(out <= 2)
+            mm.d.sync += lp.eq(one_pass_of[l])
             mm.d.sync += [
                 bk_l.eq(l),
                 lay["n"].eq(widths[l]),
                 lay["out"].eq(out),
-                lay["t_last"].eq(((out + 1) >> 1) - 1),
+                lay["t_last"].eq(t_last_of[l]),
                 lay["last"].eq(l + 1 == nl),
                 lay["q1"].eq(q1[l]),
                 lay["r1"].eq(r1[l]),
