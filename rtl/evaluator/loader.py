@@ -24,7 +24,7 @@ write: the next unit waits for its slot from the cycle after that.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
@@ -197,6 +197,7 @@ class InputLoader(wiring.Component):
         # 10.41 ns, 9.18 of it routing)
         w_en, w_addr = Signal(), Signal.like(self.aw_addr)
         m.d.sync += [self.aw_en.eq(w_en), self.aw_addr.eq(w_addr)]
+
         # The register is the write data of the finalizer's writes too: before one of
         # the finalizer's cycles (fin_wc) it takes the group's hidden-output byte. A
         # group's byte or the shared sample's is chosen once per group, so a lane's bit
@@ -208,9 +209,24 @@ class InputLoader(wiring.Component):
         # is that of count 1), so no decode of the count reaches the data registers
         # spread over the chip (the 128-lane ECP5 evaluator's critical path at 085077d,
         # the count into aw_data, 15.39 ns, 14.16 of it routing).
-        wc_next2 = Mux(wc_next == T - 1, 0, wc_next + 1)
-        fin_next2 = Cat(*(wc_next2 == c for c in fin_wc)).any()
-        m.d.sync += write_ok.eq(~fin_next2)
+        # The count after next is one of the finalizer's (fin_next2), and that or a
+        # shared run (common_next2): registers set from a lookup of the count (it steps
+        # every cycle from the reset, so its value three cycles on is a function of it),
+        # not its two increments and compares before the groups' registers (into
+        # aw_use_common: 1 of the 128-lane ECP5 evaluator's 33 endpoints past 8 ns at
+        # 3d72357, seed 3, 8.20 ns). Their first values after a reset are those of count
+        # 2; common_next2 takes `shared` a cycle earlier than it did, the same value
+        # while the loader writes.
+        def is_fin(ahead):
+            return Array(Const(int((w + ahead) % T in fin_wc)) for w in range(T))[wcl]
+
+        fin_next2 = Signal(init=int(2 % T in fin_wc))
+        common_next2 = Signal(init=int(2 % T in fin_wc))
+        m.d.sync += [
+            fin_next2.eq(is_fin(3)),
+            common_next2.eq(is_fin(3) | self.shared),
+            write_ok.eq(~fin_next2),
+        ]
         # the data register has no reset (it is written every cycle, before any enable
         # uses it): 8 * lanes flip-flops fewer on the evaluator's reset leaf, which at
         # 128 lanes reached 3,220 of them all over the chip, 1,024 of them these
@@ -230,7 +246,7 @@ class InputLoader(wiring.Component):
                 init=int(1 % T in fin_wc),
                 attrs={REPLICA_ATTR: 1},
             )
-            m.d.sync += [fin_next.eq(fin_next2), use_common.eq(fin_next2 | self.shared)]
+            m.d.sync += [fin_next.eq(fin_next2), use_common.eq(common_next2)]
             m.d.comb += common[g].eq(Mux(fin_next, self.fin_bytes[g], got[g]))
             for j in range(g * p.group_lanes, min(p.lanes, (g + 1) * p.group_lanes)):
                 m.d.sync += aw_data[8 * j : 8 * j + 8].eq(
