@@ -775,8 +775,14 @@ class Finalizer(wiring.Component):
         # later from the datapath's register; the margin state: read at wc 0, data at
         # wc 2, the new state registered then and written at wc 3; STORE writes at wc 2, 3
         c.wr = wr = [Signal(name=f"wr{j}{sfx}") for j in range(2)]
-        c.wr_addr = wr_addr = [Signal(ua_bits, name=f"wra{j}{sfx}") for j in range(2)]
-        c.wr_bank = wr_bank = [Signal(name=f"wrb{j}{sfx}") for j in range(2)]
+        # the address and bank of a write without a reset (wr says when they count):
+        # with one, the reset and the address's own zero condition made a LUT before
+        # the flip-flops' set/reset (a group's wra0, 8.20 ns, in the 128-lane ECP5
+        # evaluator at 3d72357, seed 3)
+        c.wr_addr = wr_addr = [
+            Signal(ua_bits, name=f"wra{j}{sfx}", reset_less=True) for j in range(2)
+        ]
+        c.wr_bank = wr_bank = [Signal(name=f"wrb{j}{sfx}", reset_less=True) for j in range(2)]
         # the first row pair's update of an ACT op (a cycle behind the op, as wr[0]):
         # its old value is 0, given by the U read's data register as it loads (below)
         c.wr_first = wr_first = Signal(name=f"wrf{sfx}")
