@@ -677,3 +677,36 @@ def test_margin_scores_with_saturated_and_tied_logits_equal_golden(case, family,
     res = run_amaranth(job, dut, max_cycles=200_000)
     assert res["error"] == 0
     Scoreboard(f"margin bounds {job.cfg.layers}").check("scores[member]", scores, res["scores"])
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
+def test_noise_read_address_copies_give_golden_scores_in_the_same_cycles(monkeypatch, shared):
+    """Nine lanes, one per noise bank granule: three slices a bank. With a copy of the
+    noise read's source registers per slice (``NOISE_READ_FANOUT`` 1: the finalizer's
+    ``n_addrs`` and the pass engine's ``nz_reads`` in three copies) the scores (logits)
+    equal golden's, in the cycles of the one-copy form."""
+    from pentegg.rtl.evaluator import evaluator as evaluator_mod
+
+    rng = np.random.default_rng(harness.pick_seed(f"noise read copies {shared}"))
+    cfg = Config(
+        layers=(6, 5, 3), population=22, rank=4, seed=int(rng.integers(1 << 32)), init="random"
+    ).validate()
+    st = init_state(cfg)
+    if shared:
+        samples = rng.integers(-127, 128, (4, 6))
+        job = EvalJob(
+            cfg, st.weights, 7, samples=samples, labels=rng.integers(0, 3, 4), batch_idx=[0, 2, 3]
+        )
+    else:
+        job = EvalJob(cfg, st.weights, 7, member_x=rng.integers(-127, 128, (22, 2, 6)))
+    cycles = []
+    for fanout in (8, 1):
+        monkeypatch.setattr(evaluator_mod, "NOISE_READ_FANOUT", fanout)
+        dut = PopulationEvaluator(
+            lanes=9, max_width=8, max_layers=2, rank=4, group=3, noise_write_lanes=1
+        )
+        res = run_amaranth(job, dut, max_cycles=200_000)
+        assert dut.dbg["noise0"].r_copies == (1 if fanout == 8 else 3)
+        check_equals_golden(job, res, f"noise read fanout {fanout}")
+        cycles.append(res["cycles"])
+    assert cycles[0] == cycles[1], cycles

@@ -787,6 +787,34 @@ def test_sliced_ram_slices_take_the_write_address_copy_of_their_first_granule(wr
     _run(dut, bench)
 
 
+def test_sliced_ram_slices_read_at_their_read_address_copy():
+    """Four slices of one granule, two read address copies: slices 0 and 1 read at copy
+    0's address, 2 and 3 at copy 1's (``s * r_copies // slices``)."""
+    from pentegg.rtl.evaluator.sliced import SlicedRAM
+
+    dut = SlicedRAM(width=24, depth=8, granule=6, per_slice=1, r_copies=2)
+    words = {a: 0x41041 * (a + 1) & 0xFFFFFF for a in range(8)}
+
+    async def bench(ctx):
+        for a, w in words.items():
+            ctx.set(dut.w_addr, a)
+            ctx.set(dut.w_data, w)
+            ctx.set(dut.w_en, 0b1111)
+            await ctx.tick()
+        ctx.set(dut.w_en, 0)
+        await ctx.tick().repeat(2)
+        for a0, a1 in [(1, 6), (5, 2), (3, 3)]:
+            ctx.set(dut.r_addr[0], a0)
+            ctx.set(dut.r_addr[1], a1)
+            await ctx.tick().repeat(3)
+            word = ctx.get(dut.r_data)
+            for s, a in enumerate((a0, a0, a1, a1)):
+                got, want = (word >> (6 * s)) & 63, (words[a] >> (6 * s)) & 63
+                assert got == want, f"slice {s} at address {a}: {got:#x}, expected {want:#x}"
+
+    _run(dut, bench)
+
+
 def test_sliced_ram_checks_its_write_structure_and_width():
     """An unknown ``writes`` and a width that is not whole granules are refused with the
     choices or the granule named, before anything is built."""
@@ -800,6 +828,8 @@ def test_sliced_ram_checks_its_write_structure_and_width():
         SlicedRAM(width=12, depth=8, granule=6, per_slice=None, w_copies=3)
     with pytest.raises(ValueError, match=r"^w_copies=2 .* 1\.\.1$"):
         SlicedRAM(width=12, depth=8, granule=6, per_slice=1, writes="broadcast", w_copies=2)
+    with pytest.raises(ValueError, match=r"^r_copies=3 .* 1\.\.2$"):
+        SlicedRAM(width=12, depth=8, granule=6, per_slice=1, r_copies=3)
 
 
 def test_score_accumulator_takes_a_beat_every_group_count_cycles():

@@ -422,6 +422,29 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
         assert len(got[c]) == 2, (c, got[c])
 
 
+def test_noise_read_address_sources_keep_a_copy_per_few_slices(tmp_path, monkeypatch):
+    """The noise banks' read address comes from copies of the finalizer's and the pass
+    engine's registers, one per ``NOISE_READ_FANOUT`` slices; their copies have the same
+    inputs, so without the replica attribute Yosys made them one. Sixteen lanes on the
+    ECP5: four slices a bank; with a fanout of 1, four drivers of each copied register
+    after the flows' replica keep and Yosys's optimisation (one with the default 8)."""
+    from pentegg.rtl.evaluator import evaluator as evaluator_mod
+
+    sel = {
+        "n_ptr": "w:*fin.n_ptr_c* %ci1 t:*dff* %i",
+        "naddr": "w:*fin.new_naddr_c* %ci1 t:*dff* %i",
+        "nz_ptr": "w:*engine.nz_ptr_c* %ci1 t:*dff* %i",
+        "nz_en": "w:*engine.nz_en_c* %ci1 t:*dff* %i",
+    }
+    monkeypatch.setattr(evaluator_mod, "NOISE_READ_FANOUT", 1)
+    got = _two_group_evaluator_selection(tmp_path, sel)
+    for k in sel:
+        assert len(got[k]) == 4, (k, got[k])
+    monkeypatch.setattr(evaluator_mod, "NOISE_READ_FANOUT", 8)
+    got = _two_group_evaluator_selection(tmp_path, sel)
+    assert all(got[k] == [] for k in sel), got  # one copy: the original registers
+
+
 def test_each_lane_takes_its_controls_from_a_register_of_its_own(tmp_path):
     """With more than one finalizer group the pass engine's lane controls go through a
     copy per group and then a register per lane (a copy's net had reached its 8 lanes'

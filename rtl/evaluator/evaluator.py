@@ -43,6 +43,10 @@ from .skid import SkidBuffer
 from .sliced import SlicedRAM, slice_granules_for
 from .weights import WeightStreamer, pass_layout
 
+#: noise bank slices whose read address registers one copy of the read's source
+#: registers feeds (low-rank mode; PopulationEvaluator)
+NOISE_READ_FANOUT = 8
+
 __all__ = ["PopulationEvaluator"]
 
 
@@ -191,12 +195,24 @@ class PopulationEvaluator(wiring.Component):
         nbits = self.noise_bits
 
         rec_layout = record_layout(p, nbits)
-        m.submodules.fin = fin = Finalizer(p, nbits)
+        quant = p.mode == "quantized"
+        # the noise banks' slices (below), and the copies of their read address (low
+        # rank: from copies of the finalizer's and the pass engine's registers, one per
+        # NOISE_READ_FANOUT slices)
+        G = p.noise_group
+        groups = -(-L // G)
+        depth = p.noise_buffers << nbits
+        granule = 3 if quant else 6 * G
+        n_gran = 6 * G * groups // granule
+        per = slice_granules_for(platform, depth, granule) or n_gran
+        n_slices = -(-n_gran // min(per, n_gran))
+        r_copies = 1 if quant else -(-n_slices // NOISE_READ_FANOUT)
+        m.submodules.fin = fin = Finalizer(p, nbits, n_copies=r_copies)
         # the lane controls: a copy per finalizer group, then (more than one group) a
         # register of each lane's own
         per_lane = p.finalizers > 1
         m.submodules.engine = eng = PassEngine(
-            p, rec_layout, nbits, copies=p.finalizers, per_lane=per_lane
+            p, rec_layout, nbits, copies=p.finalizers, per_lane=per_lane, nz_copies=r_copies
         )
         m.submodules.weights = ws = WeightStreamer(
             addr_bits=self.waddr_bits, n_bits=p.width_bits, mem_latency=p.mem_latency
@@ -204,7 +220,6 @@ class PopulationEvaluator(wiring.Component):
         m.submodules.seq = seq = Sequencer(
             p, eng.cmd_layout, pass_layout(self.waddr_bits, p.width_bits), nbits, self.waddr_bits
         )
-        quant = p.mode == "quantized"
         if quant:
             m.submodules.fill = fill = EFill(
                 lanes=L,
@@ -297,8 +312,6 @@ class PopulationEvaluator(wiring.Component):
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
         # low-rank: lanes w .. w + G - 1 share a write enable (``noise_write_lanes``); the
         # bank's word is padded to whole groups, the lanes read their own 6 bits of it
-        G = p.noise_group
-        groups = -(-L // G)
         fill_addr = fill.w_addr[:nbits]
         if p.noise_buffers == 2:
             fill_addr = Cat(fill_addr, seq.fill_buf)
@@ -324,8 +337,6 @@ class PopulationEvaluator(wiring.Component):
             ]
         n_data = []
         w_late = []  # a bank write in flight (the writes' registers)
-        depth = p.noise_buffers << nbits
-        granule = 3 if quant else 6 * G
         for b in range(2):
             bank = SlicedRAM(
                 width=6 * G * groups,
@@ -346,17 +357,23 @@ class PopulationEvaluator(wiring.Component):
                 # evaluator (its critical path at e0e1384: 14.83 ns, 13.59 routing)
                 writes="registered" if quant else "broadcast",
                 name=f"noise{b}",
+                r_copies=r_copies,
             )
+            assert bank.slices == n_slices
             m.submodules[f"noise{b}"] = bank
             # the lanes' reads win: a u-row pass's beats (low-rank), every beat (quantized:
             # the finalizer does not use the noise there)
             if quant:
-                rd_addr = eng.nz_addr[:nbits]
+                rd_addrs = [eng.nz_addr[:nbits]]
                 used = eng.activity.mac | eng.activity.flush
             else:
                 lanes_use = eng.nz_en & (eng.nz_bank == b)
-                rd_addr = Mux(lanes_use, eng.nz_addr, fin.n_addr)[:nbits]
                 used = lanes_use | fin.n_en
+                rd_addrs = []
+                for c in range(r_copies):
+                    rd = eng.nz_reads[c]
+                    use_c = rd.en & (rd.bank == b)
+                    rd_addrs.append(Mux(use_c, rd.addr, fin.n_addrs[c])[:nbits])
             used_d = Signal(name=f"noise_used{b}")
             m.d.sync += used_d.eq(used)
             if not bank.uses_dp16kd(platform):
@@ -374,10 +391,15 @@ class PopulationEvaluator(wiring.Component):
                 entering = late
             self.dbg[f"noise_late{b}"] = late
             self.dbg[f"noise_we{b}"] = bank.landing
+            self.dbg[f"noise{b}"] = bank
             wr_addr = f_addr if staged else fill_addr
             if p.noise_buffers == 2:
-                rd_addr = Cat(rd_addr, seq.nbuf)
-            m.d.comb += [bank.r_addr.eq(rd_addr), bank.w_addr.eq(wr_addr)]
+                rd_addrs = [Cat(a, seq.nbuf) for a in rd_addrs]
+            if r_copies > 1:
+                m.d.comb += [bank.r_addr[c].eq(a) for c, a in enumerate(rd_addrs)]
+            else:
+                m.d.comb += bank.r_addr.eq(rd_addrs[0])
+            m.d.comb += bank.w_addr.eq(wr_addr)
             if quant:  # one digit of each of lanes w_lane .. w_lane + E - 1: E[i, k]
                 E = fill.generators
                 wr = fill.w_en & (fill.w_bank == b)

@@ -67,6 +67,7 @@ from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
 
 from ..bram import NO_RW_CHECK, RWWatch
+from ..params import check_int
 from .params import BIAS, EvaluatorParams
 from .pass_engine import LATENCY, REPLICA_ATTR
 
@@ -227,6 +228,9 @@ class Finalizer(wiring.Component):
         ``min(LATENCY, T - 2) + 1`` cycles after it when its go was certain that early,
         otherwise (and for a u-row pass's record always) the cycle after it.
     n_addr : Out(addr_bits), n_en : Out(1)
+    n_addrs : Out(ArrayLayout(addr_bits, n_copies))
+        ``n_addr`` again, from ``n_copies`` copies of its registers, each feeding a few
+        of the noise banks' slices.
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
         The noise banks' read data (both banks, same address), two cycles after the
         address (the block RAMs' read and output registers; the finalizer registers the
@@ -263,11 +267,17 @@ class Finalizer(wiring.Component):
     """
 
     def __init__(
-        self, p: EvaluatorParams, addr_bits: int, fifo_depth: int = 4, lean: bool | None = None
+        self,
+        p: EvaluatorParams,
+        addr_bits: int,
+        fifo_depth: int = 4,
+        lean: bool | None = None,
+        n_copies: int = 1,
     ):
         if lean not in (None, True, False):
             raise ValueError(f"lean={lean!r} is not None, True or False")
         self.lean_form = lean
+        self.n_copies = check_int("n_copies", n_copies, 1, 64)
         self.p = p
         self.addr_bits = addr_bits
         self.fifo_depth = fifo_depth
@@ -290,6 +300,7 @@ class Finalizer(wiring.Component):
                 "caps": In(data.ArrayLayout(data.ArrayLayout(signed(p.acc_bits), 2), L)),
                 "consumed": Out(1),
                 "n_addr": Out(addr_bits),
+                "n_addrs": Out(data.ArrayLayout(addr_bits, n_copies)),
                 "n_en": Out(1),
                 "n_data": In(data.ArrayLayout(data.ArrayLayout(data.ArrayLayout(3, 2), L), 2)),
                 "aw_addr": Out(data.ArrayLayout(p.act_addr_bits, p.act_write_copies)),
@@ -516,6 +527,32 @@ class Finalizer(wiring.Component):
         m.d.sync += [last_wc_f.eq(wc == T - 2), new_naddr.eq(new.rec.naddr)]
         n_ptr_next = Mux(last_wc_f, new_naddr, Mux(is_store_P, n_ptr, n_ptr1))
         m.d.sync += [n_ptr.eq(n_ptr_next), n_ptr1.eq(n_ptr_next + 1)]
+        # n_addrs: the same address from copies of those registers, each copy feeding
+        # a few of the noise banks' slices (the one multiplexer into every slice's
+        # address register, 44 a bank at 128 lanes, had 205 of the 128-lane ECP5
+        # evaluator's 535 endpoints past 8 ns at bd4c05d, seed 3)
+        if self.n_copies == 1:
+            m.d.comb += self.n_addrs[0].eq(n_ptr_next)
+        for c in range(self.n_copies if self.n_copies > 1 else 0):
+            keep = {REPLICA_ATTR: 1}
+            cp = [
+                Signal(self.addr_bits, name=f"n_ptr_c{c}", attrs=keep),
+                Signal(self.addr_bits, name=f"n_ptr1_c{c}", attrs=keep),
+                Signal(name=f"last_wc_f_c{c}", attrs=keep),
+                Signal(self.addr_bits, name=f"new_naddr_c{c}", attrs=keep),
+                Signal(init=KIND_STORE == 0, name=f"is_store_P_c{c}", attrs=keep),
+            ]
+            ptr_c, ptr1_c, last_c, naddr_c, store_c = cp
+            nxt_c = Mux(last_c, naddr_c, Mux(store_c, ptr_c, ptr1_c))
+            m.d.sync += [
+                ptr_c.eq(nxt_c),
+                ptr1_c.eq(nxt_c + 1),
+                last_c.eq(wc == T - 2),
+                naddr_c.eq(new.rec.naddr),
+            ]
+            with m.If(last_wc):
+                m.d.sync += store_c.eq(Mux(go, new.kind == KIND_STORE, KIND_STORE == 0))
+            m.d.comb += self.n_addrs[c].eq(nxt_c)
         wc_next = Mux(last_wc, 0, wc + 1)
         valid_next = Mux(last_wc, go & new.valid, opP.valid)
         store_next = Mux(last_wc, new.kind == KIND_STORE, is_store_P)

@@ -178,6 +178,9 @@ class PassEngine(wiring.Component):
         Noise bank reads: ``nz_en`` marks a u-row pass's MAC beat (from a register),
         which reads bank ``nz_bank`` at ``nz_addr``; quantized mode's layer passes read
         their E digits at ``nz_addr`` on every beat (``nz_en`` stays low).
+    nz_reads : Out(ArrayLayout(StructLayout({"addr", "bank", "en"}), nz_copies))
+        The same three from ``nz_copies`` copies of their registers, each feeding a few
+        of the noise banks' slices.
     nd_bank : Out(ArrayLayout(1, copies))
         The noise bank of the lanes' own digits, per copy (lane ``j``: copy ``j //
         group_lanes``), aligned with the memories' data (``MEM_LATENCY`` cycles after the
@@ -210,9 +213,16 @@ class PassEngine(wiring.Component):
     """
 
     def __init__(
-        self, p: EvaluatorParams, rec_layout, noise_bits: int, copies: int = 1, per_lane=False
+        self,
+        p: EvaluatorParams,
+        rec_layout,
+        noise_bits: int,
+        copies: int = 1,
+        per_lane=False,
+        nz_copies: int = 1,
     ):
         check_int("copies", copies, 1, p.lanes)
+        self.nz_copies = check_int("nz_copies", nz_copies, 1, 64)
         self.p = p
         self.copies, self.per_lane = copies, bool(per_lane)
         self.rec_layout = rec_layout
@@ -228,6 +238,11 @@ class PassEngine(wiring.Component):
                 "nz_addr": Out(noise_bits),
                 "nz_bank": Out(1),
                 "nz_en": Out(1),
+                "nz_reads": Out(
+                    data.ArrayLayout(
+                        data.StructLayout({"addr": noise_bits, "bank": 1, "en": 1}), nz_copies
+                    )
+                ),
                 "nd_bank": Out(data.ArrayLayout(1, copies)),
                 "ctrl": Out(data.ArrayLayout(lane_ctrl_layout(), p.lanes if per_lane else copies)),
                 "rec": Out(stream.Signature(rec_layout)),
@@ -331,6 +346,29 @@ class PassEngine(wiring.Component):
         # with n = 0 or the next input index is n.
         u_mac = Signal()
         m.d.sync += u_mac.eq(Mux(take, c.u & (c.n != 0), mac & cur.u & ~at_last))
+        # nz_reads: the same read from copies of those registers, each copy feeding a
+        # few of the noise banks' slices (beside the finalizer's n_addrs)
+        if self.nz_copies == 1:
+            m.d.comb += [
+                self.nz_reads[0].addr.eq(nz_ptr),
+                self.nz_reads[0].bank.eq(cur.u_bank),
+                self.nz_reads[0].en.eq(u_mac),
+            ]
+        for j in range(self.nz_copies if self.nz_copies > 1 else 0):
+            keep = {REPLICA_ATTR: 1}
+            ptr_j = Signal(self.noise_bits, name=f"nz_ptr_c{j}", attrs=keep)
+            bank_j = Signal(name=f"nz_bank_c{j}", attrs=keep)
+            en_j = Signal(name=f"nz_en_c{j}", attrs=keep)
+            with m.If(take):
+                m.d.sync += [ptr_j.eq(c.u_addr), bank_j.eq(c.u_bank)]
+            with m.If(mac):
+                m.d.sync += ptr_j.eq(ptr_j + 1)
+            m.d.sync += en_j.eq(Mux(take, c.u & (c.n != 0), mac & cur.u & ~at_last))
+            m.d.comb += [
+                self.nz_reads[j].addr.eq(ptr_j),
+                self.nz_reads[j].bank.eq(bank_j),
+                self.nz_reads[j].en.eq(en_j),
+            ]
         m.d.comb += [
             self.act_addr.eq(
                 Cat(k[: p.region_bits], cur.in_region) if p.region_bits else cur.in_region

@@ -114,12 +114,16 @@ class SlicedRAM(wiring.Component):
         ECP5 and every slice fits one.
     w_copies : int
         Copies of the write address (1 .. granules; "direct" and "registered").
+    r_copies : int
+        Copies of the read address (1 .. slices): slice ``s`` registers copy
+        ``s * r_copies // slices``, so that each copy's source drives a few slices.
 
     Interface attributes
     --------------------
     r_addr : In(ceil_log2(depth))
     r_data : Out(width)
-        The word at ``r_addr`` three cycles earlier.
+        The word at ``r_addr`` three cycles earlier. With ``r_copies`` > 1 ``r_addr`` is
+        ``In(ArrayLayout(ceil_log2(depth), r_copies))``, the copies equal.
     w_addr : In(ceil_log2(depth)), w_data : In(width), w_en : In(width // granule)
         A write, per granule ("direct", "registered"); with ``w_copies`` > 1 ``w_addr``
         is ``In(ArrayLayout(ceil_log2(depth), w_copies))``, the copies equal.
@@ -140,6 +144,7 @@ class SlicedRAM(wiring.Component):
         name: str = "ram",
         dp16kd: bool | None = None,
         w_copies: int = 1,
+        r_copies: int = 1,
     ):
         check_int("granule", granule, 1, width)
         if writes not in WRITES:
@@ -153,6 +158,7 @@ class SlicedRAM(wiring.Component):
         # a word narrower than a block RAM's granules is one slice
         per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
         self.spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
+        self.r_copies = check_int("r_copies", r_copies, 1, len(self.spans))
         self.abits = max(1, ceil_log2(depth))
         self.modes = [dp16kd_mode(depth, granule, hi - lo) for lo, hi in self.spans]
         if dp16kd and None in self.modes:
@@ -164,7 +170,9 @@ class SlicedRAM(wiring.Component):
         self._memories = None  # the generic form's, made by watches() or elaborate()
         super().__init__(
             {
-                "r_addr": In(self.abits),
+                "r_addr": In(
+                    data.ArrayLayout(self.abits, r_copies) if r_copies > 1 else self.abits
+                ),
                 "r_data": Out(width),
                 "w_addr": In(
                     data.ArrayLayout(self.abits, w_copies) if w_copies > 1 else self.abits
@@ -245,7 +253,10 @@ class SlicedRAM(wiring.Component):
                 first.append(regs)
         for s, (lo, hi) in enumerate(self.spans):
             ra = Signal(self.abits, name=f"{self.name}_ra{s}", reset_less=True, attrs=copy)
-            m.d.sync += ra.eq(self.r_addr)
+            r_addr = self.r_addr
+            if self.r_copies > 1:
+                r_addr = self.r_addr[s * self.r_copies // self.slices]
+            m.d.sync += ra.eq(r_addr)
             if self.writes == "broadcast":
                 a1, u1, i1, v1 = first[s // WRITE_FANOUT]
                 w = (a1, u1.replicate(hi - lo), Cat(v1 & (i1 == j) for j in range(lo, hi)))
