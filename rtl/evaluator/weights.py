@@ -50,6 +50,7 @@ class _Cursor(wiring.Component):
                 "fcmd": In(stream.Signature(row)),  # rows, fetch side
                 "rcmd": In(stream.Signature(row)),  # the same rows, read side
                 "req": Out(stream.Signature(addr_bits)),  # word addresses to read
+                "req_next": Out(1),  # req.valid of the next cycle (its flip-flop's input)
                 "word": In(stream.Signature(16)),  # the words read, in order
                 "digit": Out(stream.Signature(data.StructLayout({"code": 3, "bias": 1}))),
             }
@@ -95,8 +96,10 @@ class _Cursor(wiring.Component):
                     Mux(load_i, n_left, f_left),
                 )
             ),
-            f_busy.eq(Mux(granted, Mux(f_left[-1], n_valid & n_on, 1), f_busy | (n_valid & n_on))),
         ]
+        f_busy_next = Mux(granted, Mux(f_left[-1], n_valid & n_on, 1), f_busy | (n_valid & n_on))
+        m.d.sync += f_busy.eq(f_busy_next)
+        m.d.comb += self.req_next.eq(f_busy_next)
         # the waiting row is taken: granted with the request that covers the row's end,
         # or idle
         take = Mux(granted, n_valid & f_left[-1], n_valid & ~f_busy)
@@ -260,24 +263,35 @@ class WeightStreamer(wiring.Component):
         # The read port: cursor requests, alternating when both want it; a request is
         # granted only if its cursor's word FIFO will have room when the word arrives:
         # ``used`` counts the words granted and not yet read from the FIFO (in flight
-        # or waiting), ``room`` is ``used < depth`` as a flip-flop, compared a cycle
-        # ahead from this cycle's grant and read. The sum of the in-flight count and the
-        # FIFO's level and its compare before the grant were the deepest logic into a
-        # cursor's ``f_addr``: 8 of the 128-lane ULX3S build's 13 endpoints past 10 ns at
-        # 5b051d8 (seed 1, 10.37 ns).
+        # or waiting). The grants are flip-flops, decided a cycle ahead from the next
+        # cycle's requests (the cursors' ``req_next``), room (``used`` after this cycle's
+        # grant and read, below ``depth``) and turn: they are the ready of both cursors'
+        # requests, the port's enable and address choice and the word tags, and as a
+        # decision of both cursors' flags they were the deepest logic into the cursors'
+        # next-word and next-row registers (111 of the 128-lane ECP5 evaluator's 535
+        # endpoints past 8 ns at bd4c05d, seed 3, up to 9.4 ns). Before that the room
+        # was the flip-flop: the sum of the in-flight count and the FIFO's level and its
+        # compare before the grant had been 8 of the 128-lane ULX3S build's 13
+        # endpoints past 10 ns at 5b051d8 (seed 1, 10.37 ns).
         used = [Signal(range(depth + 1), name=f"used{i}") for i in range(2)]
-        room = [Signal(init=1, name=f"room{i}") for i in range(2)]
         grant = [Signal(name=f"grant{i}") for i in range(2)]
         turn = Signal()
-        want = [cursors[i].req.valid & room[i] for i in range(2)]
-        m.d.comb += [
-            grant[0].eq(want[0] & (~want[1] | ~turn)),
-            grant[1].eq(want[1] & (~want[0] | turn)),
-        ]
-        with m.If(grant[0] | grant[1]):
-            m.d.sync += turn.eq(grant[0])
+        turn_next = Mux(grant[0] | grant[1], grant[0], turn)
+        m.d.sync += turn.eq(turn_next)
         for i in range(2):
             m.d.comb += cursors[i].req.ready.eq(grant[i])
+        want_next = []
+        for i in range(2):
+            sent = grant[i]
+            taken = word_fifos[i].r_en & word_fifos[i].r_rdy
+            used_next = Signal.like(used[i], name=f"used_next{i}")
+            m.d.comb += used_next.eq(used[i] + sent - taken)
+            m.d.sync += used[i].eq(used_next)
+            want_next.append(cursors[i].req_next & (used_next < depth))
+        m.d.sync += [
+            grant[0].eq(want_next[0] & (~want_next[1] | ~turn_next)),
+            grant[1].eq(want_next[1] & (~want_next[0] | turn_next)),
+        ]
         m.d.comb += [
             self.mem_en.eq(grant[0] | grant[1]),
             self.mem_addr.eq(Mux(grant[1], cursors[1].req.payload, cursors[0].req.payload)),
@@ -291,11 +305,6 @@ class WeightStreamer(wiring.Component):
         for i in range(2):
             hit = arrive[0] & (arrive[1] == i)
             m.d.comb += [word_fifos[i].w_en.eq(hit), word_fifos[i].w_data.eq(self.mem_data)]
-            sent = grant[i]
-            taken = word_fifos[i].r_en & word_fifos[i].r_rdy
-            used_next = Signal.like(used[i], name=f"used_next{i}")
-            m.d.comb += used_next.eq(used[i] + sent - taken)
-            m.d.sync += [used[i].eq(used_next), room[i].eq(used_next < depth)]
 
         # Output: one beat when both cursors have a digit.
         d0, d1 = cursors[0].digit, cursors[1].digit
