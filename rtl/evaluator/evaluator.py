@@ -481,6 +481,7 @@ class PopulationEvaluator(wiring.Component):
 
         # ---- weights
         wiring.connect(m, seq.wcmd, ws.cmd)
+        m.d.comb += seq.wcmd_room_next.eq(ws.cmd_ready_next)
         # through a skid buffer: the engine's beat decision and the streamer's word
         # FIFOs and cursors were one combinational loop (skid.py)
         m.submodules.wskid = wskid = SkidBuffer(ws.o.payload.shape())
@@ -522,6 +523,7 @@ class PopulationEvaluator(wiring.Component):
             cmdq.w_data.eq(cmd_stage),
             cmdq.w_en.eq(cmd_staged),
             seq.cmd.ready.eq(seq_room),
+            seq.cmd_room_next.eq(room),
         ]
         m.d.comb += [
             eng.cmd.valid.eq(cmdq.r_rdy),

@@ -171,6 +171,8 @@ class WeightStreamer(wiring.Component):
     cmd : In(stream.Signature(pass_layout(addr_bits, n_bits)))
         Passes, in order. A pass is accepted before its first digit is out; the streamer
         fetches ahead, so passes follow each other without a gap.
+    cmd_ready_next : Out(1)
+        ``cmd.ready`` of the next cycle (``cmd.ready`` is a flip-flop with this input).
     mem_addr : Out(addr_bits), mem_en : Out(1), mem_data : In(16)
         The weight memory's read port: ``mem_data`` holds the word at ``mem_addr``
         ``mem_latency`` cycles after a cycle with ``mem_en`` high.
@@ -189,6 +191,7 @@ class WeightStreamer(wiring.Component):
         super().__init__(
             {
                 "cmd": In(stream.Signature(self.pass_layout)),
+                "cmd_ready_next": Out(1),
                 "mem_addr": Out(addr_bits),
                 "mem_en": Out(1),
                 "mem_data": In(16),
@@ -247,6 +250,7 @@ class WeightStreamer(wiring.Component):
         m.d.comb += self.cmd.ready.eq(cmd_ready)
         room = Cat(q.level <= q.depth - 2 for _, _, q in qs).all()
         m.d.sync += [all_ready.eq(room), cmd_ready.eq(room)]
+        m.d.comb += self.cmd_ready_next.eq(room)
         for i, side, q in qs:
             row = Signal(row_layout, name=f"row_{side}{i}")
             m.d.comb += [
