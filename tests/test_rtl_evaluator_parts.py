@@ -397,6 +397,67 @@ def test_pass_engine_starts_a_pass_only_when_its_dependencies_hold():
     _run(dut, bench, background=[drain])
 
 
+@pytest.mark.parametrize("nz_copies", [1, 3])
+def test_pass_engine_noise_reads_are_exactly_the_u_row_passes_mac_beats(nz_copies):
+    """Every copy of the noise read (``nz_reads``) and ``nz_en`` are enabled in exactly
+    the MAC beats of u-row passes, at ``u_addr + k`` of the beat's input index ``k`` and
+    the pass's bank, and in no other cycle (not in the flush, nor while the engine
+    waits for the next pass or for weights): the finalizer has the banks' port then.
+    Random passes of both kinds, ``n`` 0..8, with gaps in the commands, the weight beats
+    and the finalizer's taking of the captures."""
+    p = EvaluatorParams(lanes=2, max_width=8)
+    dut = PassEngine(p, record_layout(p, 8), 8, nz_copies=nz_copies)
+    rng = random.Random(11)
+    cmds = [
+        {
+            "u": rng.random() < 0.5,
+            "n": rng.choice([0, 1, 2, 3, 8]),
+            "u_addr": rng.randrange(240),
+            "u_bank": rng.randrange(2),
+        }
+        for _ in range(60)
+    ]
+
+    async def bench(ctx):
+        ctx.set(dut.fin_idle, 1)
+        ctx.set(dut.rec.ready, 1)
+        cur, k, i, macs, rec_seen = None, 0, 0, 0, 0
+        for cycle in range(2000):
+            offer = i < len(cmds) and rng.random() < 0.7
+            if offer:
+                ctx.set(dut.cmd.payload, {k_: int(v) for k_, v in cmds[i].items()})
+            ctx.set(dut.cmd.valid, offer)
+            ctx.set(dut.wbeat.valid, rng.random() < 0.6)
+            ctx.set(dut.consumed, rec_seen and rng.random() < 0.5)
+            mac = ctx.get(dut.activity.mac)
+            want = bool(mac and cur and cur["u"])
+            got = [ctx.get(dut.nz_en)] + [ctx.get(dut.nz_reads[j].en) for j in range(nz_copies)]
+            assert got == [want] * (nz_copies + 1), (
+                f"cycle {cycle}, pass {i} {cur}, beat {k}: read enables {got}, want {want}"
+            )
+            if want:
+                for j in range(nz_copies):
+                    rd = ctx.get(dut.nz_reads[j])
+                    assert (rd.addr, rd.bank) == (cur["u_addr"] + k, cur["u_bank"]), (
+                        f"cycle {cycle}, beat {k} of {cur}: copy {j} reads {(rd.addr, rd.bank)}"
+                    )
+                assert ctx.get(dut.nz_addr) == cur["u_addr"] + k
+                macs += 1
+            if mac:
+                k += 1
+            if ctx.get(dut.rec.valid):
+                rec_seen = 1
+            elif ctx.get(dut.consumed):
+                rec_seen = 0
+            if offer and ctx.get(dut.cmd.ready):
+                cur, k, i = cmds[i], 0, i + 1
+            await ctx.tick()
+        assert i == len(cmds), f"{i} of {len(cmds)} passes taken"
+        assert macs == sum(c["n"] for c in cmds if c["u"]), "u-row MAC beats missing"
+
+    _run(dut, bench)
+
+
 def test_weight_streamer_runs_passes_back_to_back():
     """Always ready: one beat per cycle after the first words, no gap between passes."""
     fan, out = 13, 8

@@ -308,8 +308,13 @@ class PassEngine(wiring.Component):
         # at_last (k == n - 1: the next MAC beat is the pass's last) likewise, so that
         # neither at_flush's next value nor u_mac's compares k + 1 with n after the beat's
         # handshake (`k + 1 != cur.n` into u_mac was the critical path of the 128-lane
-        # ULX3S build at 19a8e90, seed 2: 9.83 ns)
+        # ULX3S build at 19a8e90, seed 2: 9.83 ns). Its next value after a MAC beat is
+        # ``left == 2``, ``left = n - k`` counted down beside k: a compare with a
+        # constant, not ``k + 2 == n``'s sum and compare of two registers (k's beat into
+        # at_last was the 128-lane ECP5 evaluator's critical path at 98e1bb6, seed 1:
+        # 9.10 ns, 4 levels)
         at_last = Signal()
+        left = Signal.like(c.n)
         with m.If(take):
             m.d.sync += [
                 cur.eq(c),
@@ -317,6 +322,7 @@ class PassEngine(wiring.Component):
                 k.eq(0),
                 at_flush.eq(c.n == 0),
                 at_last.eq(c.n == 1),
+                left.eq(c.n),
                 nz_ptr.eq(c.u_addr),
             ]
 
@@ -333,7 +339,8 @@ class PassEngine(wiring.Component):
             m.d.sync += [
                 k.eq(k + 1),
                 at_flush.eq(at_last),
-                at_last.eq(k + 2 == cur.n),
+                at_last.eq(left == 2),
+                left.eq(left - 1),
                 nz_ptr.eq(nz_ptr + 1),
             ]
         with m.If(flush):
@@ -343,11 +350,20 @@ class PassEngine(wiring.Component):
         # not at the end of the beat handshake (k, the weight stream's valid): that was the
         # 64-lane ECP5 synthesis's critical path at 123064f (13.78 ns, 10 levels). A u-row
         # pass never waits for weights, so its next beat is a MAC unless the pass starts
-        # with n = 0 or the next input index is n.
+        # with n = 0 or the next input index is n: after a cycle with u_mac set, the
+        # next has it unless that beat was the pass's last (at_last), and a cycle
+        # without it (not a u-row pass, its flush, or idle) is followed by one without
+        # it unless a pass is taken; so u_mac's next value is u_mac & ~at_last, not the
+        # beat's handshake (mac) again.
         u_mac = Signal()
-        m.d.sync += u_mac.eq(Mux(take, c.u & (c.n != 0), mac & cur.u & ~at_last))
+        m.d.sync += u_mac.eq(Mux(take, c.u & (c.n != 0), u_mac & ~at_last))
         # nz_reads: the same read from copies of those registers, each copy feeding a
-        # few of the noise banks' slices (beside the finalizer's n_addrs)
+        # few of the noise banks' slices (beside the finalizer's n_addrs). A copy's
+        # pointer counts with its own u_mac copy, not with mac: the same values in a
+        # u-row pass (its MAC beats are its u_mac cycles), others in a layer pass, where
+        # the copies are not read (their enable is 0) and which the next take reloads
+        # (mac's fan-out into the copies was in the 128-lane ECP5 evaluator's critical
+        # group at 98e1bb6, seed 1: k's enable, 18 endpoints past 8 ns, up to 8.79)
         if self.nz_copies == 1:
             m.d.comb += [
                 self.nz_reads[0].addr.eq(nz_ptr),
@@ -361,9 +377,9 @@ class PassEngine(wiring.Component):
             en_j = Signal(name=f"nz_en_c{j}", attrs=keep)
             with m.If(take):
                 m.d.sync += [ptr_j.eq(c.u_addr), bank_j.eq(c.u_bank)]
-            with m.If(mac):
+            with m.Elif(en_j):
                 m.d.sync += ptr_j.eq(ptr_j + 1)
-            m.d.sync += en_j.eq(Mux(take, c.u & (c.n != 0), mac & cur.u & ~at_last))
+            m.d.sync += en_j.eq(Mux(take, c.u & (c.n != 0), en_j & ~at_last))
             m.d.comb += [
                 self.nz_reads[j].addr.eq(ptr_j),
                 self.nz_reads[j].bank.eq(bank_j),
