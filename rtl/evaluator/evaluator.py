@@ -40,7 +40,7 @@ from .pass_engine import ACTIVITY_LAYOUT, REPLICA_ATTR, PassEngine
 from .scores import ScoreAccumulator
 from .sequencer import ERROR_FLAGS, Sequencer
 from .skid import SkidBuffer
-from .sliced import SlicedRAM, slice_granules_for
+from .sliced import SlicedRAM, slice_granules_for, slice_spans
 from .weights import WeightStreamer, pass_layout
 
 #: noise bank slices whose read address registers one copy of the read's source
@@ -203,9 +203,8 @@ class PopulationEvaluator(wiring.Component):
         groups = -(-L // G)
         depth = p.noise_buffers << nbits
         granule = 3 if quant else 6 * G
-        n_gran = 6 * G * groups // granule
-        per = slice_granules_for(platform, depth, granule) or n_gran
-        n_slices = -(-n_gran // min(per, n_gran))
+        per_slice = slice_granules_for(platform, depth, granule)
+        n_slices = len(slice_spans(6 * G * groups, granule, per_slice))
         r_copies = 1 if quant else -(-n_slices // NOISE_READ_FANOUT)
         m.submodules.fin = fin = Finalizer(p, nbits, n_copies=r_copies)
         # the lane controls: a copy per finalizer group, then (more than one group) a
@@ -342,7 +341,7 @@ class PopulationEvaluator(wiring.Component):
                 width=6 * G * groups,
                 depth=depth,
                 granule=granule,
-                per_slice=slice_granules_for(platform, depth, granule),
+                per_slice=per_slice,
                 # the fill's writes reach the bank a cycle late, from registers (the
                 # fill's state through the lane decode into the write enables of the
                 # bank's block RAMs, spread over the lanes, was the 128-lane ECP5
@@ -359,7 +358,6 @@ class PopulationEvaluator(wiring.Component):
                 name=f"noise{b}",
                 r_copies=r_copies,
             )
-            assert bank.slices == n_slices
             m.submodules[f"noise{b}"] = bank
             # the lanes' reads win: a u-row pass's beats (low-rank), every beat (quantized:
             # the finalizer does not use the noise there)

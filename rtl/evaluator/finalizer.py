@@ -227,10 +227,10 @@ class Finalizer(wiring.Component):
         within ``LATENCY + 1`` cycles: for a layer pass's record the last take comes
         ``min(LATENCY, T - 2) + 1`` cycles after it when its go was certain that early,
         otherwise (and for a u-row pass's record always) the cycle after it.
-    n_addr : Out(addr_bits), n_en : Out(1)
-    n_addrs : Out(ArrayLayout(addr_bits, n_copies))
-        ``n_addr`` again, from ``n_copies`` copies of its registers, each feeding a few
-        of the noise banks' slices.
+    n_addrs : Out(ArrayLayout(addr_bits, n_copies)), n_en : Out(1)
+        The noise banks' read address and its enable: ``n_copies`` equal copies of the
+        address, each from registers of its own (one copy: the pointer's), each feeding
+        a few of the banks' slices.
     n_data : In(ArrayLayout(ArrayLayout(ArrayLayout(3, 2), lanes), 2))
         The noise banks' read data (both banks, same address), two cycles after the
         address (the block RAMs' read and output registers; the finalizer registers the
@@ -299,7 +299,6 @@ class Finalizer(wiring.Component):
                 "rec": In(stream.Signature(self.rec_layout)),
                 "caps": In(data.ArrayLayout(data.ArrayLayout(signed(p.acc_bits), 2), L)),
                 "consumed": Out(1),
-                "n_addr": Out(addr_bits),
                 "n_addrs": Out(data.ArrayLayout(addr_bits, n_copies)),
                 "n_en": Out(1),
                 "n_data": In(data.ArrayLayout(data.ArrayLayout(data.ArrayLayout(3, 2), L), 2)),
@@ -558,7 +557,6 @@ class Finalizer(wiring.Component):
         store_next = Mux(last_wc, new.kind == KIND_STORE, is_store_P)
         m.d.comb += [
             self.n_en.eq(valid_next & (wc_next < r) & (~store_next | (wc_next == 0))),
-            self.n_addr.eq(n_ptr_next),
         ]
         # reads arrive three cycles later (the noise banks' address registers, their
         # block RAMs, the group's registers): two shared stages here, the third a copy in

@@ -63,7 +63,14 @@ from ..bram import DP16KD_WIDTH, NO_RW_CHECK, RWWatch, dp16kd_instance
 from ..params import check_int
 from .pass_engine import REPLICA_ATTR
 
-__all__ = ["WRITES", "WRITE_FANOUT", "SlicedRAM", "dp16kd_mode", "slice_granules_for"]
+__all__ = [
+    "WRITES",
+    "WRITE_FANOUT",
+    "SlicedRAM",
+    "dp16kd_mode",
+    "slice_granules_for",
+    "slice_spans",
+]
 
 #: slices one first-level copy of a broadcast write feeds
 WRITE_FANOUT = 4
@@ -83,6 +90,15 @@ def slice_granules_for(platform, depth: int, granule: int) -> int | None:
         return None
     enables = 4 if depth <= 512 else 2 if depth <= 1024 else 1
     return max(1, enables // -(-granule // 9))
+
+
+def slice_spans(width: int, granule: int, per_slice: int | None) -> list[tuple[int, int]]:
+    """The slices of a ``width``-bit word of ``granule``-bit write granules, ``per_slice``
+    granules each (None: one slice), as ``(first, end)`` granule ranges."""
+    n = width // granule
+    # a word narrower than a block RAM's granules is one slice
+    per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
+    return [(lo, min(lo + per, n)) for lo in range(0, n, per)]
 
 
 def dp16kd_mode(depth: int, granule: int, granules: int) -> int | None:
@@ -155,9 +171,7 @@ class SlicedRAM(wiring.Component):
         self.writes, self.name = writes, name
         n = width // granule
         self.w_copies = check_int("w_copies", w_copies, 1, 1 if writes == "broadcast" else n)
-        # a word narrower than a block RAM's granules is one slice
-        per = n if per_slice is None else min(check_int("per_slice", per_slice, 1, 1 << 16), n)
-        self.spans = [(lo, min(lo + per, n)) for lo in range(0, n, per)]
+        self.spans = slice_spans(width, granule, per_slice)
         self.r_copies = check_int("r_copies", r_copies, 1, len(self.spans))
         self.abits = max(1, ceil_log2(depth))
         self.modes = [dp16kd_mode(depth, granule, hi - lo) for lo, hi in self.spans]
