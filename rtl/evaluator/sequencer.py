@@ -229,7 +229,17 @@ class Sequencer(wiring.Component):
         first_pair = Signal(12)
         b = Signal(16)
         gs = Signal(2)  # samples since start, mod 4 (as the loader counts them)
-        blk = Signal(16)  # block id within the evaluation
+        # the block id within the evaluation, less 1 (mod 2**16): a counter a cycle behind
+        # the emit, stepped by a flag the block's end sets (``blk_inc``), so that its 16
+        # flip-flops take their enable from that flag's one flip-flop, not from the emit
+        # decision through the block-end logic (16 of the 128-lane ECP5 evaluator's 66
+        # endpoints past 8 ns at 9fe00a1, seed 3, into blk's enable); the id is
+        # ``blk_m1 + blk_inc + 1``
+        blk_m1 = Signal(16)
+        blk_inc = Signal()
+        m.d.sync += blk_inc.eq(0)
+        with m.If(blk_inc):
+            m.d.sync += blk_m1.eq(blk_m1 + 1)
         # the block being emitted: kind (0 U, 1 L), member sign, layer, pass index
         bk_l = Signal(3)
         bk_s = Signal()
@@ -447,7 +457,7 @@ class Sequencer(wiring.Component):
                         rnd.eq(0),
                         first_pair.eq(0),
                         lanes_active.eq(active_of(0)),
-                        blk.eq(0),
+                        blk_m1.eq(-1),
                         gs.eq(0),
                         nbuf.eq(0),
                     ]
@@ -548,7 +558,8 @@ class Sequencer(wiring.Component):
         """One pass command per cycle (and a weight pass for layer passes)."""
         r = p.rank
         u_passes = p.u_passes
-        b, blk, bk_l, bk_s, bk_u, ps = v["b"], v["blk"], v["bk_l"], v["bk_s"], v["bk_u"], v["ps"]
+        b, bk_l, bk_s, bk_u, ps = v["b"], v["bk_l"], v["bk_s"], v["bk_u"], v["ps"]
+        blk_m1, blk_inc = v["blk_m1"], v["blk_inc"]
         bk_u_next = v["bk_u_next"]
         pos_word, pos_off, naddr, u_addr = v["pos_word"], v["pos_off"], v["naddr"], v["u_addr"]
         wbase, fstart = v["wbase"], v["fstart"]
@@ -584,6 +595,7 @@ class Sequencer(wiring.Component):
         # from the same sums); member 2j's layer 1 then needs the block just before it
         share_l0 = Const(0) if quant else shared
         both = share_l0 & ~bk_u & (bk_l == 0)
+        need_x = share_l0 & (bk_l == 1) & ~bk_s
         in_region = Mux((bk_l == 0) | bk_u, in_slot, p.hidden_region(bk_l - 1, bk_s))
         two = (Cat(Const(1, 1), ps) < out) & ~bk_u
         # row 2t + 1's start: row 2t's plus fan = 5 q1 + r1
@@ -598,7 +610,9 @@ class Sequencer(wiring.Component):
             cmd.u_bank.eq(ps[0]),
             cmd.u_addr.eq(u_addr),
             cmd.wait_block.eq(~bk_u & (bk_l != 0) & (ps == 0)),
-            cmd.need.eq(blk - 1 + (share_l0 & (bk_l == 1) & ~bk_s)),
+            # the block id - 1 + whether layer 1 of 2j waits on the shared layer-0 block:
+            # blk_m1 plus two one-bit terms, summed as one two-bit operand
+            cmd.need.eq(blk_m1 + Cat(need_x ^ blk_inc, need_x & blk_inc)),
             cmd.wait_input.eq(
                 (~bk_u & (bk_l == 0) if quant else bk_u) & (ps == 0) & ((bk_s == 0) | ~shared)
             ),
@@ -676,7 +690,7 @@ class Sequencer(wiring.Component):
                             m.d.sync += u_addr.eq(u_addr + lay["n"] + 1)
             with m.Else():
                 # the next block
-                m.d.sync += [ps.eq(0), blk.eq(blk + 1)]
+                m.d.sync += [ps.eq(0), blk_inc.eq(1)]
                 with m.If(bk_u):
                     with m.If(~bk_s & ~shared):  # U of member 2j+1
                         m.d.sync += [bk_s.eq(1), u_addr.eq(0), naddr.eq(ub_base)]
