@@ -153,7 +153,7 @@ def terms_layout(p: EvaluatorParams) -> data.StructLayout:
     )
 
 
-def _window_next(count: Value, T: int) -> Value:
+def window_next(count: Value, T: int) -> Value:
     """``(count + 1) % T`` for a window counter of ``range(T)``: the increment alone,
     truncated, when ``T`` is the counter's full range (a power of two: the default
     rank 4's period), so that the wrap is no compare into the flip-flops' set/reset
@@ -342,7 +342,7 @@ class Finalizer(wiring.Component):
         op_layout = self.op_layout
         wc = Signal(range(T))  # cycle within the window
         last_wc = wc == T - 1
-        m.d.sync += wc.eq(_window_next(wc, T))
+        m.d.sync += wc.eq(window_next(wc, T))
         stage = {name: Signal(op_layout, name=f"op_{name}") for name in ("P", "P2", "S", "U")}
         opP, opP2, opS, opU = stage["P"], stage["P2"], stage["S"], stage["U"]
 
@@ -564,7 +564,7 @@ class Finalizer(wiring.Component):
             with m.If(last_wc):
                 m.d.sync += store_c.eq(Mux(go, new.kind == KIND_STORE, KIND_STORE == 0))
             m.d.comb += self.n_addrs[c].eq(nxt_c)
-        wc_next = _window_next(wc, T)
+        wc_next = window_next(wc, T)
         valid_next = Mux(last_wc, go & new.valid, opP.valid)
         store_next = Mux(last_wc, new.kind == KIND_STORE, is_store_P)
         m.d.comb += [
@@ -795,7 +795,7 @@ class Finalizer(wiring.Component):
                 for f in ("s", "layer", "last_layer", "two")
             },
         )
-        wc_n = _window_next(wc, T)
+        wc_n = window_next(wc, T)
         # (a group loads each bank's address and enable registers with this read or
         # P's, see _group.) The read is made of registers and one choice: ``lw``, a
         # flag of the window's last count, chooses between the S op's read at count 0
@@ -808,7 +808,7 @@ class Finalizer(wiring.Component):
         # builds' endpoints past 8 ns at 912efff (8.79 ns)
         lw = Signal(name=f"lw{sfx}")
         wcn = Signal.like(wc, name=f"wcn{sfx}", init=1)
-        m.d.sync += [lw.eq(wc == T - 2), wcn.eq(_window_next(wcn, T))]
+        m.d.sync += [lw.eq(wc == T - 2), wcn.eq(window_next(wcn, T))]
         rmw_S, state_S, bank_S = fS
         ura_S = Signal(ua_bits, name=f"ura_S{sfx}", reset_less=True)
         use_S = [Signal(name=f"use_S{b}{sfx}") for b in range(2)]
@@ -959,7 +959,7 @@ class Finalizer(wiring.Component):
         # ones are merged by Yosys.)
         if not self.lean:
             wc = Signal.like(wc, name="wc" + sfx)
-            m.d.sync += wc.eq(_window_next(wc, T))
+            m.d.sync += wc.eq(window_next(wc, T))
         rt = self
         if self.F > 1 and not self.lean:  # the group's own ops, run-time values, control
             opP2, opS, opU = self._op_copies(m, opP, opP2, opS, wc, sfx)
@@ -1213,7 +1213,7 @@ class Finalizer(wiring.Component):
         # no registers of their own), complemented for vc - t; 0 for a STORE. (Its choice
         # among t0, t1 and rk by the count, after their registers, into add: 64 of the
         # three 128-lane ULX3S builds' endpoints past 8 ns at 19a8e90, 8.56 ns.)
-        wc_n = _window_next(wc, T)
+        wc_n = window_next(wc, T)
         store_n = Mux(wc == T - 1, opP2.kind == KIND_STORE, storeS)
         neg_n = wc_n[1] & opS.rec.s & ~storeS
         neg_b = sig(1, "neg_b_f")

@@ -28,7 +28,7 @@ from amaranth import Array, Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from .finalizer import aw_cycles
+from .finalizer import aw_cycles, window_next
 from .params import EvaluatorParams
 from .pass_engine import REPLICA_ATTR
 
@@ -168,7 +168,9 @@ class InputLoader(wiring.Component):
         T = p.period
         fin_wc = aw_cycles(T)
         wcl = Signal(range(T))
-        wc_next = Mux(wcl == T - 1, 0, wcl + 1)
+        # (its wrap at T = 4 a truncation, not a compare into the flip-flops' set/reset:
+        # 2 of the 128-lane ECP5 evaluator's endpoints past 8 ns at 9fe00a1, seed 3)
+        wc_next = window_next(wcl, T)
         m.d.sync += wcl.eq(wc_next)
         # whether the next cycle's count is none of the finalizer's: from a register set a
         # cycle ahead (from the count after next, as the groups' fin_next below; its
