@@ -95,6 +95,12 @@ class EvalJob:
             n = seen.get(key, 0)
             seen[key] = n + 1
             b = n // classes
+            if b >= self.batch:
+                raise AssertionError(
+                    f"more logit beats than batch x classes ({self.batch} x {classes}) for "
+                    f"pairs from {beat['first_pair']}, lane {beat['i']}, sign {beat['s']}: "
+                    "a pass ran twice?"
+                )
             for g, y in enumerate(beat["y"]):
                 if not beat["mask"][g]:
                     continue

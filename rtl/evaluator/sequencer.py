@@ -249,6 +249,18 @@ class Sequencer(wiring.Component):
         bk_u_next = Signal()
         m.d.comb += bk_u_next.eq(bk_u)
         m.d.sync += bk_u.eq(bk_u_next)
+        # The emit decision (``_emit``): a flip-flop, from the next cycle's readies and
+        # block kind, equal to the push's condition ``cmd.valid & cmd.ready`` in every
+        # cycle of PH_EMIT. It enables every emit register (the cursors, the block and
+        # layer registers, the phase); as a LUT of the two readies and bk_u it was a
+        # wide net before another level of logic into them (67 of the 128-lane ECP5
+        # evaluator's 535 endpoints past 8 ns at bd4c05d, seed 3, up to 9.64 ns, into
+        # blk's enable). It is loaded in every phase, not only in PH_EMIT: loaded there
+        # alone (54e5111), it held the last emit cycle's value through PH_NEXT, and a
+        # round that began with room after one that ended without pushed its first
+        # command twice (or, the other way round, none)
+        ok = Signal(init=1)
+        m.d.sync += ok.eq(self.cmd_room_next & (bk_u_next | self.wcmd_room_next))
         ps = Signal(wb + 1)  # pass index: q (U) or t (L)
         pos_word = Signal(self.waddr_bits)
         pos_off = Signal(3)
@@ -649,13 +661,7 @@ class Sequencer(wiring.Component):
             wcmd.n.eq(lay["n"]),
             wcmd.two.eq(two),
         ]
-        # The emit decision: a flip-flop, from the next cycle's readies and block kind.
-        # It enables every emit register (the cursors, the block and layer registers,
-        # the phase); as a LUT of the two readies and bk_u it was a wide net before
-        # another level of logic into them (67 of the 128-lane ECP5 evaluator's 535
-        # endpoints past 8 ns at bd4c05d, seed 3, up to 9.64 ns, into blk's enable)
-        ok = Signal(init=1)
-        m.d.sync += ok.eq(self.cmd_room_next & (bk_u_next | self.wcmd_room_next))
+        ok = v["ok"]  # the emit decision (elaborate)
         m.d.comb += [
             self.cmd.valid.eq(bk_u | self.wcmd.ready),
             self.cmd.payload.eq(cmd),
