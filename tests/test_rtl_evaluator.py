@@ -188,6 +188,51 @@ def test_quantized_evaluator_equals_golden_w_plus_sign_e(case, family, monkeypat
     check_equals_golden(job, res, f"quantized evaluator {layers} rank {rank} lanes {lanes}")
 
 
+def test_a_round_that_begins_with_room_after_one_that_ended_without_pushes_its_first_pass_once():
+    """The sequencer's emit decision ``ok`` is a flip-flop of the queues' room; it must
+    follow the room in every phase, not only while it emits. In this job (quantized,
+    per-member inputs, 4 lanes, two rounds) the weight queues have no room after the
+    first round's last push and room when the second begins: with ``ok`` loaded in
+    PH_EMIT alone (54e5111) the stale decision pushed the round's first pass twice (8
+    logit beats more than golden's; other jobs lose a pass and never finish)."""
+    rng = np.random.default_rng(1740715779)
+    layers, pop = (7, 3), 10
+    cfg = Config(
+        layers=layers,
+        population=pop,
+        rank=1,
+        mode="quantized",
+        digits="uniform",
+        sigma_shift=0,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(int(rng.integers(0, 4)),),
+        margin=int(rng.integers(1, 255)),
+    ).validate()
+    weights = [w.copy() for w in init_state(cfg).weights]
+    for w in weights:
+        w[0, :] = rng.choice([-2, 2], w.shape[1])
+        w[:, -1] = rng.choice([-2, 2], w.shape[0])
+    step = int(rng.integers(0, 65535))
+    batch = int(rng.integers(1, 4))
+    x = rng.integers(-127, 128, (pop, batch, layers[0]))
+    x[:, 0] = 127
+    job = EvalJob(cfg, weights, step, member_x=x)
+    dut = PopulationEvaluator(
+        lanes=4,
+        max_width=12,
+        max_layers=2,
+        rank=1,
+        mode="quantized",
+        digits="uniform",
+        mem_latency=2,
+        noise_buffers=2,
+        e_generators=2,
+    )
+    res = run_amaranth(job, dut, max_cycles=20_000)
+    check_equals_golden(job, res, "evaluator, a round begun after a full queue")
+
+
 def test_a_u_row_pass_two_after_a_record_does_not_take_the_bank_read_of_its_last_op():
     """Per-member inputs, rank 16 (T = 16), 2 lanes in one finalizer group: u-row passes
     q and q + 2 read the same noise bank, and the last STORE op of q's record reads its

@@ -19,7 +19,7 @@ from .pass_engine import REPLICA_ATTR
 __all__ = ["WeightStreamer", "pass_layout"]
 
 DIGITS_PER_WORD = 5
-QUEUE_DEPTH = 4  # rows per cursor side queue (the all_ready comment in WeightStreamer)
+QUEUE_DEPTH = 5  # rows per cursor side queue (the all_ready comment in WeightStreamer)
 
 
 def pass_layout(addr_bits: int, n_bits: int) -> data.StructLayout:
@@ -231,26 +231,36 @@ class WeightStreamer(wiring.Component):
                 q = fifo.SyncFIFO(width=row_layout.size, depth=QUEUE_DEPTH)
                 m.submodules[f"{side}cmd{i}"] = q
                 qs.append((i, side, q))
-        p = self.cmd.payload
         # all_ready: every queue has room for this cycle's push, a flip-flop from the
-        # levels of the cycle before alone (level <= depth - 2 then: at most one push
-        # since). The queues' level compares (the four queues beside the cursors) were
-        # the deepest inputs of the sequencer's emit enables (128-lane ULX3S build at
-        # 005e676, seed 1); the levels after this cycle's push and pop, compared a cycle
-        # ahead, put the sequencer's phase through the push and the cursors' flags
-        # through the pops into this flip-flop (the 128-lane ECP5 evaluator's critical
-        # path at dace236, 9.70 ns, 7.47 of it routing). Depth 4, so that the queues
-        # refuse no command that depth-2 queues with the exact level would take (level
-        # <= 1 after a cycle needs level <= 2 before it): the same cycle counts as
-        # before on ten random evaluator jobs.
+        # levels of the cycle before alone (level <= depth - 3 then: at most two pushes
+        # since, one of them in the stage below). The queues' level compares (the four
+        # queues beside the cursors) were the deepest inputs of the sequencer's emit
+        # enables (128-lane ULX3S build at 005e676, seed 1); the levels after this
+        # cycle's push and pop, compared a cycle ahead, put the sequencer's phase
+        # through the push and the cursors' flags through the pops into this flip-flop
+        # (the 128-lane ECP5 evaluator's critical path at dace236, 9.70 ns, 7.47 of it
+        # routing). The depth is 5, so that the queues refuse no command that depth-2
+        # queues with the exact level would take.
         # In two copies: the queues' write enable's, beside them, and the ready's, which
         # the sequencer's emit decision reads (a replica: Yosys keeps the two apart).
+        # A push is registered (``stage``, loaded every cycle, and ``staged``) and
+        # written into the queues a cycle later, so that their levels and storage take
+        # it from flip-flops: the sequencer's phase through the push into the queues'
+        # levels was the 128-lane ECP5 evaluator's critical path at 2ac22d9 (seed 1:
+        # 8.28 ns, 6.81 of it routing; its only 9 endpoints past 8 ns were the levels).
+        # A row reaches its cursor a cycle later: the same cycles where the cursors
+        # fetch ahead of the engine (`bench evaluator --lanes 8 --batch 16`: 844,202),
+        # 0.003 % more where a pass waits for its words (quantized, per-member inputs:
+        # 1,922,154 against 1,922,094).
         all_ready = Signal(init=1)
         cmd_ready = Signal(init=1, attrs={REPLICA_ATTR: 1})
         m.d.comb += self.cmd.ready.eq(cmd_ready)
-        room = Cat(q.level <= q.depth - 2 for _, _, q in qs).all()
+        room = Cat(q.level <= q.depth - 3 for _, _, q in qs).all()
         m.d.sync += [all_ready.eq(room), cmd_ready.eq(room)]
         m.d.comb += self.cmd_ready_next.eq(room)
+        stage = p = Signal(self.pass_layout, reset_less=True)
+        staged = Signal()
+        m.d.sync += [stage.eq(self.cmd.payload), staged.eq(self.cmd.valid & all_ready)]
         for i, side, q in qs:
             row = Signal(row_layout, name=f"row_{side}{i}")
             m.d.comb += [
@@ -259,7 +269,7 @@ class WeightStreamer(wiring.Component):
                 row.n.eq(p.n),
                 row.on.eq(1 if i == 0 else p.two),
                 q.w_data.eq(row.as_value()),
-                q.w_en.eq(self.cmd.valid & all_ready),
+                q.w_en.eq(staged),
             ]
             port = cursors[i].fcmd if side == "f" else cursors[i].rcmd
             m.d.comb += [port.valid.eq(q.r_rdy), port.payload.eq(q.r_data), q.r_en.eq(port.ready)]
