@@ -258,16 +258,16 @@ class WeightStreamer(wiring.Component):
         room = Cat(q.level <= q.depth - 3 for _, _, q in qs).all()
         m.d.sync += [all_ready.eq(room), cmd_ready.eq(room)]
         m.d.comb += self.cmd_ready_next.eq(room)
-        stage = p = Signal(self.pass_layout, reset_less=True)
+        stage = Signal(self.pass_layout, reset_less=True)
         staged = Signal()
         m.d.sync += [stage.eq(self.cmd.payload), staged.eq(self.cmd.valid & all_ready)]
         for i, side, q in qs:
             row = Signal(row_layout, name=f"row_{side}{i}")
             m.d.comb += [
-                row.word.eq(p.word0 if i == 0 else p.word1),
-                row.off.eq(p.off0 if i == 0 else p.off1),
-                row.n.eq(p.n),
-                row.on.eq(1 if i == 0 else p.two),
+                row.word.eq(stage.word0 if i == 0 else stage.word1),
+                row.off.eq(stage.off0 if i == 0 else stage.off1),
+                row.n.eq(stage.n),
+                row.on.eq(1 if i == 0 else stage.two),
                 q.w_data.eq(row.as_value()),
                 q.w_en.eq(staged),
             ]
