@@ -233,6 +233,89 @@ def test_a_round_that_begins_with_room_after_one_that_ended_without_pushes_its_f
     check_equals_golden(job, res, "evaluator, a round begun after a full queue")
 
 
+class _EmitDecisionMonitor:
+    """Every cycle the sequencer is in PH_EMIT, its registered emit decision ``ok`` (what
+    enables the cursors, the block registers and the phase) equals the push's condition
+    ``cmd.valid & cmd.ready``; counts the cycles checked and the pushes."""
+
+    def __init__(self, dut):
+        self.dut, self.bad, self.emits, self.pushes = dut, [], 0, 0
+
+    def process(self):
+        async def proc(ctx):
+            seq = self.dut.dbg["seq"]
+            d = seq.dbg
+            sigs = (d["ok"], d["phase"], seq.cmd.valid, seq.cmd.ready)
+            cycle = 0
+            async for _, _, ok, phase, valid, ready in ctx.tick().sample(*sigs):
+                if phase == d["PH_EMIT"]:
+                    self.emits += 1
+                    push = bool(valid and ready)
+                    self.pushes += push
+                    if bool(ok) != push and not self.bad:
+                        self.bad.append((cycle, int(ok), int(valid), int(ready)))
+                cycle += 1
+
+        return proc
+
+
+@pytest.mark.parametrize(
+    ("mode", "shared", "lanes", "noise_buffers"),
+    [
+        ("quantized", False, 4, 2),
+        ("quantized", True, 3, 1),
+        ("lowrank", True, 3, 2),
+        ("lowrank", False, 2, 1),
+    ],
+)
+def test_the_emit_decision_equals_the_push_in_every_emit_cycle(mode, shared, lanes, noise_buffers):
+    """The sequencer's ``ok`` is a flip-flop of the next cycle's room; in every PH_EMIT
+    cycle, the first of each round included, it must be what the push is. Loaded in
+    PH_EMIT alone (54e5111) it kept the last round's decision into the next round's
+    first cycle (a pass pushed twice or lost) whenever the room changed in between."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator emit decision {mode} {shared}"))
+    layers, pop = (7, 5, 3), 4 * lanes + 2  # three rounds, the last part-full
+    cfg = Config(
+        layers=layers,
+        population=pop,
+        rank=4,
+        mode=mode,
+        sigma_shift=0,
+        init="random",
+        seed=int(rng.integers(1 << 32)),
+    ).validate()
+    batch = int(rng.integers(1, 4))
+    if shared:
+        job = EvalJob(
+            cfg,
+            init_state(cfg).weights,
+            int(rng.integers(0, 1000)),
+            samples=rng.integers(-127, 128, (4, layers[0])),
+            labels=rng.integers(0, layers[-1], 4),
+            batch_idx=rng.integers(0, 4, batch),
+        )
+    else:
+        x = rng.integers(-127, 128, (pop, batch, layers[0]))
+        job = EvalJob(cfg, init_state(cfg).weights, int(rng.integers(0, 1000)), member_x=x)
+    dut = PopulationEvaluator(
+        lanes=lanes,
+        max_width=8,
+        max_layers=2,
+        rank=4,
+        mode=mode,
+        mem_latency=2,
+        noise_buffers=noise_buffers,
+        e_generators=2 if mode == "quantized" else 1,
+    )
+    mon = _EmitDecisionMonitor(dut)
+    res = run_amaranth(job, dut, max_cycles=200_000, collisions=mon)
+    assert not mon.bad, f"first difference (cycle, ok, cmd.valid, cmd.ready): {mon.bad[0]}"
+    assert mon.pushes > 0 and mon.emits > mon.pushes, (
+        f"{mon.emits} emit cycles, {mon.pushes} pushes: no cycle without room was checked"
+    )
+    check_equals_golden(job, res, f"evaluator emit decision {mode} shared={shared}")
+
+
 def test_a_u_row_pass_two_after_a_record_does_not_take_the_bank_read_of_its_last_op():
     """Per-member inputs, rank 16 (T = 16), 2 lanes in one finalizer group: u-row passes
     q and q + 2 read the same noise bank, and the last STORE op of q's record reads its

@@ -105,6 +105,9 @@ class Sequencer(wiring.Component):
         self.wpass_layout = wpass_layout
         self.noise_bits = noise_bits
         self.waddr_bits = waddr_bits
+        # internal signals for tests (filled by elaborate): the emit decision ``ok``,
+        # the phase and PH_EMIT's code
+        self.dbg = {}
         ml = p.max_layers
         super().__init__(
             {
@@ -261,6 +264,7 @@ class Sequencer(wiring.Component):
         # command twice (or, the other way round, none)
         ok = Signal(init=1)
         m.d.sync += ok.eq(self.cmd_room_next & (bk_u_next | self.wcmd_room_next))
+        self.dbg.update(ok=ok, phase=phase, PH_EMIT=PH_EMIT)
         ps = Signal(wb + 1)  # pass index: q (U) or t (L)
         pos_word = Signal(self.waddr_bits)
         pos_off = Signal(3)
