@@ -489,10 +489,17 @@ class Finalizer(wiring.Component):
         # (seed 1) and 16 of 497 at e7fe268 (seed 3)
         bump = Signal()
         m.d.sync += bump.eq((wc == 1) & ends_block)
+        # the count takes no reset: ``clear`` starts every evaluation before its first
+        # read, and is then the flip-flops' set/reset alone (a flip-flop of the
+        # sequencer's), not a LUT of it and the reset (shared with the loader's slot
+        # flags: 16 of the 128-lane ECP5 evaluator's 24 endpoints past 8 ns at 59c3e3a,
+        # seed 1, 8.40 ns)
+        blocks_done = Signal(16, reset_less=True)
+        m.d.comb += self.blocks_done.eq(blocks_done)
         with m.If(self.clear):  # a new evaluation counts its blocks from 0
-            m.d.sync += self.blocks_done.eq(0)
+            m.d.sync += blocks_done.eq(0)
         with m.Elif(bump):
-            m.d.sync += self.blocks_done.eq(self.blocks_done + 1)
+            m.d.sync += blocks_done.eq(blocks_done + 1)
         t_pend0 = Signal()  # a term's registers are loading this cycle
         t_pend = Signal()  # a term to be written this cycle
         in_flight = Cat(
@@ -846,7 +853,14 @@ class Finalizer(wiring.Component):
         # ahead (the op in U is the same from wc 0 to T - 1), so that no decode of the
         # window count lies between the u bank's write data and the adder before it
         c.state_w = Signal(name=f"state_w{sfx}")
-        c.state_waddr = Signal(ua_bits, name=f"state_wa{sfx}", reset_less=True)
+        # (its initial value the address's constant part, as lo_at's: the bits every
+        # state address shares are then constants, not a flip-flop the groups share)
+        c.state_waddr = Signal(
+            ua_bits,
+            name=f"state_wa{sfx}",
+            reset_less=True,
+            init=(2 * self.G * r) % (1 << ua_bits),  # state_addr(0, 0)
+        )
         c.store_w = Signal(name=f"store_w{sfx}")
         c.store_hi = Signal(name=f"store_hi{sfx}", reset_less=True)  # h1 (wc 3), else h0
         c.store_addr = Signal(ua_bits, name=f"store_wa{sfx}", reset_less=True)
@@ -903,8 +917,14 @@ class Finalizer(wiring.Component):
         if self.lean:
             m.d.sync += amt.eq(amt_n)
         else:
-            hi_at = Signal(signed(24), name=f"hi_at{sfx}")  # 128 << amt
-            lo_at = Signal(signed(24), name=f"lo_at{sfx}")  # -(127 << amt)
+            # initial values from the tables (amt 0), so that the bits every entry shares
+            # are constants: lo_at's two sign bits, each a flip-flop from 0 to 1 with init
+            # 0, were one flip-flop after Yosys merged the groups' copies, its net across
+            # the chip into every group's compare (the 128-lane ECP5 evaluator's critical
+            # path at 59c3e3a, seed 1: lo_at_g0[22] into y1_lo_g14, 8.46 ns, 6.85 of it
+            # routing)
+            hi_at = Signal(signed(24), name=f"hi_at{sfx}", init=128)  # 128 << amt
+            lo_at = Signal(signed(24), name=f"lo_at{sfx}", init=-127)  # -(127 << amt)
             hi_tab = Array(Const(128 << a, signed(24)) for a in range(16))
             lo_tab = Array(Const(-(127 << a), signed(24)) for a in range(16))
             m.d.sync += [
