@@ -238,8 +238,12 @@ class Sequencer(wiring.Component):
         # decision through the block-end logic (16 of the 128-lane ECP5 evaluator's 66
         # endpoints past 8 ns at 9fe00a1, seed 3, into blk's enable); the id is
         # ``blk_m1 + blk_inc + 1``
+        # (blk_inc takes no reset: PH_IDLE, which a reset returns to, loads blk_m1 in
+        # every cycle, over blk_inc's step; with one, the reset and the emit's terms
+        # made a LUT before its set/reset, 8.37 ns in the 128-lane ECP5 evaluator at
+        # 59c3e3a, seed 1)
         blk_m1 = Signal(16)
-        blk_inc = Signal()
+        blk_inc = Signal(reset_less=True)
         m.d.sync += blk_inc.eq(0)
         with m.If(blk_inc):
             m.d.sync += blk_m1.eq(blk_m1 + 1)
