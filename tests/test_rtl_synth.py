@@ -447,20 +447,20 @@ def _constant_flip_flops(netlist: dict, top: str) -> list[str]:
     return sorted(out)
 
 
-def test_no_evaluator_register_is_a_constant_after_its_reset(tmp_path):
+@pytest.mark.parametrize("module", ["evaluator", "accelerator"])
+def test_no_register_is_a_constant_after_its_reset(tmp_path, module):
     """A register bit whose next value is a constant other than its initial (or reset)
     value is a constant with a first cycle: the same in every copy of a group's control,
     so Yosys merges the copies into one flip-flop whose net crosses the chip. The
     finalizer's lo_at sign bits (from a table whose every entry has them set) were one
     flip-flop for the sixteen groups of the 128-lane ECP5 evaluator, its critical path
     at 59c3e3a (seed 1, 8.46 ns), and the margin state's write address bit 6 another;
-    their initial values are now the tables' (e120aab). Sixteen lanes (two groups),
-    mapped to the ECP5's flip-flops: none is left."""
+    their initial values are now the tables' (e120aab). The evaluator and the
+    accelerator at sixteen lanes (two groups), mapped to the ECP5's flip-flops: none."""
     from pentegg.rtl.catalog import build
 
-    ev = build("evaluator", {"lanes": 16})
-    assert ev.params.finalizers == 2
-    text = honour_no_rw_check(rtlil.convert(ev, name="ev", platform=SynthPlatform("ecp5")))
+    dut = build(module, {"lanes": 16})
+    text = honour_no_rw_check(rtlil.convert(dut, name="ev", platform=SynthPlatform("ecp5")))
     (tmp_path / "ev.il").write_text(text)
     script = "read_rtlil ev.il; synth_ecp5 -top ev -run begin:map_luts; select ev; "
     script += "write_json -selected ev.json"
