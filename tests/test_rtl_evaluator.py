@@ -632,6 +632,29 @@ def test_a_run_time_value_out_of_range_sets_its_flag_and_nothing_runs():
     assert len(seen) == len(OUT_OF_RANGE)
 
 
+@pytest.mark.parametrize("past", [0, 1, 65535 - 3])
+def test_a_label_at_or_past_the_classes_sets_flag_8_and_the_run_ends(past):
+    """Shared inputs: a batch sample's label at the number of classes or above (checked
+    by the loader a cycle after the label arrives) sets flag 8 alone, and the run still
+    ends; the labels just below (every other test) set none."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator bad label {past}"))
+    layers = (5, 4, 3)
+    cfg = Config(layers=layers, population=6, rank=4, sigma_shift=0).validate()
+    labels = rng.integers(0, 3, 4)
+    labels[2] = 3 + past
+    job = EvalJob(
+        cfg,
+        init_state(cfg).weights,
+        int(rng.integers(0, 1000)),
+        samples=rng.integers(-127, 128, (4, layers[0])),
+        labels=labels,
+        batch_idx=np.array([0, 2, 1]),
+    )
+    dut = PopulationEvaluator(lanes=2, max_width=8, mem_latency=int(rng.integers(1, 4)))
+    res = run_amaranth(job, dut, max_cycles=200_000)
+    assert res["error"] == 1 << 8, f"error {res['error']:#x}"
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_the_shortest_samples_end_the_batch_and_the_run_at_their_last_sample(shared):
     """One layer of two outputs, quantized: a sample is two one-pass blocks (both members'
