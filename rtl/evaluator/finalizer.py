@@ -347,11 +347,22 @@ class Finalizer(wiring.Component):
         opP, opP2, opS, opU = stage["P"], stage["P2"], stage["S"], stage["U"]
 
         # ---- the issuer: records -> ops
-        q = fifo.SyncFIFO(width=self.rec_layout.size, depth=2)
+        # each record with its bias row pair's noise address (naddr + r) beside it, added
+        # as it enters the FIFO, not after its read: the read, the add and the bias
+        # choice into the noise address copies' new_naddr_c (loaded every cycle, taken
+        # at the window's end) recur among the 128-lane ECP5 evaluator's endpoints past
+        # 8 ns (seed 3: 13 at 98e1bb6, 8.56 ns; 6 at 9fe00a1; 1 at 87e4c97)
+        rs = self.rec_layout.size
+        q = fifo.SyncFIFO(width=rs + self.addr_bits, depth=2)
         m.submodules.records = q
-        wiring.connect(m, wiring.flipped(self.rec), q.w_stream)
+        m.d.comb += [
+            q.w_data.eq(Cat(self.rec.payload, self.rec.payload.naddr + r)),
+            q.w_en.eq(self.rec.valid),
+            self.rec.ready.eq(q.w_rdy),
+        ]
         head = Signal(self.rec_layout)
-        m.d.comb += head.eq(q.r_data)
+        head_bias_naddr = Signal(self.addr_bits)
+        m.d.comb += [head.eq(q.r_data[:rs]), head_bias_naddr.eq(q.r_data[rs:])]
         iss_i = Signal(range(G + 1))
         iss_bias = Signal()  # issuing the BIAS ops of the head record
         iss_s = Signal()  # a record for both members: issuing member 2j+1's ops
@@ -364,7 +375,7 @@ class Finalizer(wiring.Component):
         ]
         with m.If(iss_bias):
             # the bias row pair follows the layer's last pair
-            m.d.comb += new.rec.naddr.eq(head.naddr + r)
+            m.d.comb += new.rec.naddr.eq(head_bias_naddr)
         with m.If(iss_s):  # member 2j+1's ops of a record for both
             m.d.comb += new.rec.s.eq(1)
 
