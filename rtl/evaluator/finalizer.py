@@ -708,6 +708,10 @@ class Finalizer(wiring.Component):
         ua_bits = ceil_log2(self.u_depth)
         return Cat(c[: ceil_log2(r)] if r > 1 else Const(0, 0), s, i)[:ua_bits]
 
+    def _state_base(self) -> int:
+        """The u bank address of the margin states' first (lane 0, member 0)."""
+        return (2 * self.G * self.p.rank) % (1 << ceil_log2(self.u_depth))
+
     def _state_addr(self, i, s):
         """The u bank address of lane ``i``'s member ``s``'s margin state."""
         return (2 * self.G * self.p.rank + Cat(s, i))[: ceil_log2(self.u_depth)]
@@ -870,7 +874,7 @@ class Finalizer(wiring.Component):
             ua_bits,
             name=f"state_wa{sfx}",
             reset_less=True,
-            init=(2 * self.G * r) % (1 << ua_bits),  # state_addr(0, 0)
+            init=self._state_base(),
         )
         c.store_w = Signal(name=f"store_w{sfx}")
         c.store_hi = Signal(name=f"store_hi{sfx}", reset_less=True)  # h1 (wc 3), else h0
@@ -934,10 +938,10 @@ class Finalizer(wiring.Component):
             # the chip into every group's compare (the 128-lane ECP5 evaluator's critical
             # path at 59c3e3a, seed 1: lo_at_g0[22] into y1_lo_g14, 8.46 ns, 6.85 of it
             # routing)
-            hi_at = Signal(signed(24), name=f"hi_at{sfx}", init=128)  # 128 << amt
-            lo_at = Signal(signed(24), name=f"lo_at{sfx}", init=-127)  # -(127 << amt)
             hi_tab = Array(Const(128 << a, signed(24)) for a in range(16))
             lo_tab = Array(Const(-(127 << a), signed(24)) for a in range(16))
+            hi_at = Signal(signed(24), name=f"hi_at{sfx}", init=hi_tab[0].value)  # 128 << amt
+            lo_at = Signal(signed(24), name=f"lo_at{sfx}", init=lo_tab[0].value)  # -(127 << amt)
             m.d.sync += [
                 amt.eq(amt_n),
                 hi_at.eq(hi_tab[amt_n]),
