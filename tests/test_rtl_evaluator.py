@@ -34,6 +34,20 @@ def check_equals_golden(job, res, label):
         board.check("logits[member, sample, class]", logits, res["logits"])
 
 
+def shared_job(cfg, rng, batch, labels=None, batch_idx=None):
+    """A shared-input job on ``cfg``'s initial weights: four random samples, random
+    labels and batch indices (or the ones given), a random step."""
+    n0 = cfg.layers[0]
+    return EvalJob(
+        cfg,
+        init_state(cfg).weights,
+        int(rng.integers(0, 1000)),
+        samples=rng.integers(-127, 128, (4, n0)),
+        labels=rng.integers(0, cfg.layers[-1], 4) if labels is None else labels,
+        batch_idx=rng.integers(0, 4, batch) if batch_idx is None else batch_idx,
+    )
+
+
 def random_job(rng):
     """A random configuration within small maxima, its evaluator and its job."""
     max_layers = int(rng.integers(1, 4))
@@ -286,14 +300,7 @@ def test_the_emit_decision_equals_the_push_in_every_emit_cycle(mode, shared, lan
     ).validate()
     batch = int(rng.integers(1, 4))
     if shared:
-        job = EvalJob(
-            cfg,
-            init_state(cfg).weights,
-            int(rng.integers(0, 1000)),
-            samples=rng.integers(-127, 128, (4, layers[0])),
-            labels=rng.integers(0, layers[-1], 4),
-            batch_idx=rng.integers(0, 4, batch),
-        )
+        job = shared_job(cfg, rng, batch)
     else:
         x = rng.integers(-127, 128, (pop, batch, layers[0]))
         job = EvalJob(cfg, init_state(cfg).weights, int(rng.integers(0, 1000)), member_x=x)
@@ -533,14 +540,7 @@ def test_the_write_in_flight_flag_is_high_exactly_while_a_noise_bank_is_written(
     rng = np.random.default_rng(harness.pick_seed(f"evaluator write in flight {mode}"))
     layers = (5, 6, 3)
     cfg = Config(layers=layers, population=14, rank=4, sigma_shift=0, mode=mode).validate()
-    job = EvalJob(
-        cfg,
-        init_state(cfg).weights,
-        int(rng.integers(0, 1000)),
-        samples=rng.integers(-127, 128, (4, layers[0])),
-        labels=rng.integers(0, layers[-1], 4),
-        batch_idx=rng.integers(0, 4, 2),
-    )
+    job = shared_job(cfg, rng, 2)
     params = {"noise_write_lanes": write_lanes} if write_lanes > 1 else {}
     dut = PopulationEvaluator(lanes=5, max_width=8, mode=mode, **params)
     mon = _WriteInFlightMonitor(dut)
@@ -642,14 +642,7 @@ def test_a_label_at_or_past_the_classes_sets_flag_8_and_the_run_ends(past):
     cfg = Config(layers=layers, population=6, rank=4, sigma_shift=0).validate()
     labels = rng.integers(0, 3, 4)
     labels[2] = 3 + past
-    job = EvalJob(
-        cfg,
-        init_state(cfg).weights,
-        int(rng.integers(0, 1000)),
-        samples=rng.integers(-127, 128, (4, layers[0])),
-        labels=labels,
-        batch_idx=np.array([0, 2, 1]),
-    )
+    job = shared_job(cfg, rng, 3, labels=labels, batch_idx=np.array([0, 2, 1]))
     dut = PopulationEvaluator(lanes=2, max_width=8, mem_latency=int(rng.integers(1, 4)))
     res = run_amaranth(job, dut, max_cycles=200_000)
     assert res["error"] == 1 << 8, f"error {res['error']:#x}"
