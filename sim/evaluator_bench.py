@@ -182,12 +182,15 @@ def run_amaranth(
     *,
     max_cycles: int = 2_000_000,
     collisions=None,
+    logits_ready=None,
 ):
     """Run ``job`` on ``dut`` (a PopulationEvaluator) in the Amaranth simulator.
 
     Returns ``{"cycles", "scores" (population,), "logits" (population, batch, classes),
     "error"}``; memories are Python models with ``mem_latency`` cycles of read latency.
     ``collisions``: a :class:`~pentegg.sim.collisions.CollisionMonitor` to run alongside.
+    ``logits_ready``: ``cycle -> bool``, the reader's ``logits.ready`` in each cycle
+    (default: always ready); a beat counts in a cycle with valid and ready.
     """
     from amaranth.sim import Simulator
 
@@ -259,11 +262,13 @@ def run_amaranth(
         ctx.set(dut.start, 0)
         cycles = 0
         while True:
+            ready = 1 if logits_ready is None else int(bool(logits_ready(cycles)))
+            ctx.set(dut.logits.ready, ready)
             _, _, busy, lv, lp = await ctx.tick().sample(
                 dut.busy, dut.logits.valid, dut.logits.payload
             )
             cycles += 1
-            if lv:
+            if lv and ready:
                 beats.append(
                     {
                         "first_pair": int(lp.first_pair),

@@ -823,6 +823,29 @@ def test_margin_scores_with_saturated_and_tied_logits_equal_golden(case, family,
     Scoreboard(f"margin bounds {job.cfg.layers}").check("scores[member]", scores, res["scores"])
 
 
+@pytest.mark.parametrize("classes", [3, 4])
+def test_a_slow_logits_reader_gets_every_logit_in_order_and_equal_to_golden(classes):
+    """Per-member inputs with a reader ready in about one cycle in twenty: the logits FIFO
+    fills, the issue waits on its reservations, and no beat is lost or written twice
+    (an odd class count makes one-row last-layer ops, whose only beat releases one of
+    the two reserved). Releasing a reserved beat a cycle before its write fails it."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator slow logits {classes}"))
+    cfg = Config(
+        layers=(5, 6, classes),
+        population=10,
+        rank=4,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(2, 3),
+    ).validate()
+    x = rng.integers(-127, 128, (cfg.population, 3, 5))
+    job = EvalJob(cfg, init_state(cfg).weights, int(rng.integers(0, 1000)), member_x=x)
+    dut = PopulationEvaluator(lanes=3, max_width=8, max_layers=2, rank=4, group=1)
+    pattern = rng.random(400_000) < 0.05
+    res = run_amaranth(job, dut, max_cycles=400_000, logits_ready=lambda c: pattern[c])
+    check_equals_golden(job, res, f"slow logits reader, {classes} classes")
+
+
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
 def test_noise_read_address_copies_give_golden_scores_in_the_same_cycles(monkeypatch, shared):
     """Nine lanes, one per noise bank granule: three slices a bank. With a copy of the
