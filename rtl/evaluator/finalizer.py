@@ -673,15 +673,29 @@ class Finalizer(wiring.Component):
         m.d.sync += [a.eq(aw_sh) for a in aw_any]
         self.dbg.update(opP=opP, opS=opS, opU=opU, wc=wc)
 
-        # logits: rows 2t (wc 2) and 2t+1 (wc 3) of last-layer ops
-        lg = u_act & u_last & self.emit_logits & ((wc == 2) | ((wc == 3) & opU.rec.two))
+        # logits: rows 2t (wc 2) and 2t+1 (wc 3) of last-layer ops. The write strobe and
+        # the release of a reserved beat are flip-flops, decided a cycle ahead (wc 1 and
+        # 2: the U op holds through wc T - 1, T >= 4, and wc never stalls) from a copy of
+        # the output mode (it holds during an evaluation); decoded in the cycle from the
+        # loader's mode flag, the strobe into the FIFO's storage enables had 64 of the
+        # 128-lane ECP5 evaluator's 167 endpoints past 8 ns at 2c1ce90 (seed 3), and its
+        # critical path (9.60 ns, 8.19 of it routing)
+        emit_u = Signal(name="emit_u", reset_less=True)
+        lg = Signal(name="logit_we")
+        lg_last = Signal(name="logit_put_last")  # a one-row op's only beat (wc 3)
+        lg_u = u_act & u_last & emit_u
+        m.d.sync += [
+            emit_u.eq(self.emit_logits),
+            lg.eq(lg_u & ((wc == 1) | ((wc == 2) & opU.rec.two))),
+            lg_last.eq(lg_u & (wc == 2) & ~opU.rec.two),
+        ]
         m.d.comb += [
             logit_beat.i.eq(opU.i),
             logit_beat.s.eq(opU.rec.s),
             logit_beat.row.eq(row),
             lq.w_data.eq(logit_beat.as_value()),
             lq.w_en.eq(lg),
-            l_put.eq(Cat(lg, u_act & u_last & self.emit_logits & (wc == 3) & ~opU.rec.two)),
+            l_put.eq(Cat(lg, lg_last)),
         ]
         # terms: written two cycles after the op's wc 3, from the groups' term registers
         # (each group's margin logic had run into the one FIFO's storage: 147 of its
