@@ -183,6 +183,7 @@ def run_amaranth(
     max_cycles: int = 2_000_000,
     collisions=None,
     logits_ready=None,
+    prelude=None,
 ):
     """Run ``job`` on ``dut`` (a PopulationEvaluator) in the Amaranth simulator.
 
@@ -191,6 +192,8 @@ def run_amaranth(
     ``collisions``: a :class:`~pentegg.sim.collisions.CollisionMonitor` to run alongside.
     ``logits_ready``: ``cycle -> bool``, the reader's ``logits.ready`` in each cycle
     (default: always ready); a beat counts in a cycle with valid and ready.
+    ``prelude``: an async ``ctx -> None`` run before the job is set up and started (on
+    the same design: what it leaves behind meets the job).
     """
     from amaranth.sim import Simulator
 
@@ -244,6 +247,8 @@ def run_amaranth(
         ctx.set(dut.inp.valid, 0)
 
     async def bench(ctx):
+        if prelude is not None:
+            await prelude(ctx)
         ctx.set(dut.n_layers, cfg.n_layers)
         for i, wdt in enumerate(cfg.layers):
             ctx.set(dut.widths[i], wdt)

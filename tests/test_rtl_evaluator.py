@@ -632,6 +632,39 @@ def test_a_run_time_value_out_of_range_sets_its_flag_and_nothing_runs():
     assert len(seen) == len(OUT_OF_RANGE)
 
 
+@pytest.mark.parametrize("bad", ["an odd population", "noise beyond noise_depth"])
+def test_a_run_after_a_refused_start_equals_golden(bad):
+    """A start refused by a check (in the start's checks, or after the configuration
+    phase: the noise check) leaves nothing that changes the next run: its scores equal
+    golden's. The refused start's registers load whether or not a check fails."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator after refusal {bad}"))
+    cfg = Config(
+        layers=(3, 4, 2), population=6, rank=4, seed=int(rng.integers(1 << 32)), init="random"
+    ).validate()
+    job = shared_job(cfg, rng, batch=3)
+    dut = PopulationEvaluator(
+        lanes=2, max_layers=2, max_width=8, rank=4, max_batch=4, noise_depth=24
+    )
+    name, change, flag = next(case for case in OUT_OF_RANGE if case[0] == bad)
+    settings = {"n_layers": 2, "population": 8, "batch": 2, "margin": 1, "shared": 1}
+    settings.update(change)
+
+    async def refused(ctx):
+        widths = {0: 3, 1: 4, 2: 2, **settings.pop("widths", {})}
+        for i, v in widths.items():
+            ctx.set(dut.widths[i], v)
+        for key, value in settings.items():
+            ctx.set(getattr(dut, key), value)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        await ctx.tick().until(~dut.busy)
+        assert ctx.get(dut.error) == 1 << flag, f"{name}: error {ctx.get(dut.error):#x}"
+
+    res = run_amaranth(job, dut, max_cycles=200_000, prelude=refused)
+    check_equals_golden(job, res, f"a run after {name}")
+
+
 @pytest.mark.parametrize("past", [0, 1, 65535 - 3])
 def test_a_label_at_or_past_the_classes_sets_flag_8_and_the_run_ends(past):
     """Shared inputs: a batch sample's label at the number of classes or above (checked
