@@ -464,27 +464,33 @@ class Sequencer(wiring.Component):
                 with m.If(err_r.any()):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
                 with m.Else():
-                    m.d.sync += [
-                        phase.eq(PH_CFG_DIV),
-                        cl.eq(0),
-                        c_rem.eq(widths[0] + 1),
-                        c_ge5.eq(widths[0] >= 4),
-                        c_q.eq(0),
-                        c_word.eq(0),
-                        c_fa.eq(0 if QUANT else ub_base + u_cols),
-                        c_left.eq(pairs),
-                        rounds.eq(0),
-                        # the first round's state, used from PH_ROUND on, set here rather
-                        # than in PH_CFG_NEXT (behind its compares of cl and c_left:
-                        # into rnd's, first_pair's and lanes_active's enables, 25 of the
-                        # 128-lane ULX3S build's endpoints past 9.3 ns at 3c75e0d, seed
-                        # 1, 10.15 ns, its critical path)
-                        rnd.eq(0),
-                        first_pair.eq(0),
-                        lanes_active.eq(active_of(0)),
-                        gs.eq(0),
-                        nbuf.eq(0),
-                    ]
+                    m.d.sync += phase.eq(PH_CFG_DIV)
+                # the configuration's and the first round's registers load whether or not
+                # a check failed (after a failure nothing reads them, and the next start
+                # loads them again): their enables are the phase's decode alone, not
+                # that and the OR of the checks' flags (c_rem and c_q, loaded here and in
+                # two other phases, had 9 and 7 of the 128-lane ECP5 evaluator's 167
+                # endpoints past 8 ns at 2c1ce90, seed 3)
+                m.d.sync += [
+                    cl.eq(0),
+                    c_rem.eq(widths[0] + 1),
+                    c_ge5.eq(widths[0] >= 4),
+                    c_q.eq(0),
+                    c_word.eq(0),
+                    c_fa.eq(0 if QUANT else ub_base + u_cols),
+                    c_left.eq(pairs),
+                    rounds.eq(0),
+                    # the first round's state, used from PH_ROUND on, set here rather
+                    # than in PH_CFG_NEXT (behind its compares of cl and c_left:
+                    # into rnd's, first_pair's and lanes_active's enables, 25 of the
+                    # 128-lane ULX3S build's endpoints past 9.3 ns at 3c75e0d, seed
+                    # 1, 10.15 ns, its critical path)
+                    rnd.eq(0),
+                    first_pair.eq(0),
+                    lanes_active.eq(active_of(0)),
+                    gs.eq(0),
+                    nbuf.eq(0),
+                ]
             with m.Case(PH_CFG_DIV):  # fan // 5 and fan % 5 by subtraction
                 if QUANT:  # a row of E slots: the layer's fan
                     m.d.sync += c_fa_inc.eq(widths[cl] + 1)
