@@ -219,10 +219,10 @@ class Sequencer(wiring.Component):
         c_fa = Signal(nb + 2)
         c_r4 = Signal(2)  # quantized: rows mod 4 (a new E slot row every 4 rows)
         QUANT = p.mode == "quantized"
-        # the layer's step of c_fa, registered in PH_CFG_DIV (cl is stable from there
-        # through PH_CFG_ROWS): the widths' selection by cl, the compare with nl and the
-        # adds before c_fa's adder had 7 of the 128-lane ULX3S build's 84 endpoints past
-        # 10 ns at 22de219 (seed 1)
+        # the layer's step of c_fa, a register (quantized: loaded in PH_CFG_DIV, cl is
+        # stable from there through PH_CFG_ROWS; low-rank: see c_fan1): the widths'
+        # selection by cl, the compare with nl and the adds before c_fa's adder had 7 of
+        # the 128-lane ULX3S build's 84 endpoints past 10 ns at 22de219 (seed 1)
         c_fa_inc = Signal(nb + 2, reset_less=True)
         # whether the noise slots overflow the bank: registered with c_fa's last step (the
         # compare in PH_CFG_NEXT was before the phase's and the round's enables)
@@ -445,6 +445,15 @@ class Sequencer(wiring.Component):
         c_ge5 = Signal()
         c_more = Signal()
         c_fan1_ge5 = Signal()
+        if not QUANT:
+            # the u rows: ceil(rows / 2) groups of r.bit_length() - 1, rows + 1 being
+            # out + 1 + (a hidden layer's bias row): from c_fan1 and cl_last, a cycle
+            # behind cl, so two behind it. PH_CFG_ROWS reads it in its last cycle, two
+            # or more after cl changes (PH_CFG_DIV takes one or more, then every width
+            # >= 1 takes a row cycle). From cl's adder, its compare with nl and the
+            # widths' selection in PH_CFG_DIV, c_fa_inc had 7 of the 128-lane ECP5
+            # evaluator's 167 endpoints past 8 ns at 2c1ce90 (seed 3)
+            m.d.sync += c_fa_inc.eq(((c_fan1 + ~cl_last) >> 1) << (r.bit_length() - 1))
         m.d.sync += c_fan1_ge5.eq(widths[cl + 1] >= 4)
         m.d.sync += self.load_start.eq(0)  # a strobe (set below)
         with m.If(self.bad_label):
@@ -494,9 +503,6 @@ class Sequencer(wiring.Component):
             with m.Case(PH_CFG_DIV):  # fan // 5 and fan % 5 by subtraction
                 if QUANT:  # a row of E slots: the layer's fan
                     m.d.sync += c_fa_inc.eq(widths[cl] + 1)
-                else:  # the u rows: ceil(rows / 2) groups of r.bit_length() - 1
-                    rows = widths[cl + 1] + Mux(cl + 1 == nl, 0, 1)
-                    m.d.sync += c_fa_inc.eq(((rows + 1) >> 1) << (r.bit_length() - 1))
                 with m.If(c_ge5):
                     m.d.sync += [c_rem.eq(c_rem - 5), c_ge5.eq(c_rem >= 10), c_q.eq(c_q + 1)]
                 with m.Else():
