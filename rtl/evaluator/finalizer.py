@@ -734,7 +734,7 @@ class Finalizer(wiring.Component):
 
     def _state_addr(self, i, s):
         """The u bank address of lane ``i``'s member ``s``'s margin state."""
-        return (2 * self.G * self.p.rank + Cat(s, i))[: ceil_log2(self.u_depth)]
+        return (self._state_base() + Cat(s, i))[: ceil_log2(self.u_depth)]
 
     def _op_copies(self, m, opP, opP2, opS, wc, sfx):
         """A group's own copies of the ops in P2, S and U, each taken from the shared
