@@ -25,7 +25,7 @@ from pathlib import Path
 
 from pentegg.rtl.evaluator.params import EvaluatorParams
 
-__all__ = ["inference_macs", "run"]
+__all__ = ["GMACS_BATCH", "inference_macs", "run", "run_for_build"]
 
 
 def inference_macs(layers, population: int, batch: int) -> int:
@@ -126,3 +126,28 @@ def run(
         "seed": seed,
         "wall_s": wall,
     }
+
+
+#: the batch of :func:`run_for_build`'s evaluation (issue 9's targets take batch >= 16)
+GMACS_BATCH = 16
+
+
+def run_for_build(params: dict, *, log=print) -> dict:
+    """One evaluation of the digits default network (64-64-10, population 256, batch
+    :data:`GMACS_BATCH`) with per-member inputs, where nothing is shared, on the datapath
+    of an evaluator build with elaboration ``params`` (as ``pentegg synth`` resolves
+    them): its lanes, mode, rank, digits, group, noise buffers and E generators, with the
+    bench's own maxima and memory sizes. Its ``throughput_ratio`` is the one
+    ``pentegg synth evaluator`` turns into G inference-MAC/s at the fmax found."""
+    return run(
+        lanes=params["lanes"],
+        batch=GMACS_BATCH,
+        mode=params.get("mode", "lowrank"),
+        inputs="member",
+        rank=params.get("rank", 4),
+        digits=params.get("digits", "binomial"),
+        group=params.get("group"),
+        noise_buffers=params.get("noise_buffers", 1),
+        e_generators=params.get("e_generators", 1),
+        log=log,
+    )

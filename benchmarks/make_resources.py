@@ -240,6 +240,14 @@ def _accel_synth_row(label, args, rec) -> str:
     return _row([*c[:5], str(rec.get("sprams", 0)), *c[5:7], cycles, step, *c[7:]])
 
 
+def _eval_synth_row(label, args, rec) -> str:
+    """The synth columns plus, after fmax, ``gmacs`` with the per-member ratio it used."""
+    c = _synth_cells(label, args, rec)
+    g = rec.get("gmacs")
+    gm = f"{g:.2f} ({rec['gmacs_throughput_ratio']:.3f})" if g is not None else "-"
+    return _row([*c[:7], gm, *c[7:]])
+
+
 def _spram_synth_row(label, args, rec) -> str:
     """The synth columns plus SPRAM after BRAM."""
     c = _synth_cells(label, args, rec)
@@ -278,7 +286,7 @@ _SYNTH_COLS = ("module", "device", "LUT4", "FF", "BRAM", "DSP", "fmax MHz")
 _SYNTH_COLS += ("logic cells placed", "commit", "command")
 HEADERS = {
     "noise": _header(*_SYNTH_COLS),
-    "evaluator-synth": _header(*_SYNTH_COLS),
+    "evaluator-synth": _header(*_SYNTH_COLS[:7], "G MAC/s (ratio)", *_SYNTH_COLS[7:]),
     "accelerator-synth": _header(
         *_SYNTH_COLS[:5], "SPRAM", *_SYNTH_COLS[5:7], "step cycles", "step_ms", *_SYNTH_COLS[7:]
     ),
@@ -306,6 +314,18 @@ HEADERS = {
 }
 
 
+#: where a column added to a table since its rows were measured goes: a kept row of the
+#: old width gets "-" there (evaluator-synth's gmacs, after fmax)
+ADDED_COLUMN = {"evaluator-synth": 7}
+
+
+def _padded(table: str, line: str, columns: int) -> str:
+    cells = line[2:-2].split(" | ")
+    if table in ADDED_COLUMN and len(cells) == columns - 1:
+        cells.insert(ADDED_COLUMN[table], "-")
+    return _row(cells)
+
+
 def render(table: str, recs: list[tuple[str, list[str], dict | None]], old: str = "") -> str:
     """The table's rows; a row without a record (not measured by this run, none cached)
     keeps its line from ``old``, the table as the document has it, if it is there."""
@@ -314,7 +334,9 @@ def render(table: str, recs: list[tuple[str, list[str], dict | None]], old: str 
         "accelerator-cycles": _step_row,
         "accelerator-synth": _accel_synth_row,
         "compact-synth": _spram_synth_row,
+        "evaluator-synth": _eval_synth_row,
     }.get(table, _synth_row)
+    columns = HEADERS[table].splitlines()[0].count(" | ") + 1
     lines = [HEADERS[table]]
     for lab, args, rec in recs:
         if rec is not None:
@@ -323,7 +345,7 @@ def render(table: str, recs: list[tuple[str, list[str], dict | None]], old: str 
         cell = f"| `pentegg {shlex.join(args)}` |"
         kept = [ln for ln in old.splitlines() if ln.endswith(cell)]
         if kept:
-            lines.append(kept[0])
+            lines.append(_padded(table, kept[0], columns))
         else:
             print(f"{table}: no record and no row for pentegg {shlex.join(args)}", file=sys.stderr)
     return "\n".join(lines)

@@ -9,6 +9,9 @@
   build (``up5k``: iCEBreaker, ``ecp5-85``: ULX3S-85F; ``--param`` overrides them) and
   also print ``step_ms``: the digits default step's cycles on that datapath, measured in
   Verilator (``pentegg bench accelerator``), at the fmax found (``--no-step`` skips it).
+  The ``evaluator`` prints ``gmacs``: G inference-MAC/s, ``2 * lanes * throughput_ratio *
+  fmax``, the ratio that of a digits evaluation with per-member inputs on its datapath,
+  measured likewise (``--no-step`` skips it too).
   ``--endpoints`` adds how many timing endpoints arrive too late for each of several
   clocks, and the register groups with the most past the target; ``--breakdown`` where
   the LUTs and flip-flops go, block by block.
@@ -96,7 +99,8 @@ def register(sub) -> None:
     s.add_argument(
         "--no-step",
         action="store_true",
-        help="accelerator, device: do not simulate the digits step for step_ms",
+        help="accelerator, device: do not simulate the digits step for step_ms; "
+        "evaluator: do not simulate the per-member evaluation for gmacs",
     )
     s.add_argument(
         "--endpoints",
@@ -192,8 +196,8 @@ def run_synth(args) -> int:
     from .rtl.synth import MAX_SEEDS, SynthError, synthesize
     from .rtl.toolchain import ToolNotFound
 
-    if args.no_step and args.module not in BOARD_MODULES:
-        only = " and ".join(BOARD_MODULES)
+    if args.no_step and args.module not in (*BOARD_MODULES, "evaluator"):
+        only = ", ".join(BOARD_MODULES) + " and evaluator"
         raise HardwareError(f"--no-step applies to {only}, not {args.module}")
     params = synth_params(args.module, args.device, args.param)
     if board_params(args.module, args.device):
@@ -277,6 +281,8 @@ def run_synth(args) -> int:
     record = r.as_json()
     if args.module in BOARD_MODULES:
         record.update(_step_time(args, r))
+    elif args.module == "evaluator":
+        record.update(_gmacs(args, r))
     if args.json:
         print(json.dumps(record, sort_keys=False))
     return 0
@@ -317,6 +323,39 @@ def print_breakdown(rows: list[dict] | None) -> None:
         top = ", ".join(f"{s['signal']} {s['luts']}" for s in r.get("signals", [])[:3])
         line = f"  {name:<24} {r['luts']:>7} {r['ffs']:>7} {r['brams']:>5} {share:>5.1f} %"
         print(line + (f"  ({top})" if top else ""))
+
+
+def _gmacs(args, r) -> dict:
+    """The evaluator's ``gmacs``: G inference-MAC/s, ``2 * lanes * throughput_ratio *
+    fmax``, with the ratio of one digits evaluation with per-member inputs measured in
+    Verilator on the build's datapath (``gmacs_throughput_ratio``), or why not."""
+    if args.no_step:
+        why = "not measured (--no-step)"
+    elif not r.placed:
+        why = "none: the design does not fit the device, so it has no fmax"
+    else:
+        from .benchmarks import evaluator_bench
+
+        print(
+            "gmacs    simulating a digits evaluation with per-member inputs "
+            "(pentegg bench evaluator --inputs member)..."
+        )
+        b = evaluator_bench.run_for_build(r.params, log=lambda s: print(s, file=sys.stderr))
+        lanes, ratio = r.params["lanes"], b["throughput_ratio"]
+        gmacs = 2 * lanes * ratio * r.fmax_mhz / 1e3
+        print(
+            f"gmacs    {gmacs:.2f} G inference-MAC/s: 2 x {lanes} lanes x throughput_ratio "
+            f"{ratio:.3f} (64-64-10, population 256, batch {b['batch']}, per-member inputs, "
+            f"{b['cycles']} cycles) x {r.fmax_mhz:.1f} MHz"
+        )
+        return {
+            "gmacs": round(gmacs, 2),
+            "gmacs_throughput_ratio": round(ratio, 4),
+            "gmacs_cycles": b["cycles"],
+            "gmacs_batch": b["batch"],
+        }
+    print(f"gmacs    {why}")
+    return {"gmacs": None, "gmacs_throughput_ratio": None, "gmacs_note": why}
 
 
 def _step_time(args, r) -> dict:

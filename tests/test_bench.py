@@ -186,12 +186,33 @@ def test_make_resources_keeps_the_document_row_of_a_row_it_neither_ran_nor_cache
 
     cmd = ["synth", "evaluator", "--device", "up5k", "--param", "lanes=4", "--json"]
     line = (
-        "| evaluator lanes 4 | UP5K | 1 | 2 | 3 | 0 | 5 | 6 | `abc` | `pentegg "
+        "| evaluator lanes 4 | UP5K | 1 | 2 | 3 | 0 | 5 | - | 6 | `abc` | `pentegg "
         + " ".join(cmd)
         + "` |"
     )
     old = "\n".join([HEADERS["evaluator-synth"], line])
     out = render("evaluator-synth", [("lanes 4", cmd, None)], old)
     assert out.splitlines() == [*HEADERS["evaluator-synth"].splitlines(), line]
+    # a row measured before the gmacs column: "-" in it, after fmax
+    narrow = line.replace("| 5 | - | 6 |", "| 5 | 6 |")
+    out = render("evaluator-synth", [("lanes 4", cmd, None)], narrow)
+    assert out.splitlines()[-1] == line
     gone = render("evaluator-synth", [("lanes 4", cmd, None)], HEADERS["evaluator-synth"])
     assert gone == HEADERS["evaluator-synth"]
+
+
+def test_make_resources_evaluator_rows_carry_gmacs_and_its_ratio():
+    """An evaluator synthesis row shows ``gmacs`` with the per-member ratio it assumed,
+    after fmax; a record without it (``--no-step``) shows "-"."""
+    from pentegg.benchmarks.make_resources import render
+
+    cmd = ["synth", "evaluator", "--device", "ecp5-85", "--param", "lanes=128", "--json"]
+    rec = dict(module="evaluator", device="ecp5-85", luts=1, ffs=2, brams=3, dsps=0)
+    rec |= dict(fmax_mhz=125.0, wrapped_utilisation={"TRELLIS_COMB": "6/83640"}, commit="abc")
+    row = render(
+        "evaluator-synth",
+        [("lanes 128", cmd, rec | {"gmacs": 28.0, "gmacs_throughput_ratio": 0.875})],
+    ).splitlines()[-1]
+    assert "| 125.00 | 28.00 (0.875) | 6/83640 | `abc` |" in row
+    row = render("evaluator-synth", [("lanes 128", cmd, rec)]).splitlines()[-1]
+    assert "| 125.00 | - | 6/83640 | `abc` |" in row

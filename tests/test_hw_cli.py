@@ -133,7 +133,7 @@ def test_verilog_to_stdout():
         (["synth", "pquant", "--device", "up5k", "--seeds", "17"], "--seeds 17 is outside 1..16"),
         (
             ["synth", "pquant", "--device", "up5k", "--no-step"],
-            "--no-step applies to accelerator and device, not pquant",
+            "--no-step applies to accelerator, device and evaluator, not pquant",
         ),
         (
             ["synth", "accelerator", "--device", "up5k", "--param", "sample_bytes=200000"],
@@ -321,6 +321,57 @@ def test_step_ms_is_the_digits_step_cycles_at_fmax(monkeypatch, capsys):
     assert rec["step_ms"] is None and "does not fit" in rec["step_note"]
     rec = cmd_hw._step_time(SimpleNamespace(no_step=True), _synth_result())
     assert rec["step_ms"] is None and "--no-step" in rec["step_note"]
+
+
+def test_gmacs_is_two_lanes_times_the_per_member_ratio_times_fmax(monkeypatch, capsys):
+    """The evaluator's gmacs = 2 * lanes * throughput_ratio * fmax, the ratio that of a
+    digits evaluation with per-member inputs simulated on the build's datapath (its
+    parameters go to the bench); none without fmax or with --no-step."""
+    import dataclasses
+    from types import SimpleNamespace
+
+    from pentegg import cmd_hw
+    from pentegg.benchmarks import evaluator_bench
+
+    seen = {}
+
+    def fake_run_for_build(params, log):
+        seen.update(params)
+        return {"throughput_ratio": 0.875, "cycles": 88_000, "batch": 16}
+
+    monkeypatch.setattr(evaluator_bench, "run_for_build", fake_run_for_build)
+    params = {"lanes": 128, "mode": "lowrank", "group": 8}
+    res = _synth_result(module="evaluator", params=params, fmax_mhz=125.0)
+    rec = cmd_hw._gmacs(SimpleNamespace(no_step=False), res)
+    assert seen == params
+    assert rec["gmacs"] == 28.0 and rec["gmacs_throughput_ratio"] == 0.875
+    assert rec["gmacs_cycles"] == 88_000 and rec["gmacs_batch"] == 16
+    assert "gmacs    28.00 G inference-MAC/s" in capsys.readouterr().out
+    rec = cmd_hw._gmacs(
+        SimpleNamespace(no_step=False),
+        dataclasses.replace(res, placed=False, fmax_mhz=None),
+    )
+    assert rec["gmacs"] is None and "does not fit" in rec["gmacs_note"]
+    rec = cmd_hw._gmacs(SimpleNamespace(no_step=True), res)
+    assert rec["gmacs"] is None and "--no-step" in rec["gmacs_note"]
+
+
+def test_gmacs_bench_is_the_digits_network_with_per_member_inputs(monkeypatch):
+    """run_for_build evaluates the digits default network (64-64-10, population 256,
+    batch 16) with per-member inputs on the build's lanes, mode, rank, digits, group,
+    noise buffers and E generators."""
+    from pentegg.benchmarks import evaluator_bench
+
+    seen = {}
+    monkeypatch.setattr(evaluator_bench, "run", lambda **kw: seen.update(kw) or {})
+    evaluator_bench.run_for_build(
+        {"lanes": 8, "mode": "quantized", "rank": 16, "noise_buffers": 2, "max_width": 64}
+    )
+    assert seen["inputs"] == "member" and seen["batch"] == 16
+    assert seen["lanes"] == 8 and seen["mode"] == "quantized" and seen["rank"] == 16
+    assert seen["noise_buffers"] == 2 and seen["group"] is None
+    assert seen["e_generators"] == 1 and seen["digits"] == "binomial"
+    assert "layers" not in seen and "population" not in seen  # the bench's defaults
 
 
 def test_step_bench_carries_the_builds_datapath_params(monkeypatch):
