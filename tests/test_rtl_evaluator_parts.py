@@ -333,6 +333,41 @@ def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(sh
         assert not late, f"(cycle taken, cycle written) not one apart: {late[:3]}"
 
 
+@pytest.mark.parametrize("idx", [1436, 65535])
+def test_input_loader_reads_a_shared_sample_past_64_kib_at_idx_times_n0(idx):
+    """A shared sample's bytes are read at ``idx * n0 + k``: with 64 inputs, the
+    digits training set's last sample (index 1,436: byte 91,904, past 2**16) and the
+    largest index (65,535: the base's widest value, ``65535 * max_width``) read
+    their whole rows, in order."""
+    n0 = 64
+    p = EvaluatorParams(lanes=1, max_width=n0)
+    dut = InputLoader(p)
+    reads = []
+
+    async def bench(ctx):
+        ctx.set(dut.shared, 1)
+        ctx.set(dut.n0, n0)
+        ctx.set(dut.batch, 1)
+        ctx.set(dut.rounds, 1)
+        ctx.set(dut.label_max, 10)
+        ctx.set(dut.b_data, idx)  # the batch memory's word, whatever its address
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        for _ in range(1200):
+            if ctx.get(dut.s_en):
+                reads.append(ctx.get(dut.s_addr))
+            if len(reads) == n0:
+                break
+            await ctx.tick()
+
+    _run(dut, bench)
+    want = [idx * n0 + k for k in range(n0)]
+    first = next((i for i, (a, b) in enumerate(zip(reads, want, strict=False)) if a != b), None)
+    assert first is None, f"read {first}: address {reads[first]}, expected {want[first]}"
+    assert len(reads) == n0, f"{len(reads)} sample reads in 1,200 cycles, expected {n0}"
+
+
 def test_pass_engine_starts_a_pass_only_when_its_dependencies_hold():
     """The engine's dependency checks are registered a cycle behind: a command that
     waits for a block count reaches the head of an empty queue after one whose count was

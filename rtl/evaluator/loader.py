@@ -147,12 +147,13 @@ class InputLoader(wiring.Component):
         # 635abd7 (seed 1, 9.40 ns, 7.93 of it routing, 4 levels)
         words = Signal()
         idx = Signal(16)
-        # base = idx * n0 < 2**16 * 2**width_bits: its width, not the 32 of the address
+        # base = idx * n0 <= 65535 * max_width: that width, not the 32 of the address
         # port (the 32-bit adder's carry chain into base was 8.06 ns in the 128-lane
-        # ECP5 evaluator at d1d3a78, seed 1)
-        base = Signal(16 + p.width_bits)
+        # ECP5 evaluator at d1d3a78, seed 1); mul_a's bits above it never reach base
+        base_bits = (0xFFFF * p.max_width).bit_length()
+        base = Signal(base_bits)
         mul_n = Signal(p.width_bits)  # multiplier bits left (shift-add idx * n0)
-        mul_a = Signal(16 + p.width_bits)
+        mul_a = Signal(base_bits)
 
         # a label's range check a cycle after it arrives, from a register of the label
         # memory's data and a flag: the compare between the memory's output and
