@@ -325,15 +325,21 @@ def print_breakdown(rows: list[dict] | None) -> None:
         print(line + (f"  ({top})" if top else ""))
 
 
+def _why_not_simulated(args, r) -> str | None:
+    """Why a figure that needs a simulation at fmax (``step_ms``, ``gmacs``) has none."""
+    if args.no_step:
+        return "not measured (--no-step)"
+    if not r.placed:
+        return "none: the design does not fit the device, so it has no fmax"
+    return None
+
+
 def _gmacs(args, r) -> dict:
     """The evaluator's ``gmacs``: G inference-MAC/s, ``2 * lanes * throughput_ratio *
     fmax``, with the ratio of one digits evaluation with per-member inputs measured in
     Verilator on the build's datapath (``gmacs_throughput_ratio``), or why not."""
-    if args.no_step:
-        why = "not measured (--no-step)"
-    elif not r.placed:
-        why = "none: the design does not fit the device, so it has no fmax"
-    else:
+    why = _why_not_simulated(args, r)
+    if why is None:
         from .benchmarks import evaluator_bench
 
         print(
@@ -360,11 +366,8 @@ def _gmacs(args, r) -> dict:
 
 def _step_time(args, r) -> dict:
     """``step_cycles`` and ``step_ms`` (the digits default step at fmax), or why not."""
-    if args.no_step:
-        why = "not measured (--no-step)"
-    elif not r.placed:
-        why = "none: the design does not fit the device, so it has no fmax"
-    else:
+    why = _why_not_simulated(args, r)
+    if why is None:
         from .benchmarks import accelerator_bench
 
         print("step     simulating the digits default step (pentegg bench accelerator)...")
