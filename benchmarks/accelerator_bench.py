@@ -38,6 +38,7 @@ CARRIED_PARAMS = (
     "noise_buffers",
     "e_generators",
     "noise_write_lanes",
+    "noise_generators",
     "latent_bits",
 )
 

@@ -45,6 +45,7 @@ def run(
     group: int | None = None,
     noise_buffers: int = 1,
     e_generators: int = 1,
+    noise_generators: int = 1,
     simulator: str = "verilator",
     seed: int = 0,
     log=print,
@@ -61,6 +62,7 @@ def run(
         "mode": mode,
         "noise_buffers": noise_buffers,
         "e_generators": e_generators,
+        "noise_generators": noise_generators,
     }
     if group is not None:
         params["group"] = group
@@ -116,6 +118,7 @@ def run(
         "finalizers": ep.finalizers,
         "noise_buffers": noise_buffers,
         "e_generators": e_generators,
+        "noise_generators": noise_generators,
         "cycles": cycles,
         "inference_macs": macs,
         "ideal_cycles": ideal,
@@ -136,7 +139,9 @@ def run_for_build(params: dict, *, log=print) -> dict:
     """One evaluation of the digits default network (64-64-10, population 256, batch
     :data:`GMACS_BATCH`) with per-member inputs, where nothing is shared, on the datapath
     of an evaluator build with elaboration ``params`` (as ``pentegg synth`` resolves
-    them): its lanes, mode, rank, digits, group, noise buffers and E generators, with the
+    them): its lanes, mode, rank, digits, group, noise buffers, E generators and noise
+    generators (a multiple of the build's noise write group, which does not change the
+    cycles), with the
     bench's own maxima and memory sizes. Its ``throughput_ratio`` is the one
     ``pentegg synth evaluator`` turns into G inference-MAC/s at the fmax found."""
     return run(
@@ -149,5 +154,6 @@ def run_for_build(params: dict, *, log=print) -> dict:
         group=params.get("group"),
         noise_buffers=params.get("noise_buffers", 1),
         e_generators=params.get("e_generators", 1),
+        noise_generators=params.get("noise_generators", 1),
         log=log,
     )

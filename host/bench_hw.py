@@ -55,6 +55,13 @@ def add_evaluator_suite(suites) -> None:
         help="quantized mode: E generators filling that many lanes at once, at most "
         "--lanes (default 1)",
     )
+    e.add_argument(
+        "--noise-generators",
+        type=int,
+        default=1,
+        help="low-rank mode: noise generators filling that many lanes at once, 1..min(8, "
+        "--lanes) (default 1)",
+    )
     e.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
     e.add_argument("--seed", type=int, default=0, help="data and simulation seed (default 0)")
     e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
@@ -89,6 +96,7 @@ def run_evaluator(args) -> int:
             group=args.group,
             noise_buffers=args.noise_buffers,
             e_generators=args.e_generators,
+            noise_generators=args.noise_generators,
         ).check()
     except ValueError as e:
         raise UsageError(f"bad build parameter: {e}") from None
@@ -105,6 +113,7 @@ def run_evaluator(args) -> int:
         group=args.group,
         noise_buffers=args.noise_buffers,
         e_generators=args.e_generators,
+        noise_generators=args.noise_generators,
         simulator=args.simulator,
         seed=args.seed,
         log=log,

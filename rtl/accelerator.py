@@ -94,7 +94,7 @@ class Accelerator(wiring.Component):
     Parameters
     ----------
     lanes, max_layers, max_width, rank, mode, digits, group, noise_depth, max_batch,
-    mem_latency, noise_buffers, e_generators, noise_write_lanes
+    mem_latency, noise_buffers, e_generators, noise_write_lanes, noise_generators
         The PopulationEvaluator's (rtl/evaluator/params.py).
     max_population : int
         Even, 2..4096: sizes the score, g and Z memories and their widths.
@@ -143,6 +143,7 @@ class Accelerator(wiring.Component):
         noise_buffers: int = 1,
         e_generators: int = 1,
         noise_write_lanes: int = 1,
+        noise_generators: int = 1,
         max_population: int = 256,
         update: str = "latent",
         latent_bits: int = 8,
@@ -168,6 +169,7 @@ class Accelerator(wiring.Component):
             noise_buffers=noise_buffers,
             e_generators=e_generators,
             noise_write_lanes=noise_write_lanes,
+            noise_generators=noise_generators,
         )
         p = self.params = self.evaluator.params
         if max_population % 2:

@@ -91,6 +91,7 @@ EVALUATOR_PARAMS = {
     "noise_buffers": "int",
     "e_generators": "int",
     "noise_write_lanes": "int",
+    "noise_generators": "int",
 }
 
 ACCELERATOR_PARAMS = {

@@ -46,6 +46,7 @@ ICARUS_BUILDS = [
         "rank": 4,
         "digits": "uniform",
         "noise_write_lanes": 3,
+        "noise_generators": 3,
     },
     {
         "lanes": 3,
@@ -64,6 +65,7 @@ ICARUS_BUILDS = [
         "rank": 16,
         "digits": "uniform",
         "noise_write_lanes": 2,
+        "noise_generators": 2,
     },
 ]
 

@@ -16,6 +16,7 @@ from pentegg.golden import Config, init_state
 from pentegg.golden.forward import activate, layer_population
 from pentegg.golden.model import make_noise
 from pentegg.rtl.evaluator.evaluator import PopulationEvaluator
+from pentegg.rtl.evaluator.noise_fill import noise_fill_cycles
 from pentegg.sim import harness
 from pentegg.sim.collisions import CollisionMonitor
 from pentegg.sim.evaluator_bench import EvalJob, evaluator_watches, run_amaranth
@@ -88,6 +89,10 @@ def random_job(rng):
         job = EvalJob(
             cfg, st.weights, step, member_x=rng.integers(-127, 128, (pop, batch, layers[0]))
         )
+    write_lanes = int(rng.integers(1, 4))
+    g = min(write_lanes, lanes)
+    # noise generators: 1 or a multiple of the write group, at most the lanes
+    gens = [1, *(k * g for k in range(1, lanes + 1) if 1 < k * g <= lanes)]
     dut = PopulationEvaluator(
         lanes=lanes,
         max_width=max_width,
@@ -97,7 +102,8 @@ def random_job(rng):
         group=group,
         mem_latency=int(rng.integers(1, 5)),
         noise_buffers=int(rng.integers(1, 3)),
-        noise_write_lanes=int(rng.integers(1, 4)),
+        noise_write_lanes=write_lanes,
+        noise_generators=int(rng.choice(gens)),
     )
     return job, dut
 
@@ -503,6 +509,43 @@ def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buff
     )
 
 
+@pytest.mark.parametrize(("write_lanes", "gens"), [(1, 2), (3, 3), (2, 4)])
+def test_noise_generators_give_the_same_scores_in_fewer_cycles(write_lanes, gens):
+    """``noise_generators`` 2, 3 (with ``noise_write_lanes`` 3: each write a whole
+    group, no staging) and 4 (two groups of 2) on 6 lanes: rounds of 6 and 1 pairs, so
+    a last group with lanes past the round's. Scores equal golden's, and a round's fill
+    is shorter: the evaluation takes at least a fill of ``6 - ceil(6 / G)`` lanes' noise
+    fewer cycles than with one generator (a lane's fill is 30 writes for this network)."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator noise generators {gens}"))
+    layers = (5, 6, 3)
+    cfg = Config(
+        layers=layers,
+        population=14,
+        rank=4,
+        sigma_shift=0,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(2, 1),
+    ).validate()
+    job = shared_job(cfg, rng, 3)
+    _, scores = job.expected()
+    cycles = []
+    for ng in (1, gens):
+        dut = PopulationEvaluator(
+            lanes=6, max_width=8, noise_write_lanes=write_lanes, noise_generators=ng
+        )
+        res = run_amaranth(job, dut, max_cycles=200_000)
+        assert res["error"] == 0
+        Scoreboard(f"evaluator noise_generators {ng}").check(
+            "scores[member]", scores, res["scores"]
+        )
+        cycles.append(res["cycles"])
+    per_lane = noise_fill_cycles(layers, 1) - noise_fill_cycles(layers, 0)
+    assert per_lane == 30
+    saved = (6 - -(-6 // gens)) * per_lane
+    assert cycles[0] - cycles[1] >= saved, f"cycles: {cycles}, a fill {saved} shorter expected"
+
+
 class _WriteInFlightMonitor:
     """Every cycle, the evaluator's "a noise write in flight" flags (``noise_late0/1``,
     what the sequencer counts as the fill still busy) equal "a bank write enable is
@@ -530,18 +573,24 @@ class _WriteInFlightMonitor:
 
 
 @pytest.mark.parametrize(
-    ("mode", "write_lanes"), [("lowrank", 1), ("lowrank", 3), ("quantized", 1)]
+    ("mode", "write_lanes", "gens"),
+    [("lowrank", 1, 1), ("lowrank", 3, 1), ("lowrank", 3, 3), ("quantized", 1, 1)],
 )
-def test_the_write_in_flight_flag_is_high_exactly_while_a_noise_bank_is_written(mode, write_lanes):
+def test_the_write_in_flight_flag_is_high_exactly_while_a_noise_bank_is_written(
+    mode, write_lanes, gens
+):
     """The sequencer starts a round's passes only when the fill's last registered bank
     write has landed: the flag it reads (a flip-flop of its own, loaded with the
     enables' condition) is high in exactly the cycles a bank's write enable is, with one
-    lane per write and with the staged three-lane writes, in both modes."""
+    lane per write, with the staged three-lane writes and with three generators' writes,
+    in both modes."""
     rng = np.random.default_rng(harness.pick_seed(f"evaluator write in flight {mode}"))
     layers = (5, 6, 3)
     cfg = Config(layers=layers, population=14, rank=4, sigma_shift=0, mode=mode).validate()
     job = shared_job(cfg, rng, 2)
     params = {"noise_write_lanes": write_lanes} if write_lanes > 1 else {}
+    if gens > 1:
+        params["noise_generators"] = gens
     dut = PopulationEvaluator(lanes=5, max_width=8, mode=mode, **params)
     mon = _WriteInFlightMonitor(dut)
     res = run_amaranth(job, dut, max_cycles=200_000, collisions=mon)
@@ -558,6 +607,20 @@ def test_noise_write_lanes_range_is_checked_and_groups_at_most_the_lanes():
     assert PopulationEvaluator(lanes=8, noise_write_lanes=3).params.noise_group == 3
     q = PopulationEvaluator(lanes=8, mode="quantized", noise_write_lanes=3)
     assert q.params.noise_group == 1
+
+
+def test_noise_generators_range_and_write_group_are_checked():
+    for bad, lanes in ((0, 8), (9, 16), (5, 4)):
+        top = min(8, lanes)
+        with pytest.raises(ValueError, match=rf"^noise_generators={bad} .* 1\.\.{top}$"):
+            PopulationEvaluator(lanes=lanes, noise_generators=bad)
+    with pytest.raises(ValueError, match=r"^noise_generators 4 must be 1 or a multiple of .* 3 "):
+        PopulationEvaluator(lanes=8, noise_write_lanes=3, noise_generators=4)
+    p = PopulationEvaluator(lanes=128, noise_write_lanes=3, noise_generators=6).params
+    assert (p.noise_gens, p.noise_bank_lanes) == (6, 132)
+    assert PopulationEvaluator(lanes=128, noise_write_lanes=3).params.noise_bank_lanes == 129
+    q = PopulationEvaluator(lanes=8, mode="quantized", noise_write_lanes=3, noise_generators=4)
+    assert q.params.noise_gens == 1
 
 
 # (what is out of range, its inputs over the valid base, the flag it sets)

@@ -18,7 +18,7 @@ from pentegg.rtl.evaluator.e_fill import EFill, e_fill_cycles
 from pentegg.rtl.evaluator.finalizer import record_layout
 from pentegg.rtl.evaluator.lane import PairLane, digit_ctrl
 from pentegg.rtl.evaluator.loader import InputLoader
-from pentegg.rtl.evaluator.noise_fill import NoiseFill
+from pentegg.rtl.evaluator.noise_fill import NoiseFill, noise_fill_cycles
 from pentegg.rtl.evaluator.params import EvaluatorParams
 from pentegg.rtl.evaluator.pass_engine import PassEngine
 from pentegg.rtl.evaluator.skid import SkidBuffer
@@ -543,7 +543,9 @@ def test_weight_streamer_runs_passes_back_to_back():
     assert seen["span"] == seen["beats"]
 
 
-def _fill(cfg: Config, step: int, first: int, lanes: int, active: int, max_layers: int):
+def _fill(
+    cfg: Config, step: int, first: int, lanes: int, active: int, max_layers: int, gens: int = 1
+):
     dut = NoiseFill(
         lanes=lanes,
         rank=cfg.rank,
@@ -551,9 +553,12 @@ def _fill(cfg: Config, step: int, first: int, lanes: int, active: int, max_layer
         max_layers=max_layers,
         width_bits=max(cfg.layers).bit_length(),
         addr_bits=11,
+        generators=gens,
     )
-    img = np.zeros((lanes, 2, 1 << 11, 2), dtype=np.int64)
-    written = np.zeros((lanes, 1 << 11), dtype=bool)
+    # lanes of the last group past `lanes` are written too: the image has room for them
+    padded = -(-lanes // gens) * gens
+    img = np.zeros((padded, 2, 1 << 11, 2), dtype=np.int64)
+    written = np.zeros((padded, 1 << 11), dtype=bool)
     res = {}
 
     async def bench(ctx):
@@ -569,16 +574,19 @@ def _fill(cfg: Config, step: int, first: int, lanes: int, active: int, max_layer
         ctx.set(dut.start, 0)
         cycles = 0
         while True:
-            _, _, busy, en, addr, lane, d = await ctx.tick().sample(
-                dut.busy, dut.w_en, dut.w_addr, dut.w_lane, dut.w_data
+            _, _, busy, en, addr, lane, group, d = await ctx.tick().sample(
+                dut.busy, dut.w_en, dut.w_addr, dut.w_lane, dut.w_group, dut.w_data
             )
             cycles += 1
             if en:
-                for b in range(2):
-                    for i in range(2):
-                        code = int(d[b][i])
-                        img[lane, b, addr, i] = code - 8 if code & 4 else code
-                written[lane, addr] = True
+                assert lane == group * gens, f"w_lane {lane} is not w_group {group} x {gens}"
+                for g in range(gens):
+                    for b in range(2):
+                        for i in range(2):
+                            code = int(d[g][b][i])
+                            img[lane + g, b, addr, i] = code - 8 if code & 4 else code
+                    assert not written[lane + g, addr], f"lane {lane + g}: slot {addr} twice"
+                    written[lane + g, addr] = True
             if not busy:
                 break
             assert cycles < 200_000
@@ -591,12 +599,14 @@ def _fill(cfg: Config, step: int, first: int, lanes: int, active: int, max_layer
 @pytest.mark.parametrize("case", range(8))
 def test_noise_fill_writes_golden_noise_in_the_slot_layout(case):
     """Random networks (1..3 layers, widths 1..12), ranks 1/4/16, both digit kinds,
-    1..4 lanes of which some inactive: every slot of every active lane equals the model's
-    image of golden's LRGEN streams."""
+    1..6 lanes of which some inactive, 1..4 generators in lockstep: every slot of every
+    lane of the groups filled (the active lanes, and the last group's others with the
+    next pairs' noise) equals the model's image of golden's LRGEN streams, written once."""
     rng = random.Random(harness.pick_seed(f"noise fill {case}"))
     nl = rng.randint(1, 3)
-    lanes = rng.randint(1, 4)
+    lanes = rng.randint(1, 6)
     active = rng.randint(1, lanes)
+    gens = 1 if case < 3 else rng.randint(2, min(4, lanes)) if lanes > 1 else 1
     cfg = Config(
         layers=tuple(rng.randint(1, 12) for _ in range(nl + 1)),
         rank=[1, 4, 16][case % 3],
@@ -605,14 +615,15 @@ def test_noise_fill_writes_golden_noise_in_the_slot_layout(case):
         seed=rng.randrange(1 << 32),
     ).validate()
     step, first = rng.randrange(65535), rng.randrange(8)
-    img, written, _ = _fill(cfg, step, first, lanes, active, 3)
+    img, written, _ = _fill(cfg, step, first, lanes, active, 3, gens)
     lay = layout(cfg.layers, cfg.rank)
-    board = Scoreboard(f"noise fill {cfg.layers} rank {cfg.rank} {cfg.digits}")
-    for j in range(active):
+    board = Scoreboard(f"noise fill {cfg.layers} rank {cfg.rank} {cfg.digits} x{gens}")
+    filled = -(-active // gens) * gens
+    for j in range(filled):
         board.check(f"lane {j} slots", noise_image(cfg, step, first + j), img[j, :, : lay.depth])
         assert written[j, : lay.depth].all(), f"lane {j}: a slot was not written"
         assert not written[j, lay.depth :].any(), f"lane {j}: a write beyond the layout"
-    assert not written[active:].any()
+    assert not written[filled:].any()
 
 
 def test_noise_fill_writes_a_slot_pair_almost_every_cycle():
@@ -623,6 +634,20 @@ def test_noise_fill_writes_a_slot_pair_almost_every_cycle():
     _, written, cycles = _fill(cfg, 3, 0, 4, 4, 2)
     assert written.sum() == 4 * 217
     assert cycles <= 4 * 217 + 29 + 6 * 4, cycles
+    assert noise_fill_cycles(cfg.layers, 4) == 4 * 217 + 29
+
+
+@pytest.mark.parametrize("gens", [2, 4])
+def test_noise_fill_generators_fill_that_many_lanes_at_once(gens):
+    """Digits network, rank 4, 8 lanes: with G generators in lockstep the fill writes G
+    lanes' slots per write and takes the cycles of 8 / G lanes (217 writes a group, a few
+    cycles a group more), as :func:`noise_fill_cycles` says within those few cycles."""
+    cfg = Config(layers=(64, 64, 10)).validate()
+    _, written, cycles = _fill(cfg, 3, 0, 8, 8, 2, gens)
+    assert written.sum() == 8 * 217
+    groups = 8 // gens
+    assert groups * 217 + 29 <= cycles <= groups * 217 + 29 + 6 * groups, cycles
+    assert noise_fill_cycles(cfg.layers, 8, generators=gens) == groups * 217 + 29
 
 
 def _e_fill(
@@ -764,34 +789,39 @@ def test_sliced_ram_slices_hold_what_one_block_ram_holds():
 
 
 @pytest.mark.parametrize(
-    ("width", "granule", "per_slice", "writes"),
+    ("width", "granule", "per_slice", "writes", "unit"),
     [
-        (40, 8, 2, "direct"),
-        (36, 18, 2, "registered"),
-        (30, 3, None, "registered"),
-        (24, 6, 3, "direct"),
-        (6, 6, 4, "registered"),
-        (36, 6, 1, "broadcast"),
-        (54, 18, 1, "broadcast"),
-        (30, 3, None, "broadcast"),
+        (40, 8, 2, "direct", 1),
+        (36, 18, 2, "registered", 1),
+        (30, 3, None, "registered", 1),
+        (24, 6, 3, "direct", 1),
+        (6, 6, 4, "registered", 1),
+        (36, 6, 1, "broadcast", 1),
+        (54, 18, 1, "broadcast", 1),
+        (30, 3, None, "broadcast", 1),
+        (72, 6, 4, "broadcast", 2),
+        (108, 18, 2, "broadcast", 3),
+        (36, 6, 3, "broadcast", 6),
     ],
 )
 def test_sliced_ram_gives_the_word_at_the_address_of_three_cycles_before(
-    width, granule, per_slice, writes
+    width, granule, per_slice, writes, unit
 ):
     """Random writes and reads every cycle against a model memory: ``r_data`` is the
     word at the address of three cycles earlier as the memory held it two cycles earlier,
     across slices of a few granules or one slice, with granule writes landing in their
-    cycle or, registered, a cycle later, and broadcast writes (one granule's value into
-    the granule it names, through a head register and more first-level copies than one)
-    three cycles later
+    cycle or, registered, a cycle later, and broadcast writes (a unit of one or more
+    granules into the unit it names, units across slices too, through a head register and
+    more first-level copies than one) three cycles later
     (``landing`` shows them then). A read of a word written in that cycle is not
     compared (unspecified on a block RAM)."""
     from pentegg.rtl.evaluator.sliced import WRITES, SlicedRAM
 
     rng = random.Random(harness.pick_seed(f"sliced ram {width} {granule} {writes}"))
     depth = 8
-    dut = SlicedRAM(width=width, depth=depth, granule=granule, per_slice=per_slice, writes=writes)
+    dut = SlicedRAM(
+        width=width, depth=depth, granule=granule, per_slice=per_slice, writes=writes, unit=unit
+    )
     n = width // granule
     per = n if per_slice is None else per_slice
     assert dut.slices == -(-n // per)
@@ -811,11 +841,12 @@ def test_sliced_ram_gives_the_word_at_the_address_of_three_cycles_before(
             ctx.set(dut.r_addr, ra)
             ctx.set(dut.w_addr, wa)
             if writes == "broadcast":
-                unit, index, valid = rng.getrandbits(granule), rng.randrange(n), rng.random() < 0.7
-                for sig_, v in ((dut.w_unit, unit), (dut.w_index, index), (dut.w_valid, valid)):
+                word = rng.getrandbits(granule * unit)
+                index, valid = rng.randrange(n // unit), rng.random() < 0.7
+                for sig_, v in ((dut.w_unit, word), (dut.w_index, index), (dut.w_valid, valid)):
                     ctx.set(sig_, v)
-                wd = sum(unit << (granule * j) for j in range(n))
-                we = int(valid) << index
+                wd = word << (granule * unit * index)
+                we = (((1 << unit) - 1) << (unit * index)) if valid else 0
             else:
                 wd = rng.getrandbits(width)
                 we = rng.getrandbits(n) if rng.random() < 0.7 else 0

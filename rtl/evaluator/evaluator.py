@@ -73,7 +73,7 @@ class PopulationEvaluator(wiring.Component):
     Parameters
     ----------
     lanes, max_layers, max_width, rank, mode, digits, group, noise_depth, max_batch,
-    mem_latency, noise_buffers, e_generators, noise_write_lanes
+    mem_latency, noise_buffers, e_generators, noise_write_lanes, noise_generators
         Elaboration parameters: :class:`~pentegg.rtl.evaluator.params.EvaluatorParams`
         (ranges there; a bad value raises ``ValueError`` naming it).
 
@@ -127,6 +127,7 @@ class PopulationEvaluator(wiring.Component):
         noise_buffers: int = 1,
         e_generators: int = 1,
         noise_write_lanes: int = 1,
+        noise_generators: int = 1,
     ):
         self.params = p = EvaluatorParams(
             lanes=lanes,
@@ -142,6 +143,7 @@ class PopulationEvaluator(wiring.Component):
             noise_buffers=noise_buffers,
             e_generators=e_generators,
             noise_write_lanes=noise_write_lanes,
+            noise_generators=noise_generators,
         ).check()
         self.noise_bits = ceil_log2(p.noise_bank_depth)
         # worst case of the weight memory: every layer max_width x (max_width + 1)
@@ -200,11 +202,12 @@ class PopulationEvaluator(wiring.Component):
         # rank: from copies of the finalizer's and the pass engine's registers, one per
         # NOISE_READ_FANOUT slices)
         G = p.noise_group
-        groups = -(-L // G)
+        NG = p.noise_gens
+        groups = p.noise_bank_lanes // G
         depth = p.noise_buffers << nbits
         granule = 3 if quant else 6 * G
         per_slice = slice_granules_for(platform, depth, granule)
-        n_slices = len(slice_spans(6 * G * groups, granule, per_slice))
+        n_slices = len(slice_spans(6 * p.noise_bank_lanes, granule, per_slice))
         r_copies = 1 if quant else -(-n_slices // NOISE_READ_FANOUT)
         m.submodules.fin = fin = Finalizer(p, nbits, n_copies=r_copies)
         # the lane controls: a copy per finalizer group, then (more than one group) a
@@ -238,6 +241,7 @@ class PopulationEvaluator(wiring.Component):
                 max_layers=p.max_layers,
                 width_bits=p.width_bits + 1,
                 addr_bits=nbits,
+                generators=NG,
             )
         m.submodules.loader = ld = InputLoader(p)
         m.submodules.scores = sc = ScoreAccumulator(p)
@@ -314,7 +318,8 @@ class PopulationEvaluator(wiring.Component):
         fill_addr = fill.w_addr[:nbits]
         if p.noise_buffers == 2:
             fill_addr = Cat(fill_addr, seq.fill_buf)
-        staged = G > 1 and not quant
+        # (with several generators their lockstep writes carry whole groups: no staging)
+        staged = G > 1 and NG == 1 and not quant
         if staged:
             # the fill's write, registered before the staging memory: its address is the
             # staging memory's read address, its lane the write enables' decode (the fill's
@@ -330,7 +335,7 @@ class PopulationEvaluator(wiring.Component):
             m.d.sync += [
                 f_en.eq(fill.w_en),
                 f_addr.eq(fill_addr),
-                *(f_data[b].eq(fill.w_data[b].as_value()) for b in range(2)),
+                *(f_data[b].eq(fill.w_data[0][b].as_value()) for b in range(2)),
                 w_grp.eq(Array(C(j // G, w_grp.shape()) for j in range(L))[fill.w_lane]),
                 w_pos.eq(Array(C(j % G, w_pos.shape()) for j in range(L))[fill.w_lane]),
             ]
@@ -339,6 +344,7 @@ class PopulationEvaluator(wiring.Component):
         for b in range(2):
             bank = SlicedRAM(
                 width=6 * G * groups,
+                unit=1 if quant else max(NG // G, 1),
                 depth=depth,
                 granule=granule,
                 per_slice=per_slice,
@@ -414,9 +420,15 @@ class PopulationEvaluator(wiring.Component):
                         )
                     ),
                 ]
+            elif NG > 1:  # the slots of lanes w_lane .. w_lane + NG - 1: a unit
+                m.d.comb += [
+                    bank.w_unit.eq(Cat(fill.w_data[g][b].as_value() for g in range(NG))),
+                    bank.w_index.eq(fill.w_group),
+                    bank.w_valid.eq(fill.w_en),
+                ]
             elif G == 1:
                 m.d.comb += [
-                    bank.w_unit.eq(fill.w_data[b].as_value()),
+                    bank.w_unit.eq(fill.w_data[0][b].as_value()),
                     bank.w_index.eq(fill.w_lane),
                     bank.w_valid.eq(fill.w_en),
                 ]

@@ -15,6 +15,15 @@ the layout of ``sim/evaluator_model.layout`` (docs/rtl.md):
 Both banks are written at the same address in a cycle, in one lane's two-digit field.
 Requests to the keyer alternate B and A (``B_0, A_0, B_1, A_1, ...``), which is the order
 each core consumes its streams in, so the answers are routed by their parity.
+
+With ``generators = G > 1`` the fill runs ``G`` generators (a keyer and two stream cores
+each) in lockstep on lanes ``G a .. G a + G - 1``: every lane's slots are written in the
+same order at the same addresses, so each write carries the slot of ``G`` lanes
+(``w_data[g]`` for lane ``w_lane + g``) and a round's fill takes about ``1 / G`` of the
+time (:func:`noise_fill_cycles`). The keyers' and the cores' timing does not depend on
+the values they compute, so the generators stay in step; their handshakes are joined all
+the same. The last group's lanes past ``lanes_active`` are filled too, with the noise of
+pairs past the round's: no lane reads them.
 """
 
 from __future__ import annotations
@@ -26,8 +35,22 @@ from amaranth.utils import ceil_log2
 
 from ..noise.keyer import StreamKeyer
 from ..noise.prng import PentaryStreamCore
+from ..params import check_int
+from .params import MAX_NOISE_GENERATORS
 
-__all__ = ["NoiseFill"]
+__all__ = ["NoiseFill", "noise_fill_cycles"]
+
+
+def noise_fill_cycles(widths, lanes_active: int, rank: int = 4, generators: int = 1) -> int:
+    """Cycles of one fill by the throughput formula of :class:`NoiseFill` (an estimate: a
+    few cycles a group more, measured by the tests): per group of ``generators`` lanes
+    ``(n_0 + 1) * ceil(rank / 4) + rank * sum_l ceil(rows_l / 2)``, plus the keyer's 29
+    cycles before the first row."""
+    u_passes = -(-rank // 2)
+    u_cols = -(-u_passes // 2)
+    rows = [widths[l + 1] + (l + 2 < len(widths)) for l in range(len(widths) - 1)]
+    per_group = (widths[0] + 1) * u_cols + rank * sum(-(-r // 2) for r in rows)
+    return 29 + -(-lanes_active // generators) * per_group
 
 
 class NoiseFill(wiring.Component):
@@ -47,6 +70,9 @@ class NoiseFill(wiring.Component):
         Width of a layer-width input.
     addr_bits : int
         Width of a noise-bank address.
+    generators : int
+        Generators run in lockstep, 1..min(8, lanes) (default 1): each adds a keyer, two
+        stream cores and their row registers (about 800 LUT4).
 
     Interface attributes
     --------------------
@@ -63,15 +89,19 @@ class NoiseFill(wiring.Component):
         ``n_0 .. n_L`` (layer ``l`` has ``n_{l+1}`` outputs and ``n_l + 1`` inputs).
     busy : Out(1)
         From the cycle after ``start`` until the last slot is written.
-    w_addr : Out(addr_bits), w_lane : Out(range(lanes)), w_en : Out(1)
-    w_data : Out(ArrayLayout(ArrayLayout(signed(3), 2), 2))
-        A write of both banks: ``w_data[b]`` into bank ``b``'s slot ``w_addr`` of lane
-        ``w_lane``.
+    w_addr : Out(addr_bits), w_en : Out(1)
+    w_lane : Out(range(lanes)), w_group : Out(range(ceil(lanes / generators)))
+        The first lane of the group written (a multiple of ``generators``), and
+        ``w_lane / generators``.
+    w_data : Out(ArrayLayout(ArrayLayout(ArrayLayout(signed(3), 2), 2), generators))
+        A write of both banks: ``w_data[g][b]`` into bank ``b``'s slot ``w_addr`` of lane
+        ``w_lane + g``.
 
     Throughput: one cycle per ``ceil(u_passes / 2)`` slots of a row of ``B_0`` and ``rank``
     cycles per row pair of a layer: ``(n_0 + 1) * ceil(rank / 4) + rank * sum_l
-    ceil(rows_l / 2)`` cycles per lane (``rows_l = n_{l+1} + 1``, ``n_L`` for the last),
-    plus the keyer's 29 cycles before the first row.
+    ceil(rows_l / 2)`` cycles per group of ``generators`` lanes (``rows_l = n_{l+1} + 1``,
+    ``n_L`` for the last), plus the keyer's 29 cycles before the first row
+    (:func:`noise_fill_cycles`).
     """
 
     def __init__(
@@ -83,12 +113,17 @@ class NoiseFill(wiring.Component):
         max_layers: int,
         width_bits: int,
         addr_bits: int,
+        generators: int = 1,
     ):
+        self.generators = check_int(
+            "noise_generators", generators, 1, min(MAX_NOISE_GENERATORS, lanes)
+        )
         self.lanes, self.rank, self.digits = lanes, rank, digits
         self.max_layers, self.width_bits, self.addr_bits = max_layers, width_bits, addr_bits
         self.u_passes = -(-rank // 2)
         self.u_cols = -(-self.u_passes // 2)  # slot columns per bank for B_0 rows
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), 2)
+        self.groups = -(-lanes // self.generators)
         super().__init__(
             {
                 "start": In(1),
@@ -101,63 +136,91 @@ class NoiseFill(wiring.Component):
                 "busy": Out(1),
                 "w_addr": Out(addr_bits),
                 "w_lane": Out(range(max(lanes, 2))),
+                "w_group": Out(range(max(self.groups, 2))),
                 "w_en": Out(1),
-                "w_data": Out(slot),
+                "w_data": Out(data.ArrayLayout(slot, self.generators)),
             }
         )
 
     def elaborate(self, platform):
         m = Module()
         r = self.rank
+        NG = self.generators
         lb = ceil_log2(max(self.lanes, 2))
-        m.submodules.keyer = keyer = StreamKeyer()
-        m.submodules.core_a = core_a = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
-        m.submodules.core_b = core_b = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
-        x0q = [fifo.SyncFIFO(width=32, depth=2) for _ in range(2)]  # 0: B, 1: A
-        m.submodules.x0b, m.submodules.x0a = x0q
+        keyers, cores_a, cores_b, queues = [], [], [], []
+        for g in range(NG):
+            sfx = f"{g}" if NG > 1 else ""
+            keyer = StreamKeyer()
+            core_a = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
+            core_b = PentaryStreamCore(digits=self.digits, digits_per_beat=r)
+            x0q = [fifo.SyncFIFO(width=32, depth=2) for _ in range(2)]  # 0: B, 1: A
+            m.submodules["keyer" + sfx] = keyer
+            m.submodules["core_a" + sfx] = core_a
+            m.submodules["core_b" + sfx] = core_b
+            m.submodules["x0b" + sfx], m.submodules["x0a" + sfx] = x0q
+            keyers.append(keyer)
+            cores_a.append(core_a)
+            cores_b.append(core_b)
+            queues.append(x0q)
 
         busy = Signal()
         m.d.comb += self.busy.eq(busy)
         n0 = self.widths[0]
 
-        # ---- keyer requests: per lane B_0, A_0, B_1, A_1, ..., A_{L-1}
+        # ---- keyer requests: per group of lanes B_0, A_0, B_1, A_1, ..., A_{L-1}
         req_lane = Signal(lb + 1)
         req_i = Signal(4)  # 2 * layer + (0: B, 1: A)
         req_on = Signal()
         first_req = Signal()
-        m.d.comb += [
-            keyer.seed.eq(self.seed),
-            keyer.k.valid.eq(req_on),
-            keyer.k.payload.ab.eq(~req_i[0]),
-            keyer.k.payload.layer.eq(req_i[1:]),
-            keyer.k.payload.pair.eq(self.first_pair + req_lane),
-            keyer.k.payload.step.eq(self.step),
-            keyer.k.payload.reseed.eq(first_req),
-        ]
+        # A keyer takes a request some cycles after it first sees it valid, so each
+        # keyer's request stays valid until that keyer has taken it (`taken`); the
+        # requests move on when every keyer has (in the same cycle: their timing does
+        # not depend on the keys)
+        taken = Signal(NG)
+        k_done = Signal()
+        m.d.comb += k_done.eq(req_on & Cat(taken[g] | keyers[g].k.ready for g in range(NG)).all())
+        for g, keyer in enumerate(keyers):
+            m.d.comb += [
+                keyer.seed.eq(self.seed),
+                keyer.k.valid.eq(req_on & ~taken[g]),
+                keyer.k.payload.ab.eq(~req_i[0]),
+                keyer.k.payload.layer.eq(req_i[1:]),
+                # lanes of the last group past lanes_active get keys too (any pair)
+                keyer.k.payload.pair.eq(self.first_pair + req_lane + g),
+                keyer.k.payload.step.eq(self.step),
+                keyer.k.payload.reseed.eq(first_req),
+            ]
+            with m.If(k_done):
+                m.d.sync += taken[g].eq(0)
+            with m.Elif(keyer.k.valid & keyer.k.ready):
+                m.d.sync += taken[g].eq(1)
         last_i = (self.n_layers << 1) - 1
         # req_i == last_i as a flag set with req_i (n_layers holds through a fill), not
         # a compare between req_i and the enables of req_lane and req_on (6 of the
         # 128-lane ULX3S build's endpoints past 8 ns at 635abd7, seed 1, 8.29 ns)
         req_last = Signal()
-        with m.If(keyer.k.valid & keyer.k.ready):
+        with m.If(k_done):
             m.d.sync += first_req.eq(0)
             with m.If(req_last):
-                m.d.sync += [req_i.eq(0), req_last.eq(last_i == 0), req_lane.eq(req_lane + 1)]
-                with m.If(req_lane + 1 == self.lanes_active):
+                m.d.sync += [req_i.eq(0), req_last.eq(last_i == 0), req_lane.eq(req_lane + NG)]
+                with m.If(req_lane + NG >= self.lanes_active):
                     m.d.sync += req_on.eq(0)
             with m.Else():
                 m.d.sync += [req_i.eq(req_i + 1), req_last.eq(req_i + 1 == last_i)]
-        # answers alternate B, A
-        ans_a = Signal()
-        target_rdy = Mux(ans_a, x0q[1].w_rdy, x0q[0].w_rdy)
-        m.d.comb += [keyer.x0.ready.eq(target_rdy), keyer.cancel.eq(0)]
-        for i, q in enumerate(x0q):
-            m.d.comb += [
-                q.w_data.eq(keyer.x0.payload),
-                q.w_en.eq(keyer.x0.valid & (ans_a == i) & q.w_rdy),
-            ]
-        with m.If(keyer.x0.valid & keyer.x0.ready):
-            m.d.sync += ans_a.eq(~ans_a)
+        # each keyer's answers alternate B, A
+        for keyer, x0q in zip(keyers, queues, strict=True):
+            ans_a = Signal()
+            target_rdy = Mux(ans_a, x0q[1].w_rdy, x0q[0].w_rdy)
+            m.d.comb += [keyer.x0.ready.eq(target_rdy), keyer.cancel.eq(0)]
+            for i, q in enumerate(x0q):
+                m.d.comb += [
+                    q.w_data.eq(keyer.x0.payload),
+                    q.w_en.eq(keyer.x0.valid & (ans_a == i) & q.w_rdy),
+                ]
+            with m.If(keyer.x0.valid & keyer.x0.ready):
+                m.d.sync += ans_a.eq(~ans_a)
+            with m.If(self.start & ~busy):
+                m.d.sync += ans_a.eq(0)
 
         # ---- consumption
         lane = Signal(lb + 1)
@@ -166,28 +229,38 @@ class NoiseFill(wiring.Component):
         phase_f = Signal()  # row pairs of a layer
         load_b = Signal()
         load_a = Signal()
-        for core, q, load in ((core_b, x0q[0], load_b), (core_a, x0q[1], load_a)):
-            m.d.comb += [
-                core.x0.valid.eq(load & q.r_rdy),
-                core.x0.payload.eq(q.r_data),
-                q.r_en.eq(load),
-            ]
-        # a core is (re)loaded in the cycle its stream starts; `need_*` waits for the x0
+        for g in range(NG):
+            x0q = queues[g]
+            for core, q, load in ((cores_b[g], x0q[0], load_b), (cores_a[g], x0q[1], load_a)):
+                m.d.comb += [
+                    core.x0.valid.eq(load & q.r_rdy),
+                    core.x0.payload.eq(q.r_data),
+                    q.r_en.eq(load),
+                ]
+        # the cores are (re)loaded in the cycle their streams start, all at once; `need_*`
+        # waits for every generator's x0
         need_b = Signal()
         need_a = Signal()
-        m.d.comb += [load_b.eq(need_b & x0q[0].r_rdy), load_a.eq(need_a & x0q[1].r_rdy)]
+        x0b_rdy = Cat(q[0].r_rdy for q in queues).all()
+        x0a_rdy = Cat(q[1].r_rdy for q in queues).all()
+        m.d.comb += [load_b.eq(need_b & x0b_rdy), load_a.eq(need_a & x0a_rdy)]
+        # the generators' rows, joined
+        b_valid = Cat(c.o.valid for c in cores_b).all()
+        a_valid = Cat(c.o.valid for c in cores_a).all()
         with m.If(load_b):
             m.d.sync += need_b.eq(0)
         with m.If(load_a):
             m.d.sync += need_a.eq(0)
 
-        w_lane = Signal(lb)  # the lane of the pair being written (F phase)
+        w_lane = Signal(lb)  # the (first) lane of the pair being written (F phase)
+        group = Signal(range(max(self.groups, 2)))  # lane / NG
+        w_group = Signal.like(group)
 
         # U phase: rows k = 0..n0 of B_0; each row gives u_cols writes (slot columns j).
         # A row is taken in the cycle the previous one's last column is written.
         k = Signal(self.width_bits + 1)
         j = Signal(range(self.u_cols + 1))
-        urow = Signal(3 * r)
+        urow = [Signal(3 * r, name=f"urow{g}") for g in range(NG)]
         u_have = Signal()  # a row of B_0 is held in urow
         u_last_row = Signal()  # the held row is the bias row (k == n0)
         # ub_base and the first F slot after the Ub slots (f_base0) from registers: n_0
@@ -207,10 +280,11 @@ class NoiseFill(wiring.Component):
         a_rows = Signal(self.width_bits + 1)  # rows of A_l left
         b_rows = Signal(self.width_bits + 2)  # rows of B_{l+1} left
         c = Signal(range(r + 1))
-        a_tk = [Signal(3 * r, name=f"a_tk{i}") for i in range(2)]
-        b_tk = [Signal(3 * r, name=f"b_tk{i}") for i in range(2)]
-        a_buf = [Signal(3 * r, name=f"a_buf{i}") for i in range(2)]
-        b_buf = [Signal(3 * r, name=f"b_buf{i}") for i in range(2)]
+        # [generator][row of the pair]
+        a_tk = [[Signal(3 * r, name=f"a_tk{g}_{i}") for i in range(2)] for g in range(NG)]
+        b_tk = [[Signal(3 * r, name=f"b_tk{g}_{i}") for i in range(2)] for g in range(NG)]
+        a_buf = [[Signal(3 * r, name=f"a_buf{g}_{i}") for i in range(2)] for g in range(NG)]
+        b_buf = [[Signal(3 * r, name=f"b_buf{g}_{i}") for i in range(2)] for g in range(NG)]
         row_i = Signal()  # which row of the pair is taken next
         pair_ready = Signal()  # a_tk/b_tk hold a complete pair
         pair_last = Signal()  # ... and it is the layer's last
@@ -233,13 +307,13 @@ class NoiseFill(wiring.Component):
         # 9.94 (the 128-lane ULX3S build at dace236, seed 2).
         a_nz, b_nz, t_nz = Signal(), Signal(), Signal()
         last_layer = Signal()  # layer + 1 == n_layers
-        last_lane = Signal()  # lane + 1 == lanes_active
+        last_lane = Signal()  # lane + NG >= lanes_active: the last group
         nx_outs = Signal(self.width_bits)  # widths[layer + 2]
         nx_outs1 = Signal(self.width_bits + 1)  # widths[layer + 2] + 1
         nx_last = Signal()  # layer + 2 == n_layers
         m.d.sync += [
             last_layer.eq(layer + 1 == self.n_layers),
-            last_lane.eq(lane + 1 == self.lanes_active),
+            last_lane.eq(lane + NG >= self.lanes_active),
             nx_outs.eq(self.widths[layer + 2]),
             nx_outs1.eq(self.widths[layer + 2] + 1),
             nx_last.eq(layer + 2 == self.n_layers),
@@ -303,8 +377,9 @@ class NoiseFill(wiring.Component):
                 req_i.eq(0),
                 req_last.eq(last_i == 0),
                 first_req.eq(1),
-                ans_a.eq(0),
+                taken.eq(0),
                 lane.eq(0),
+                group.eq(0),
                 f_addr.eq(0),
                 u_have.eq(0),
                 writing.eq(0),
@@ -317,14 +392,15 @@ class NoiseFill(wiring.Component):
         u_free = ~u_have | (j == self.u_cols - 1)  # the held row leaves this cycle
         u_take = Signal()
         # the next lane's rows wait until the last pair of the previous one is written
-        m.d.comb += u_take.eq(busy & phase_u & u_free & ~need_b & core_b.o.valid & ~writing)
+        m.d.comb += u_take.eq(busy & phase_u & u_free & ~need_b & b_valid & ~writing)
         with m.If(u_write):
-            m.d.sync += [j.eq(j + 1), u_addr.eq(u_addr + u_step), urow.eq(urow >> 12)]
+            m.d.sync += [j.eq(j + 1), u_addr.eq(u_addr + u_step)]
+            m.d.sync += [u.eq(u >> 12) for u in urow]
             with m.If(j == self.u_cols - 1):
                 m.d.sync += u_have.eq(0)
         with m.If(u_take):
             m.d.sync += [
-                urow.eq(core_b.o.payload.as_value()),
+                *(u.eq(c.o.payload.as_value()) for u, c in zip(urow, cores_b, strict=True)),
                 u_have.eq(1),
                 u_last_row.eq(k_n0),
                 j.eq(0),
@@ -348,16 +424,17 @@ class NoiseFill(wiring.Component):
             & t_nz
             & ~need_a
             & ~need_b
-            & (~need_row_a | core_a.o.valid)
-            & (~need_row_b | core_b.o.valid)
+            & (~need_row_a | a_valid)
+            & (~need_row_b | b_valid)
         )
         with m.If(take_ok):
             for i in range(2):
                 with m.If(row_i == i):
-                    m.d.sync += [
-                        a_tk[i].eq(Mux(need_row_a, core_a.o.payload.as_value(), 0)),
-                        b_tk[i].eq(Mux(need_row_b, core_b.o.payload.as_value(), 0)),
-                    ]
+                    for g in range(NG):
+                        m.d.sync += [
+                            a_tk[g][i].eq(Mux(need_row_a, cores_a[g].o.payload.as_value(), 0)),
+                            b_tk[g][i].eq(Mux(need_row_b, cores_b[g].o.payload.as_value(), 0)),
+                        ]
             m.d.sync += [
                 a_rows.eq(a_rows - need_row_a),
                 b_rows.eq(b_rows - need_row_b),
@@ -369,11 +446,13 @@ class NoiseFill(wiring.Component):
             with m.If((row_i == 1) | (t_rows == 1)):
                 m.d.sync += [pair_ready.eq(1), pair_last.eq(t_rows == 1), row_i.eq(0)]
                 with m.If(row_i == 0):  # a lone last row: the second row is zero
-                    m.d.sync += [a_tk[1].eq(0), b_tk[1].eq(0)]
-        m.d.comb += [
-            core_a.o.ready.eq(take_ok & need_row_a),
-            core_b.o.ready.eq(u_take | (take_ok & need_row_b)),
-        ]
+                    m.d.sync += [a_tk[g][1].eq(0) for g in range(NG)]
+                    m.d.sync += [b_tk[g][1].eq(0) for g in range(NG)]
+        for g in range(NG):
+            m.d.comb += [
+                cores_a[g].o.ready.eq(take_ok & need_row_a),
+                cores_b[g].o.ready.eq(u_take | (take_ok & need_row_b)),
+            ]
         f_write = busy & writing
         w_free = ~writing | (c == r - 1)
         move = pair_ready & w_free
@@ -381,8 +460,8 @@ class NoiseFill(wiring.Component):
             m.d.sync += [
                 c.eq(c + 1),
                 f_addr.eq(f_addr + 1),
-                *(a_buf[i].eq(a_buf[i] >> 3) for i in range(2)),
-                *(b_buf[i].eq(b_buf[i] >> 3) for i in range(2)),
+                *(a_buf[g][i].eq(a_buf[g][i] >> 3) for g in range(NG) for i in range(2)),
+                *(b_buf[g][i].eq(b_buf[g][i] >> 3) for g in range(NG) for i in range(2)),
             ]
             with m.If(c == r - 1):
                 m.d.sync += writing.eq(0)
@@ -391,17 +470,18 @@ class NoiseFill(wiring.Component):
                 writing.eq(1),
                 w_last.eq(pair_last),
                 w_lane.eq(lane[:lb]),
+                w_group.eq(group),
                 c.eq(0),
                 pair_ready.eq(0),
-                *(a_buf[i].eq(a_tk[i]) for i in range(2)),
-                *(b_buf[i].eq(b_tk[i]) for i in range(2)),
+                *(a_buf[g][i].eq(a_tk[g][i]) for g in range(NG) for i in range(2)),
+                *(b_buf[g][i].eq(b_tk[g][i]) for g in range(NG) for i in range(2)),
             ]
             with m.If(pair_last):  # the layer's rows are all taken: on to the next
                 with m.If(last_layer):
                     with m.If(last_lane):
                         m.d.sync += phase_f.eq(0)
                     with m.Else():
-                        m.d.sync += lane.eq(lane + 1)
+                        m.d.sync += [lane.eq(lane + NG), group.eq(group + 1)]
                         start_lane(m)
                 with m.Else():
                     start_layer(m, layer + 1, nx_outs, nx_outs1, nx_last)
@@ -415,16 +495,24 @@ class NoiseFill(wiring.Component):
             m.d.comb += [
                 self.w_en.eq(1),
                 self.w_lane.eq(lane[:lb]),
+                self.w_group.eq(group),
                 self.w_addr.eq(u_addr),
-                self.w_data[0].eq(urow[0:6]),
-                self.w_data[1].eq(Mux(2 * j + 1 < self.u_passes, urow[6:12], 0)),
             ]
+            for g in range(NG):
+                m.d.comb += [
+                    self.w_data[g][0].eq(urow[g][0:6]),
+                    self.w_data[g][1].eq(Mux(2 * j + 1 < self.u_passes, urow[g][6:12], 0)),
+                ]
         with m.Elif(f_write):
             m.d.comb += [
                 self.w_en.eq(1),
                 self.w_lane.eq(w_lane),
+                self.w_group.eq(w_group),
                 self.w_addr.eq(f_addr),
-                self.w_data[0].eq(Cat(a_buf[0][0:3], a_buf[1][0:3])),
-                self.w_data[1].eq(Cat(b_buf[0][0:3], b_buf[1][0:3])),
             ]
+            for g in range(NG):
+                m.d.comb += [
+                    self.w_data[g][0].eq(Cat(a_buf[g][0][0:3], a_buf[g][1][0:3])),
+                    self.w_data[g][1].eq(Cat(b_buf[g][0][0:3], b_buf[g][1][0:3])),
+                ]
         return m

@@ -19,6 +19,8 @@ from ..params import check_choice, check_int
 MAX_E_GENERATORS = 4
 #: Most lanes per write of the low-rank noise banks (6 x 6 bits: a DP16KD's 36-bit word).
 MAX_NOISE_WRITE_LANES = 6
+#: Most low-rank noise generators (a keyer and two stream cores each)
+MAX_NOISE_GENERATORS = 8
 #: lanes served by one copy of the activation memory's write address and select
 #: (:attr:`EvaluatorParams.act_write_copies`): four block RAM slices of four lanes
 ACT_WRITE_LANES = 16
@@ -101,6 +103,13 @@ class EvaluatorParams:
         lane writes leave a third empty: 22 instead of 32 DP16KD per bank at 128 lanes.
         The iCE40's block RAM has a write mask per bit (and no LUT RAM): keep 1 there.
         Cycles are the same for every value. Quantized builds ignore it.
+    noise_generators : int
+        Low-rank mode: generators of the noise fill, 1..min(8, lanes) (default 1), 1 or a
+        multiple of the noise write group (``min(noise_write_lanes, lanes)``). ``G``
+        generators (a keyer and two stream cores each, about 800 LUT4) fill ``G`` lanes at
+        once in lockstep, each write of the banks carrying their ``G`` slots (no staging
+        memory), so a round's fill takes about ``1 / G`` of the time: what a single round
+        (population <= 2 lanes) waits for before its first pass. Quantized builds ignore it.
     """
 
     lanes: int = 4
@@ -116,6 +125,7 @@ class EvaluatorParams:
     noise_buffers: int = 1
     e_generators: int = 1
     noise_write_lanes: int = 1
+    noise_generators: int = 1
     _derived: dict = field(default_factory=dict, compare=False, repr=False)
 
     def check(self) -> EvaluatorParams:
@@ -134,6 +144,15 @@ class EvaluatorParams:
         check_int("noise_buffers", self.noise_buffers, 1, 2)
         check_int("e_generators", self.e_generators, 1, min(MAX_E_GENERATORS, self.lanes))
         check_int("noise_write_lanes", self.noise_write_lanes, 1, MAX_NOISE_WRITE_LANES)
+        check_int(
+            "noise_generators", self.noise_generators, 1, min(MAX_NOISE_GENERATORS, self.lanes)
+        )
+        ng, g = self.noise_generators, self.noise_group
+        if ng > 1 and ng % g:
+            raise ValueError(
+                f"noise_generators {ng} must be 1 or a multiple of the noise write group {g} "
+                f"(noise_write_lanes, at most lanes)"
+            )
         return self
 
     # -------------------------------------------------------------------- structure
@@ -147,6 +166,19 @@ class EvaluatorParams:
         """Lanes per write of the low-rank noise banks: ``min(noise_write_lanes, lanes)``
         (1 in quantized mode, whose E generators write the banks)."""
         return 1 if self.mode == "quantized" else min(self.noise_write_lanes, self.lanes)
+
+    @property
+    def noise_gens(self) -> int:
+        """Generators of the low-rank noise fill (1 in quantized mode)."""
+        return 1 if self.mode == "quantized" else self.noise_generators
+
+    @property
+    def noise_bank_lanes(self) -> int:
+        """Lane fields of a noise bank's word: ``lanes`` padded to whole write groups, or
+        with several generators to whole generator groups (their lockstep writes fill a
+        group's fields at once)."""
+        unit = self.noise_gens if self.noise_gens > 1 else self.noise_group
+        return -(-self.lanes // unit) * unit
 
     @property
     def group_lanes(self) -> int:
@@ -282,4 +314,5 @@ class EvaluatorParams:
             "noise_buffers": self.noise_buffers,
             "e_generators": self.e_generators,
             "noise_write_lanes": self.noise_write_lanes,
+            "noise_generators": self.noise_generators,
         }

@@ -27,8 +27,9 @@ simulation) a slice is an Amaranth memory and a register. Writes (``writes``):
 * ``"direct"``: the block RAMs' own (``w_*`` written at the end of their cycle);
 * ``"registered"``: from a copy per slice of registers loaded with ``w_*`` (written a
   cycle later; ``landing``: the slices' write enables of the cycle);
-* ``"broadcast"``: one granule's value (``w_unit``) into the granule ``w_index`` of the
-  word (the noise fill's writes: one lane's slot, or one group's), through a tree of
+* ``"broadcast"``: one unit's value (``w_unit``, ``unit`` granules) into the unit
+  ``w_index`` of the word (the noise fill's writes: one lane's slot, one group's, or the
+  slots of its generators' lanes), through a tree of
   registers: one register of the write where it is made, a copy of it per
   :data:`WRITE_FANOUT` slices, then each slice's own registers, whose enables it decodes
   from its copy's index (written three cycles later). The head register takes the
@@ -133,6 +134,8 @@ class SlicedRAM(wiring.Component):
     r_copies : int
         Copies of the read address (1 .. slices): slice ``s`` registers copy
         ``s * r_copies // slices``, so that each copy's source drives a few slices.
+    unit : int
+        Granules of a "broadcast" write (default 1; ``width // granule`` a multiple).
 
     Interface attributes
     --------------------
@@ -143,8 +146,10 @@ class SlicedRAM(wiring.Component):
     w_addr : In(ceil_log2(depth)), w_data : In(width), w_en : In(width // granule)
         A write, per granule ("direct", "registered"); with ``w_copies`` > 1 ``w_addr``
         is ``In(ArrayLayout(ceil_log2(depth), w_copies))``, the copies equal.
-    w_addr, w_unit : In(granule), w_index : In(range(width // granule)), w_valid : In(1)
-        A write of one granule ("broadcast").
+    w_addr, w_unit : In(granule * unit), w_index : In(range(width // granule // unit)),
+    w_valid : In(1)
+        A write of one unit ("broadcast"): granule ``i`` of ``w_unit`` into granule
+        ``w_index * unit + i`` of the word.
     landing : Out(width // granule)
         The write enables reaching the memories this cycle.
     """
@@ -161,6 +166,7 @@ class SlicedRAM(wiring.Component):
         dp16kd: bool | None = None,
         w_copies: int = 1,
         r_copies: int = 1,
+        unit: int = 1,
     ):
         check_int("granule", granule, 1, width)
         if writes not in WRITES:
@@ -170,6 +176,9 @@ class SlicedRAM(wiring.Component):
         self.width, self.depth, self.granule = width, depth, granule
         self.writes, self.name = writes, name
         n = width // granule
+        self.unit = check_int("unit", unit, 1, n if writes == "broadcast" else 1)
+        if n % unit:
+            raise ValueError(f"SlicedRAM {name}: {n} granules are not whole units of {unit}")
         self.w_copies = check_int("w_copies", w_copies, 1, 1 if writes == "broadcast" else n)
         self.spans = slice_spans(width, granule, per_slice)
         self.r_copies = check_int("r_copies", r_copies, 1, len(self.spans))
@@ -192,7 +201,11 @@ class SlicedRAM(wiring.Component):
                     data.ArrayLayout(self.abits, w_copies) if w_copies > 1 else self.abits
                 ),
                 **(
-                    {"w_unit": In(granule), "w_index": In(range(n)), "w_valid": In(1)}
+                    {
+                        "w_unit": In(granule * unit),
+                        "w_index": In(range(n // unit)),
+                        "w_valid": In(1),
+                    }
                     if writes == "broadcast"
                     else {"w_data": In(width), "w_en": In(n)}
                 ),
@@ -239,6 +252,7 @@ class SlicedRAM(wiring.Component):
     def elaborate(self, platform):
         m = Module()
         g = self.granule
+        gu = g * self.unit
         dp = self.uses_dp16kd(platform)
         copy = {REPLICA_ATTR: 1} if self.slices > 1 else {}
         datas = []
@@ -246,7 +260,7 @@ class SlicedRAM(wiring.Component):
             # the head: one register of the write, beside its source
             head = (
                 Signal(self.abits, name=f"{self.name}_ha", reset_less=True),
-                Signal(g, name=f"{self.name}_hu", reset_less=True),
+                Signal(gu, name=f"{self.name}_hu", reset_less=True),
                 Signal.like(self.w_index, name=f"{self.name}_hi", reset_less=True),
                 Signal(name=f"{self.name}_hv"),
             )
@@ -259,7 +273,7 @@ class SlicedRAM(wiring.Component):
             for k in range(k_copies):
                 regs = (
                     Signal(self.abits, name=f"{self.name}_va{k}", reset_less=True, attrs=kc),
-                    Signal(g, name=f"{self.name}_vu{k}", reset_less=True, attrs=kc),
+                    Signal(gu, name=f"{self.name}_vu{k}", reset_less=True, attrs=kc),
                     Signal.like(self.w_index, name=f"{self.name}_vi{k}", reset_less=True, attrs=kc),
                     Signal(name=f"{self.name}_vv{k}", attrs=kc),
                 )
@@ -273,7 +287,12 @@ class SlicedRAM(wiring.Component):
             m.d.sync += ra.eq(r_addr)
             if self.writes == "broadcast":
                 a1, u1, i1, v1 = first[s // WRITE_FANOUT]
-                w = (a1, u1.replicate(hi - lo), Cat(v1 & (i1 == j) for j in range(lo, hi)))
+                u = self.unit
+                w = (
+                    a1,
+                    Cat(u1[(j % u) * g : (j % u + 1) * g] for j in range(lo, hi)),
+                    Cat(v1 & (i1 == j // u) for j in range(lo, hi)),
+                )
             else:
                 w_addr = self.w_addr
                 if self.w_copies > 1:
