@@ -194,9 +194,12 @@ def schedule(
     return blocks
 
 
-def schedule_cycles(cfg: Config, batch: int, lanes: int, shared: bool) -> dict:
+def schedule_cycles(
+    cfg: Config, batch: int, lanes: int, shared: bool, generators: int = 1
+) -> dict:
     """Lane cycles of one evaluation when nothing stalls: passes of ``n`` cycles, two
-    rows per pass; plus the noise fill per round (two slots per cycle)."""
+    rows per pass; plus the noise fill per round (two slots per cycle, for ``generators``
+    lanes at once)."""
     rounds = -(-cfg.pairs // lanes)
     lay = layout(cfg.layers, cfg.rank)
     per_sample = 0
@@ -208,11 +211,12 @@ def schedule_cycles(cfg: Config, batch: int, lanes: int, shared: bool) -> dict:
     # the fill writes one slot per bank and cycle: a row of B0 gives u_passes slots, a
     # row pair of A_l and B_{l+1} gives r slots in each bank
     fill_pair = (cfg.layers[0] + 1) * -(-lay.u_passes // 2) + sum(lay.row_pairs) * cfg.rank
+    fill = fill_pair * -(-min(lanes, cfg.pairs) // generators)
     return {
         "rounds": rounds,
         "lane_cycles_per_sample": per_sample,
-        "fill_cycles_per_round": fill_pair * min(lanes, cfg.pairs),
-        "cycles": rounds * (batch * per_sample + fill_pair * min(lanes, cfg.pairs)),
+        "fill_cycles_per_round": fill,
+        "cycles": rounds * (batch * per_sample + fill),
     }
 
 

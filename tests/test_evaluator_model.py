@@ -95,6 +95,13 @@ def test_schedule_cycles_of_the_digits_network():
     c = schedule_cycles(cfg, batch=16, lanes=16, shared=False)
     assert c["lane_cycles_per_sample"] == 2 * (32 * 64 + 5 * 64) + 2 * 2 * 64
     assert c["rounds"] == 8
+    assert c["fill_cycles_per_round"] == 16 * 217
+    # six generators fill 16 lanes in three groups; 128 lanes in 22
+    c6 = schedule_cycles(cfg, batch=16, lanes=16, shared=False, generators=6)
+    assert c6["fill_cycles_per_round"] == 3 * 217
+    assert c6["cycles"] == c["cycles"] - 8 * 13 * 217
+    c128 = schedule_cycles(cfg, batch=16, lanes=128, shared=False, generators=6)
+    assert (c128["rounds"], c128["fill_cycles_per_round"]) == (1, 22 * 217)
     # shared inputs: one u-row block, and layer 0 once for the pair
     c = schedule_cycles(cfg, batch=16, lanes=16, shared=True)
     assert c["lane_cycles_per_sample"] == 32 * 64 + 2 * 5 * 64 + 2 * 64

@@ -359,7 +359,7 @@ def test_gmacs_is_two_lanes_times_the_per_member_ratio_times_fmax(monkeypatch, c
 def test_gmacs_bench_is_the_digits_network_with_per_member_inputs(monkeypatch):
     """run_for_build evaluates the digits default network (64-64-10, population 256,
     batch 16) with per-member inputs on the build's lanes, mode, rank, digits, group,
-    noise buffers and E generators."""
+    noise buffers, E generators and noise generators."""
     from pentegg.benchmarks import evaluator_bench
 
     seen = {}
@@ -371,6 +371,9 @@ def test_gmacs_bench_is_the_digits_network_with_per_member_inputs(monkeypatch):
     assert seen["lanes"] == 8 and seen["mode"] == "quantized" and seen["rank"] == 16
     assert seen["noise_buffers"] == 2 and seen["group"] is None
     assert seen["e_generators"] == 1 and seen["digits"] == "binomial"
+    assert seen["noise_generators"] == 1
+    evaluator_bench.run_for_build({"lanes": 128, "noise_write_lanes": 3, "noise_generators": 6})
+    assert seen["noise_generators"] == 6 and "noise_write_lanes" not in seen
     assert "layers" not in seen and "population" not in seen  # the bench's defaults
 
 
@@ -433,6 +436,11 @@ def test_compact_block_within_the_lut4_target():
             "evaluator",
             ["--lanes", "1", "--mode", "quantized", "--e-generators", "2"],
             "e_generators=2 is not an integer in 1..1",
+        ),
+        (
+            "evaluator",
+            ["--lanes", "4", "--noise-generators", "5"],
+            "noise_generators=5 is not an integer in 1..4",
         ),
         ("accelerator", ["--batch", "5000"], "--batch 5000 out of range 1..1024"),
         ("accelerator", ["--update-lanes", "99"], "--update-lanes 99 out of range 1..65"),
