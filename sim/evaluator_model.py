@@ -194,9 +194,7 @@ def schedule(
     return blocks
 
 
-def schedule_cycles(
-    cfg: Config, batch: int, lanes: int, shared: bool, generators: int = 1
-) -> dict:
+def schedule_cycles(cfg: Config, batch: int, lanes: int, shared: bool, generators: int = 1) -> dict:
     """Lane cycles of one evaluation when nothing stalls: passes of ``n`` cycles, two
     rows per pass; plus the noise fill per round (two slots per cycle, for ``generators``
     lanes at once)."""
