@@ -59,7 +59,7 @@ def add_evaluator_suite(suites) -> None:
         "--noise-generators",
         type=int,
         default=1,
-        help="low-rank mode: noise generators filling that many lanes at once, 1..min(8, "
+        help="low-rank mode: noise generators filling that many lanes at once, 1..min(16, "
         "--lanes) (default 1)",
     )
     e.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")

@@ -71,7 +71,7 @@ class NoiseFill(wiring.Component):
     addr_bits : int
         Width of a noise-bank address.
     generators : int
-        Generators run in lockstep, 1..min(8, lanes) (default 1): each adds a keyer, two
+        Generators run in lockstep, 1..min(16, lanes) (default 1): each adds a keyer, two
         stream cores and their row registers (about 800 LUT4).
 
     Interface attributes

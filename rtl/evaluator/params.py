@@ -20,7 +20,7 @@ MAX_E_GENERATORS = 4
 #: Most lanes per write of the low-rank noise banks (6 x 6 bits: a DP16KD's 36-bit word).
 MAX_NOISE_WRITE_LANES = 6
 #: Most low-rank noise generators (a keyer and two stream cores each)
-MAX_NOISE_GENERATORS = 8
+MAX_NOISE_GENERATORS = 16
 #: lanes served by one copy of the activation memory's write address and select
 #: (:attr:`EvaluatorParams.act_write_copies`): four block RAM slices of four lanes
 ACT_WRITE_LANES = 16
@@ -104,7 +104,7 @@ class EvaluatorParams:
         The iCE40's block RAM has a write mask per bit (and no LUT RAM): keep 1 there.
         Cycles are the same for every value. Quantized builds ignore it.
     noise_generators : int
-        Low-rank mode: generators of the noise fill, 1..min(8, lanes) (default 1), 1 or a
+        Low-rank mode: generators of the noise fill, 1..min(16, lanes) (default 1), 1 or a
         multiple of the noise write group (``min(noise_write_lanes, lanes)``). ``G``
         generators (a keyer and two stream cores each, about 800 LUT4) fill ``G`` lanes at
         once in lockstep, each write of the banks carrying their ``G`` slots (no staging
