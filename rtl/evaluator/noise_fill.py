@@ -28,7 +28,7 @@ pairs past the round's: no lane reads them.
 
 from __future__ import annotations
 
-from amaranth import Cat, Module, Mux, Signal
+from amaranth import Cat, Const, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -142,6 +142,13 @@ class NoiseFill(wiring.Component):
             }
         )
 
+    def _last_group(self, lane):
+        """Whether the group of first lane ``lane`` is the last: an equality with one
+        generator (as before generators existed), a compare with several."""
+        if self.generators == 1:
+            return lane + 1 == self.lanes_active
+        return lane + self.generators >= self.lanes_active
+
     def elaborate(self, platform):
         m = Module()
         r = self.rank
@@ -176,7 +183,8 @@ class NoiseFill(wiring.Component):
         # keyer's request stays valid until that keyer has taken it (`taken`); the
         # requests move on when every keyer has (in the same cycle: their timing does
         # not depend on the keys)
-        taken = Signal(NG)
+        # (one keyer: its own handshake)
+        taken = Signal(NG) if NG > 1 else Const(0, 1)
         k_done = Signal()
         m.d.comb += k_done.eq(req_on & Cat(taken[g] | keyers[g].k.ready for g in range(NG)).all())
         for g, keyer in enumerate(keyers):
@@ -190,10 +198,11 @@ class NoiseFill(wiring.Component):
                 keyer.k.payload.step.eq(self.step),
                 keyer.k.payload.reseed.eq(first_req),
             ]
-            with m.If(k_done):
-                m.d.sync += taken[g].eq(0)
-            with m.Elif(keyer.k.valid & keyer.k.ready):
-                m.d.sync += taken[g].eq(1)
+            if NG > 1:
+                with m.If(k_done):
+                    m.d.sync += taken[g].eq(0)
+                with m.Elif(keyer.k.valid & keyer.k.ready):
+                    m.d.sync += taken[g].eq(1)
         last_i = (self.n_layers << 1) - 1
         # req_i == last_i as a flag set with req_i (n_layers holds through a fill), not
         # a compare between req_i and the enables of req_lane and req_on (6 of the
@@ -203,7 +212,7 @@ class NoiseFill(wiring.Component):
             m.d.sync += first_req.eq(0)
             with m.If(req_last):
                 m.d.sync += [req_i.eq(0), req_last.eq(last_i == 0), req_lane.eq(req_lane + NG)]
-                with m.If(req_lane + NG >= self.lanes_active):
+                with m.If(self._last_group(req_lane)):
                     m.d.sync += req_on.eq(0)
             with m.Else():
                 m.d.sync += [req_i.eq(req_i + 1), req_last.eq(req_i + 1 == last_i)]
@@ -253,8 +262,9 @@ class NoiseFill(wiring.Component):
             m.d.sync += need_a.eq(0)
 
         w_lane = Signal(lb)  # the (first) lane of the pair being written (F phase)
-        group = Signal(range(max(self.groups, 2)))  # lane / NG
-        w_group = Signal.like(group)
+        # lane / NG and the written pair's (with one generator: the lanes themselves)
+        group = Signal(range(max(self.groups, 2))) if NG > 1 else lane
+        w_group = Signal.like(group) if NG > 1 else w_lane
 
         # U phase: rows k = 0..n0 of B_0; each row gives u_cols writes (slot columns j).
         # A row is taken in the cycle the previous one's last column is written.
@@ -313,7 +323,7 @@ class NoiseFill(wiring.Component):
         nx_last = Signal()  # layer + 2 == n_layers
         m.d.sync += [
             last_layer.eq(layer + 1 == self.n_layers),
-            last_lane.eq(lane + NG >= self.lanes_active),
+            last_lane.eq(self._last_group(lane)),
             nx_outs.eq(self.widths[layer + 2]),
             nx_outs1.eq(self.widths[layer + 2] + 1),
             nx_last.eq(layer + 2 == self.n_layers),
@@ -377,9 +387,9 @@ class NoiseFill(wiring.Component):
                 req_i.eq(0),
                 req_last.eq(last_i == 0),
                 first_req.eq(1),
-                taken.eq(0),
+                *([taken.eq(0)] if NG > 1 else []),
                 lane.eq(0),
-                group.eq(0),
+                *([group.eq(0)] if NG > 1 else []),
                 f_addr.eq(0),
                 u_have.eq(0),
                 writing.eq(0),
@@ -470,7 +480,7 @@ class NoiseFill(wiring.Component):
                 writing.eq(1),
                 w_last.eq(pair_last),
                 w_lane.eq(lane[:lb]),
-                w_group.eq(group),
+                *([w_group.eq(group)] if NG > 1 else []),
                 c.eq(0),
                 pair_ready.eq(0),
                 *(a_buf[g][i].eq(a_tk[g][i]) for g in range(NG) for i in range(2)),
@@ -481,7 +491,9 @@ class NoiseFill(wiring.Component):
                     with m.If(last_lane):
                         m.d.sync += phase_f.eq(0)
                     with m.Else():
-                        m.d.sync += [lane.eq(lane + NG), group.eq(group + 1)]
+                        m.d.sync += lane.eq(lane + NG)
+                        if NG > 1:
+                            m.d.sync += group.eq(group + 1)
                         start_lane(m)
                 with m.Else():
                     start_layer(m, layer + 1, nx_outs, nx_outs1, nx_last)
