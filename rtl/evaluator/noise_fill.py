@@ -28,7 +28,7 @@ pairs past the round's: no lane reads them.
 
 from __future__ import annotations
 
-from amaranth import Cat, Const, Module, Mux, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import data, fifo, wiring
 from amaranth.lib.wiring import In, Out
 from amaranth.utils import ceil_log2
@@ -51,6 +51,12 @@ def noise_fill_cycles(widths, lanes_active: int, rank: int = 4, generators: int 
     rows = [widths[l + 1] + (l + 2 < len(widths)) for l in range(len(widths) - 1)]
     per_group = (widths[0] + 1) * u_cols + rank * sum(-(-r // 2) for r in rows)
     return 29 + -(-lanes_active // generators) * per_group
+
+
+def _all(bits):
+    """The AND of ``bits`` (the one bit itself, when it is one)."""
+    bits = list(bits)
+    return bits[0] if len(bits) == 1 else Cat(bits).all()
 
 
 class NoiseFill(wiring.Component):
@@ -184,17 +190,21 @@ class NoiseFill(wiring.Component):
         # requests move on when every keyer has (in the same cycle: their timing does
         # not depend on the keys)
         # (one keyer: its own handshake)
-        taken = Signal(NG) if NG > 1 else Const(0, 1)
+        taken = Signal(NG)
         k_done = Signal()
-        m.d.comb += k_done.eq(req_on & Cat(taken[g] | keyers[g].k.ready for g in range(NG)).all())
+        if NG > 1:
+            m.d.comb += k_done.eq(req_on & _all(taken[g] | k.k.ready for g, k in enumerate(keyers)))
+        else:
+            m.d.comb += k_done.eq(keyers[0].k.valid & keyers[0].k.ready)
+        pair0 = self.first_pair + req_lane
         for g, keyer in enumerate(keyers):
             m.d.comb += [
                 keyer.seed.eq(self.seed),
-                keyer.k.valid.eq(req_on & ~taken[g]),
+                keyer.k.valid.eq(req_on & ~taken[g] if NG > 1 else req_on),
                 keyer.k.payload.ab.eq(~req_i[0]),
                 keyer.k.payload.layer.eq(req_i[1:]),
                 # lanes of the last group past lanes_active get keys too (any pair)
-                keyer.k.payload.pair.eq(self.first_pair + req_lane + g),
+                keyer.k.payload.pair.eq(self.first_pair + req_lane + g if g else pair0),
                 keyer.k.payload.step.eq(self.step),
                 keyer.k.payload.reseed.eq(first_req),
             ]
@@ -217,8 +227,10 @@ class NoiseFill(wiring.Component):
             with m.Else():
                 m.d.sync += [req_i.eq(req_i + 1), req_last.eq(req_i + 1 == last_i)]
         # each keyer's answers alternate B, A
+        answers_a = []
         for keyer, x0q in zip(keyers, queues, strict=True):
             ans_a = Signal()
+            answers_a.append(ans_a)
             target_rdy = Mux(ans_a, x0q[1].w_rdy, x0q[0].w_rdy)
             m.d.comb += [keyer.x0.ready.eq(target_rdy), keyer.cancel.eq(0)]
             for i, q in enumerate(x0q):
@@ -228,8 +240,6 @@ class NoiseFill(wiring.Component):
                 ]
             with m.If(keyer.x0.valid & keyer.x0.ready):
                 m.d.sync += ans_a.eq(~ans_a)
-            with m.If(self.start & ~busy):
-                m.d.sync += ans_a.eq(0)
 
         # ---- consumption
         lane = Signal(lb + 1)
@@ -250,12 +260,12 @@ class NoiseFill(wiring.Component):
         # waits for every generator's x0
         need_b = Signal()
         need_a = Signal()
-        x0b_rdy = Cat(q[0].r_rdy for q in queues).all()
-        x0a_rdy = Cat(q[1].r_rdy for q in queues).all()
+        x0b_rdy = _all(q[0].r_rdy for q in queues)
+        x0a_rdy = _all(q[1].r_rdy for q in queues)
         m.d.comb += [load_b.eq(need_b & x0b_rdy), load_a.eq(need_a & x0a_rdy)]
         # the generators' rows, joined
-        b_valid = Cat(c.o.valid for c in cores_b).all()
-        a_valid = Cat(c.o.valid for c in cores_a).all()
+        b_valid = _all(c.o.valid for c in cores_b)
+        a_valid = _all(c.o.valid for c in cores_a)
         with m.If(load_b):
             m.d.sync += need_b.eq(0)
         with m.If(load_a):
@@ -387,6 +397,7 @@ class NoiseFill(wiring.Component):
                 req_i.eq(0),
                 req_last.eq(last_i == 0),
                 first_req.eq(1),
+                *(a.eq(0) for a in answers_a),
                 *([taken.eq(0)] if NG > 1 else []),
                 lane.eq(0),
                 *([group.eq(0)] if NG > 1 else []),
