@@ -117,6 +117,20 @@ ROWS: list[tuple[str, str, list[str]]] = [
         for inputs in ("shared", "member")
         for lanes in (8, 16)
     ],
+    # the 128-lane build's single round (population 256) with its fill by several noise
+    # generators (issue 9's G inference-MAC/s: per-member inputs)
+    *[
+        (
+            "evaluator-cycles",
+            f"lanes 128, member inputs, {note}{gens} noise generators, batch 16",
+            _bench_evaluator(128, 16, "member", None, *extra, "--noise-generators", str(gens)),
+        )
+        for gens, extra, note in (
+            (6, (), ""),
+            (12, (), ""),
+            (12, ("--group", "4"), "group 4, "),
+        )
+    ],
 ]
 
 
