@@ -78,7 +78,8 @@ class NoiseFill(wiring.Component):
         Width of a noise-bank address.
     generators : int
         Generators run in lockstep, 1..min(16, lanes) (default 1): each adds a keyer, two
-        stream cores and their row registers (about 800 LUT4).
+        stream cores and their row registers (about 950 ECP5 logic cells: a 128-lane
+        build placed 4,778 more with 6 generators than with 1).
 
     Interface attributes
     --------------------

@@ -106,10 +106,11 @@ class EvaluatorParams:
     noise_generators : int
         Low-rank mode: generators of the noise fill, 1..min(16, lanes) (default 1), 1 or a
         multiple of the noise write group (``min(noise_write_lanes, lanes)``). ``G``
-        generators (a keyer and two stream cores each, about 800 LUT4) fill ``G`` lanes at
-        once in lockstep, each write of the banks carrying their ``G`` slots (no staging
-        memory), so a round's fill takes about ``1 / G`` of the time: what a single round
-        (population <= 2 lanes) waits for before its first pass. Quantized builds ignore it.
+        generators (a keyer and two stream cores each, about 950 ECP5 logic cells) fill
+        ``G`` lanes at once in lockstep, each write of the banks carrying their ``G`` slots
+        (no staging memory), so a round's fill takes about ``1 / G`` of the time: what a
+        single round (population <= 2 lanes) waits for before its first pass. Quantized
+        builds ignore it.
     """
 
     lanes: int = 4
