@@ -464,6 +464,32 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
     assert cycles[0] == cycles[1], cycles
 
 
+def _five_six_three(rng) -> Config:
+    """The 5-6-3 network (population 14, rank 4) of the noise-write tests below."""
+    return Config(
+        layers=(5, 6, 3),
+        population=14,
+        rank=4,
+        sigma_shift=0,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+        act_shifts=(2, 1),
+    ).validate()
+
+
+def _scores_and_cycles(job, builds) -> list[int]:
+    """Run ``job`` on each ``(label, evaluator)`` build: no error flag, golden's scores;
+    returns their cycles."""
+    _, scores = job.expected()
+    cycles = []
+    for label, dut in builds:
+        res = run_amaranth(job, dut, max_cycles=200_000)
+        assert res["error"] == 0, label
+        Scoreboard(f"evaluator {label}").check("scores[member]", scores, res["scores"])
+        cycles.append(res["cycles"])
+    return cycles
+
+
 @pytest.mark.parametrize("noise_buffers", [1, 2])
 def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buffers):
     """``noise_write_lanes`` 3 (a bank written 18 bits at a time, the earlier lanes'
@@ -472,16 +498,8 @@ def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buff
     at most two more cycles per round (the grouped writes pass one more register, so a
     round's noise lands a cycle later)."""
     rng = np.random.default_rng(harness.pick_seed(f"evaluator grouped noise {noise_buffers}"))
-    layers = (5, 6, 3)
-    cfg = Config(
-        layers=layers,
-        population=14,
-        rank=4,
-        sigma_shift=0,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-        act_shifts=(2, 1),
-    ).validate()
+    cfg = _five_six_three(rng)
+    layers = cfg.layers
     samples = rng.integers(-127, 128, (6, layers[0]))
     job = EvalJob(
         cfg,
@@ -491,18 +509,18 @@ def test_grouped_noise_writes_give_the_same_scores_in_the_same_cycles(noise_buff
         labels=rng.integers(0, layers[-1], 6),
         batch_idx=rng.integers(0, 6, 3),
     )
-    _, scores = job.expected()
-    cycles = []
-    for g in (1, 3):
-        dut = PopulationEvaluator(
-            lanes=5, max_width=8, noise_buffers=noise_buffers, noise_write_lanes=g
-        )
-        res = run_amaranth(job, dut, max_cycles=200_000)
-        assert res["error"] == 0
-        Scoreboard(f"evaluator noise_write_lanes {g}").check(
-            "scores[member]", scores, res["scores"]
-        )
-        cycles.append(res["cycles"])
+    cycles = _scores_and_cycles(
+        job,
+        [
+            (
+                f"noise_write_lanes {g}",
+                PopulationEvaluator(
+                    lanes=5, max_width=8, noise_buffers=noise_buffers, noise_write_lanes=g
+                ),
+            )
+            for g in (1, 3)
+        ],
+    )
     rounds = -(-cfg.population // 2 // 5)
     assert 0 <= cycles[1] - cycles[0] <= 2 * rounds, (
         f"cycles: {cycles[0]} (1 lane per write), {cycles[1]} (3), {rounds} rounds"
@@ -517,29 +535,21 @@ def test_noise_generators_give_the_same_scores_in_fewer_cycles(write_lanes, gens
     is shorter: the evaluation takes at least a fill of ``6 - ceil(6 / G)`` lanes' noise
     fewer cycles than with one generator (a lane's fill is 30 writes for this network)."""
     rng = np.random.default_rng(harness.pick_seed(f"evaluator noise generators {gens}"))
-    layers = (5, 6, 3)
-    cfg = Config(
-        layers=layers,
-        population=14,
-        rank=4,
-        sigma_shift=0,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-        act_shifts=(2, 1),
-    ).validate()
+    cfg = _five_six_three(rng)
+    layers = cfg.layers
     job = shared_job(cfg, rng, 3)
-    _, scores = job.expected()
-    cycles = []
-    for ng in (1, gens):
-        dut = PopulationEvaluator(
-            lanes=6, max_width=8, noise_write_lanes=write_lanes, noise_generators=ng
-        )
-        res = run_amaranth(job, dut, max_cycles=200_000)
-        assert res["error"] == 0
-        Scoreboard(f"evaluator noise_generators {ng}").check(
-            "scores[member]", scores, res["scores"]
-        )
-        cycles.append(res["cycles"])
+    cycles = _scores_and_cycles(
+        job,
+        [
+            (
+                f"noise_generators {ng}",
+                PopulationEvaluator(
+                    lanes=6, max_width=8, noise_write_lanes=write_lanes, noise_generators=ng
+                ),
+            )
+            for ng in (1, gens)
+        ],
+    )
     per_lane = noise_fill_cycles(layers, 1) - noise_fill_cycles(layers, 0)
     assert per_lane == 30
     saved = (6 - -(-6 // gens)) * per_lane

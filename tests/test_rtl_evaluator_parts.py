@@ -24,7 +24,7 @@ from pentegg.rtl.evaluator.pass_engine import PassEngine
 from pentegg.rtl.evaluator.skid import SkidBuffer
 from pentegg.rtl.evaluator.weights import WeightStreamer
 from pentegg.sim import harness
-from pentegg.sim.evaluator_model import e_image, layout, noise_image
+from pentegg.sim.evaluator_model import e_image, layout, noise_image, schedule_cycles
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import random_traffic
 
@@ -648,6 +648,9 @@ def test_noise_fill_generators_fill_that_many_lanes_at_once(gens):
     groups = 8 // gens
     assert groups * 217 + 29 <= cycles <= groups * 217 + 29 + 6 * groups, cycles
     assert noise_fill_cycles(cfg.layers, 8, generators=gens) == groups * 217 + 29
+    # the schedule model's fill (sim/evaluator_model) is the same but for the keyer's 29
+    model = schedule_cycles(cfg, batch=1, lanes=8, shared=False, generators=gens)
+    assert model["fill_cycles_per_round"] == groups * 217
 
 
 def _e_fill(

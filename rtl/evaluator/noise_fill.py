@@ -191,7 +191,7 @@ class NoiseFill(wiring.Component):
         # requests move on when every keyer has (in the same cycle: their timing does
         # not depend on the keys)
         # (one keyer: its own handshake)
-        taken = Signal(NG)
+        taken = Signal(NG) if NG > 1 else None
         k_done = Signal()
         if NG > 1:
             m.d.comb += k_done.eq(req_on & _all(taken[g] | k.k.ready for g, k in enumerate(keyers)))
