@@ -24,6 +24,9 @@ MAX_NOISE_GENERATORS = 16
 #: lanes served by one copy of the activation memory's write address and select
 #: (:attr:`EvaluatorParams.act_write_copies`): four block RAM slices of four lanes
 ACT_WRITE_LANES = 16
+#: lanes from which the sequencer enters a layer from registered copies of its constants
+#: (:attr:`EvaluatorParams.entry_registers`)
+ENTRY_REGISTER_LANES = 32
 
 __all__ = ["MODES", "RANKS", "EvaluatorParams", "bits_for"]
 
@@ -180,6 +183,16 @@ class EvaluatorParams:
         group's fields at once)."""
         unit = self.noise_gens if self.noise_gens > 1 else self.noise_group
         return -(-self.lanes // unit) * unit
+
+    @property
+    def entry_registers(self) -> bool:
+        """The sequencer enters a layer from registered copies of layer 0's and the next
+        layer's constants, its first block loaded outside the emit: ``lanes >=
+        ENTRY_REGISTER_LANES`` (32). Wide builds need it for their clock (the 128-lane
+        ECP5 evaluator's critical path ran through the layer lookup into every layer
+        constant's enable); narrow ones lose by the registers (docs/rtl.md, "Sequencer
+        forms")."""
+        return self.lanes >= ENTRY_REGISTER_LANES
 
     @property
     def group_lanes(self) -> int:

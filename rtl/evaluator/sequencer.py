@@ -358,39 +358,71 @@ class Sequencer(wiring.Component):
                 one_pass_of[l].eq(widths[l + 1] <= 2),
             ]
 
-        def enter_layer(mm, l):
-            """Layer l's constants, and lp for the first pass of a block of layer l (a U
-            block sets lp after this)."""
-            out = widths[l + 1]
+        def consts_of(l):
+            """Layer l's constants (the values of ``lay``) and its first pass's lp."""
             wrap = r1[l] >= 3  # 2 r1 >= 5
-            mm.d.sync += lp.eq(one_pass_of[l])
-            mm.d.sync += [
-                bk_l.eq(l),
-                lay["n"].eq(widths[l]),
-                lay["out"].eq(out),
-                lay["t_last"].eq(t_last_of[l]),
-                lay["last"].eq(l + 1 == nl),
-                lay["q1"].eq(q1[l]),
-                lay["r1"].eq(r1[l]),
-                lay["q2"].eq((q1[l] << 1) + wrap),
-                lay["step"].eq(
-                    Cat(
-                        Const(step_tab[o][k], 8).bit_select(r1[l], 1)
-                        for o in range(5)
-                        for k in range(3)
-                    )
+            return one_pass_of[l], {
+                "n": widths[l],
+                "out": widths[l + 1],
+                "t_last": t_last_of[l],
+                "last": l + 1 == nl,
+                "q1": q1[l],
+                "r1": r1[l],
+                "q2": (q1[l] << 1) + wrap,
+                "step": Cat(
+                    Const(step_tab[o][k], 8).bit_select(r1[l], 1)
+                    for o in range(5)
+                    for k in range(3)
                 ),
-                lay["ov1"].eq(Cat(Const(ov1_tab[o], 8).bit_select(r1[l], 1) for o in range(5))),
-                lay["ov2"].eq(Cat(Const(ov2_tab[o], 8).bit_select(r1[l], 1) for o in range(5))),
-            ]
+                "ov1": Cat(Const(ov1_tab[o], 8).bit_select(r1[l], 1) for o in range(5)),
+                "ov2": Cat(Const(ov2_tab[o], 8).bit_select(r1[l], 1) for o in range(5)),
+            }
+
+        # Wide builds (``p.entry_registers``): the constants of layer 0 and of layer
+        # bk_l + 1, registers loaded in every cycle (the widths and the configuration's
+        # tables hold through the emit), so that entering a layer copies one of two
+        # registers into ``lay``: no layer-indexed lookup, adder or table lies between
+        # the emit's state and ``lay``. The next layer's copy is a cycle behind bk_l: a
+        # block ends two cycles or more after bk_l changed to a layer it leaves for
+        # bk_l + 1 (member 2j's block, then member 2j+1's; a shared layer 0 follows a U
+        # block, and bk_l is 0 from the sample's start), so the copy is current when it
+        # is read. Narrow builds take the constants from the lookup itself: the two
+        # copies' registers and their enables cost the one-lane ULX3S device build its
+        # 100 MHz (98.4, 98.7, 98.0 and 97.3 MHz at seeds 1-4 with them at cb3d248,
+        # 105.84 and 109.83 at seeds 1 and 2 without, f0e8327)
+        ent = {}
+        if p.entry_registers:
+            for name, l in (("0", 0), ("nx", bk_l + 1)):
+                one, vals = consts_of(l)
+                regs = {
+                    k: Signal.like(lay[k], name=f"lay{name}_{k}", reset_less=True) for k in lay
+                }
+                lp_reg = Signal(name=f"lay{name}_lp", reset_less=True)
+                m.d.sync += [regs[k].eq(vals[k]) for k in lay]
+                m.d.sync += lp_reg.eq(one)
+                ent[name] = (lp_reg, regs)
+        else:
+            for name, l in (("0", 0), ("nx", bk_l + 1)):
+                ent[name] = consts_of(l)
+
+        def enter_layer(mm, which):
+            """Enter layer 0 (``which`` "0") or layer bk_l + 1 ("nx"): its constants,
+            and lp for the first pass of a block of it (a U block sets lp after this)."""
+            lp_val, vals = ent[which]
+            mm.d.sync += lp.eq(lp_val)
+            mm.d.sync += bk_l.eq(0 if which == "0" else bk_l + 1)
+            mm.d.sync += [lay[k].eq(vals[k]) for k in lay]
 
         def begin_emit(mm):
-            mm.d.sync += [phase.eq(PH_EMIT), b.eq(0)]
-            first_block(mm)
+            mm.d.sync += phase.eq(PH_EMIT)
+            if not p.entry_registers:
+                mm.d.sync += b.eq(0)
+                first_block(mm)
+            # wide builds load the first block's registers and b outside PH_EMIT (below)
 
         def first_block(mm):  # a sample's first block: u-row passes, or layer 0
             mm.d.sync += [bk_s.eq(0), ps.eq(0)]
-            enter_layer(mm, 0)
+            enter_layer(mm, "0")
             if QUANT:
                 mm.d.comb += bk_u_next.eq(0)
                 mm.d.sync += [
@@ -458,6 +490,18 @@ class Sequencer(wiring.Component):
         m.d.sync += self.load_start.eq(0)  # a strobe (set below)
         with m.If(self.bad_label):
             m.d.sync += self.error[8].eq(1)
+
+        # Wide builds: the emit's first block and its sample count load in every cycle
+        # outside PH_EMIT (the configuration's values they take are final before PH_EMIT
+        # begins), not in the cycle that begins the emit: their enables are the phase's
+        # decode, not that and the fill's and the drain's flags (entering layer 0 in
+        # PH_FILL's and PH_NEXT's branches put phase through four LUTs into lay_out's
+        # enable, the 128-lane ECP5 evaluator's critical path at d1d3a78, seed 1:
+        # 8.27 ns; bk_l, lay_n and lay_out were 6 of its 10 endpoints past 8 ns)
+        if p.entry_registers:
+            with m.If(phase != PH_EMIT):
+                m.d.sync += b.eq(0)
+                first_block(m)
 
         with m.Switch(phase):
             with m.Case(PH_IDLE):
@@ -726,7 +770,7 @@ class Sequencer(wiring.Component):
                         m.d.sync += [bk_s.eq(1), u_addr.eq(0), naddr.eq(ub_base)]
                         m.d.sync += lp.eq(v["u_single"])
                     with m.Else():  # layer 0 of member 2j
-                        enter_layer(m, 0)
+                        enter_layer(m, "0")
                         m.d.comb += bk_u_next.eq(0)
                         m.d.sync += [
                             bk_s.eq(0),
@@ -744,7 +788,7 @@ class Sequencer(wiring.Component):
                         u_addr.eq(fstart[bk_l]),
                     ]
                 with m.Elif(~last_layer):  # the next layer, member 2j
-                    enter_layer(m, bk_l + 1)
+                    enter_layer(m, "nx")
                     m.d.sync += [
                         bk_s.eq(0),
                         pos_word.eq(wbase[bk_l + 1]),
