@@ -190,8 +190,8 @@ class EvaluatorParams:
         layer's constants, its first block loaded outside the emit: ``lanes >=
         ENTRY_REGISTER_LANES`` (32). Wide builds need it for their clock (the 128-lane
         ECP5 evaluator's critical path ran through the layer lookup into every layer
-        constant's enable); narrow ones lose by the registers (docs/rtl.md, "Sequencer
-        forms")."""
+        constant's enable); narrow ones lose by the registers (the one-lane ULX3S device
+        build's 100 MHz; docs/rtl.md, "Schedule")."""
         return self.lanes >= ENTRY_REGISTER_LANES
 
     @property
