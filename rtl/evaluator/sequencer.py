@@ -394,9 +394,7 @@ class Sequencer(wiring.Component):
         if p.entry_registers:
             for name, l in (("0", 0), ("nx", bk_l + 1)):
                 one, vals = consts_of(l)
-                regs = {
-                    k: Signal.like(lay[k], name=f"lay{name}_{k}", reset_less=True) for k in lay
-                }
+                regs = {k: Signal.like(lay[k], name=f"lay{name}_{k}", reset_less=True) for k in lay}
                 lp_reg = Signal(name=f"lay{name}_lp", reset_less=True)
                 m.d.sync += [regs[k].eq(vals[k]) for k in lay]
                 m.d.sync += lp_reg.eq(one)
