@@ -466,14 +466,14 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
 
 @pytest.mark.parametrize("mode", ["lowrank", "quantized"])
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
-def test_layer_entry_from_registered_constants_gives_golden_scores_in_the_same_cycles(
+def test_the_wide_forms_give_golden_scores_in_the_same_cycles(
     mode, shared, monkeypatch
 ):
-    """The sequencer's wide form (``entry_registers``, 32 lanes and more: layer 0's and
-    the next layer's constants from registered copies, the first block loaded outside
-    the emit), forced here on 3 lanes: on three layers of widths 7, 2, 5 and 1 (a
-    one-pass layer, a one-output one) the scores and logits equal golden's, in the
-    cycles of the narrow form."""
+    """The wide builds' forms (``wide``, 32 lanes and more: the sequencer enters a layer
+    from registered copies of its constants, its first block loaded outside the emit;
+    the pass engine pops its command queue a cycle after a take), forced here on 3
+    lanes: on three layers of widths 7, 2, 5 and 1 (a one-pass layer, a one-output one)
+    the scores and logits equal golden's, in the cycles of the narrow forms."""
     from pentegg.rtl.evaluator import params as params_mod
 
     rng = np.random.default_rng(harness.pick_seed(f"evaluator entry registers {mode} {shared}"))
@@ -495,8 +495,8 @@ def test_layer_entry_from_registered_constants_gives_golden_scores_in_the_same_c
         x = rng.integers(-127, 128, (pop, batch, layers[0]))
         job = EvalJob(cfg, init_state(cfg).weights, 7, member_x=x)
     cycles = []
-    for from_lanes in (params_mod.ENTRY_REGISTER_LANES, 1):
-        monkeypatch.setattr(params_mod, "ENTRY_REGISTER_LANES", from_lanes)
+    for from_lanes in (params_mod.WIDE_LANES, 1):
+        monkeypatch.setattr(params_mod, "WIDE_LANES", from_lanes)
         dut = PopulationEvaluator(
             lanes=3,
             max_width=8,
@@ -505,9 +505,9 @@ def test_layer_entry_from_registered_constants_gives_golden_scores_in_the_same_c
             mode=mode,
             e_generators=2 if mode == "quantized" else 1,
         )
-        assert dut.params.entry_registers == (from_lanes == 1)
+        assert dut.params.wide == (from_lanes == 1)
         res = run_amaranth(job, dut, max_cycles=300_000)
-        check_equals_golden(job, res, f"evaluator, entry registers {from_lanes == 1}")
+        check_equals_golden(job, res, f"evaluator, wide forms {from_lanes == 1}")
         cycles.append(res["cycles"])
     assert cycles[0] == cycles[1], cycles
 

@@ -542,7 +542,7 @@ class PopulationEvaluator(wiring.Component):
         m.d.comb += [
             eng.cmd.valid.eq(cmdq.r_rdy),
             eng.cmd.payload.eq(cmdq.r_data),
-            cmdq.r_en.eq(eng.cmd.ready),
+            cmdq.r_en.eq(eng.cmd_pop if p.wide else eng.cmd.ready),
         ]
         wiring.connect(m, eng.rec, fin.rec)
         # everything after the sequencer has drained: registered, so that the finalizer's

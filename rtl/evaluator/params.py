@@ -24,9 +24,8 @@ MAX_NOISE_GENERATORS = 16
 #: lanes served by one copy of the activation memory's write address and select
 #: (:attr:`EvaluatorParams.act_write_copies`): four block RAM slices of four lanes
 ACT_WRITE_LANES = 16
-#: lanes from which the sequencer enters a layer from registered copies of its constants
-#: (:attr:`EvaluatorParams.entry_registers`)
-ENTRY_REGISTER_LANES = 32
+#: lanes from which the evaluator takes its wide forms (:attr:`EvaluatorParams.wide`)
+WIDE_LANES = 32
 
 __all__ = ["MODES", "RANKS", "EvaluatorParams", "bits_for"]
 
@@ -185,14 +184,17 @@ class EvaluatorParams:
         return -(-self.lanes // unit) * unit
 
     @property
-    def entry_registers(self) -> bool:
-        """The sequencer enters a layer from registered copies of layer 0's and the next
-        layer's constants, its first block loaded outside the emit: ``lanes >=
-        ENTRY_REGISTER_LANES`` (32). Wide builds need it for their clock (the 128-lane
-        ECP5 evaluator's critical path ran through the layer lookup into every layer
-        constant's enable); narrow ones lose by the registers (the one-lane ULX3S device
-        build's 100 MHz; docs/rtl.md, "Schedule")."""
-        return self.lanes >= ENTRY_REGISTER_LANES
+    def wide(self) -> bool:
+        """The wide builds' forms, for a clock across a large chip: ``lanes >=
+        WIDE_LANES`` (32). The sequencer enters a layer from registered copies of layer
+        0's and the next layer's constants, its first block loaded outside the emit (the
+        128-lane ECP5 evaluator's critical path ran through the layer lookup into every
+        layer constant's enable); the pass engine pops its command queue a cycle after
+        a take (the take, a decision of the queue head's dependences, had been the
+        enable of the queue's output register). Narrow builds lose by them: the
+        registers cost the one-lane ULX3S device build its 100 MHz (docs/rtl.md,
+        "Schedule")."""
+        return self.lanes >= WIDE_LANES
 
     @property
     def group_lanes(self) -> int:

@@ -170,6 +170,11 @@ class PassEngine(wiring.Component):
     --------------------
     cmd : In(stream.Signature(command_layout(...)))
         Passes, in order.
+    cmd_pop : Out(1)
+        Wide builds (``p.wide``) only: the command queue's read enable, a flip-flop of
+        the take (``cmd.valid & cmd.ready``), a cycle after it; the head may show the
+        taken command for that cycle, which the engine ignores. Narrow builds pop with
+        ``cmd.ready``.
     wbeat : In(stream.Signature(...))
         The weight streamer's digit pairs (layer passes only).
     act_addr : Out(range(act_depth)), act_en : Out(1)
@@ -229,8 +234,10 @@ class PassEngine(wiring.Component):
         self.noise_bits = noise_bits
         self.cmd_layout = command_layout(p, rec_layout, noise_bits)
         wl = data.StructLayout({"d": data.ArrayLayout(3, 2), "bias": 1})
+        ports = {"cmd_pop": Out(1)} if p.wide else {}
         super().__init__(
             {
+                **ports,
                 "cmd": In(stream.Signature(self.cmd_layout)),
                 "wbeat": In(stream.Signature(wl)),
                 "act_addr": Out(range(p.act_depth)),
@@ -287,8 +294,21 @@ class PassEngine(wiring.Component):
         c_same = Signal()
         block_ok = Signal()
         idle_ok = Signal()
+        # Wide builds (``p.wide``) pop the queue a cycle after the take (``cmd_pop``, a
+        # flip-flop): the take, a decision of the head's dependences, had been the
+        # enable of the queue's output register (the 128-lane ECP5 evaluator at
+        # 1986031, seed 1: 48 of its 66 endpoints past 8 ns were that register and the
+        # queue's level). The head then still shows the taken command for a cycle, while
+        # the pass runs (a take sets ``running``), so nothing reads it but c_same, which
+        # that cycle (``stale``) leaves low.
+        fresh = self.cmd.valid & ~self.cmd.ready
+        if p.wide:
+            stale = Signal()
+            m.d.sync += stale.eq(self.cmd.valid & self.cmd.ready)
+            m.d.comb += self.cmd_pop.eq(stale)
+            fresh &= ~stale
         m.d.sync += [
-            c_same.eq(self.cmd.valid & ~self.cmd.ready),
+            c_same.eq(fresh),
             block_ok.eq((self.blocks_done - c.need)[15] == 0),
             idle_ok.eq(self.fin_idle & ~recq.r_rdy),
         ]

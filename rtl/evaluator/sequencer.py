@@ -378,7 +378,7 @@ class Sequencer(wiring.Component):
                 "ov2": Cat(Const(ov2_tab[o], 8).bit_select(r1[l], 1) for o in range(5)),
             }
 
-        # Wide builds (``p.entry_registers``): the constants of layer 0 and of layer
+        # Wide builds (``p.wide``): the constants of layer 0 and of layer
         # bk_l + 1, registers loaded in every cycle (the widths and the configuration's
         # tables hold through the emit), so that entering a layer copies one of two
         # registers into ``lay``: no layer-indexed lookup, adder or table lies between
@@ -391,7 +391,7 @@ class Sequencer(wiring.Component):
         # 100 MHz (98.4, 98.7, 98.0 and 97.3 MHz at seeds 1-4 with them at cb3d248,
         # 105.84 and 109.83 at seeds 1 and 2 without, f0e8327)
         ent = {}
-        if p.entry_registers:
+        if p.wide:
             for name, l in (("0", 0), ("nx", bk_l + 1)):
                 one, vals = consts_of(l)
                 regs = {k: Signal.like(lay[k], name=f"lay{name}_{k}", reset_less=True) for k in lay}
@@ -413,7 +413,7 @@ class Sequencer(wiring.Component):
 
         def begin_emit(mm):
             mm.d.sync += phase.eq(PH_EMIT)
-            if not p.entry_registers:
+            if not p.wide:
                 mm.d.sync += b.eq(0)
                 first_block(mm)
             # wide builds load the first block's registers and b outside PH_EMIT (below)
@@ -496,7 +496,7 @@ class Sequencer(wiring.Component):
         # PH_FILL's and PH_NEXT's branches put phase through four LUTs into lay_out's
         # enable, the 128-lane ECP5 evaluator's critical path at d1d3a78, seed 1:
         # 8.27 ns; bk_l, lay_n and lay_out were 6 of its 10 endpoints past 8 ns)
-        if p.entry_registers:
+        if p.wide:
             with m.If(phase != PH_EMIT):
                 m.d.sync += b.eq(0)
                 first_block(m)
