@@ -279,6 +279,18 @@ class _EmitDecisionMonitor:
         return proc
 
 
+def _random_inputs_job(cfg, rng, batch, shared, step=None) -> EvalJob:
+    """A job of ``cfg`` at its initial weights: shared inputs (:func:`shared_job`, a
+    random step), or random per-member inputs at ES step ``step`` (drawn after the
+    inputs when None)."""
+    if shared:
+        return shared_job(cfg, rng, batch)
+    x = rng.integers(-127, 128, (cfg.population, batch, cfg.layers[0]))
+    if step is None:
+        step = int(rng.integers(0, 1000))
+    return EvalJob(cfg, init_state(cfg).weights, step, member_x=x)
+
+
 @pytest.mark.parametrize(
     ("mode", "shared", "lanes", "noise_buffers"),
     [
@@ -305,11 +317,7 @@ def test_the_emit_decision_equals_the_push_in_every_emit_cycle(mode, shared, lan
         seed=int(rng.integers(1 << 32)),
     ).validate()
     batch = int(rng.integers(1, 4))
-    if shared:
-        job = shared_job(cfg, rng, batch)
-    else:
-        x = rng.integers(-127, 128, (pop, batch, layers[0]))
-        job = EvalJob(cfg, init_state(cfg).weights, int(rng.integers(0, 1000)), member_x=x)
+    job = _random_inputs_job(cfg, rng, batch, shared)
     dut = PopulationEvaluator(
         lanes=lanes,
         max_width=8,
@@ -466,9 +474,7 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
 
 @pytest.mark.parametrize("mode", ["lowrank", "quantized"])
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
-def test_the_wide_forms_give_golden_scores_in_the_same_cycles(
-    mode, shared, monkeypatch
-):
+def test_the_wide_forms_give_golden_scores_in_the_same_cycles(mode, shared, monkeypatch):
     """The wide builds' forms (``wide``, 32 lanes and more: the sequencer enters a layer
     from registered copies of its constants, its first block loaded outside the emit;
     the pass engine pops its command queue a cycle after a take), forced here on 3
@@ -489,11 +495,7 @@ def test_the_wide_forms_give_golden_scores_in_the_same_cycles(
         seed=int(rng.integers(1 << 32)),
     ).validate()
     batch = 3
-    if shared:
-        job = shared_job(cfg, rng, batch)
-    else:
-        x = rng.integers(-127, 128, (pop, batch, layers[0]))
-        job = EvalJob(cfg, init_state(cfg).weights, 7, member_x=x)
+    job = _random_inputs_job(cfg, rng, batch, shared, step=7)
     cycles = []
     for from_lanes in (params_mod.WIDE_LANES, 1):
         monkeypatch.setattr(params_mod, "WIDE_LANES", from_lanes)
