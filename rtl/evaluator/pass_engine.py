@@ -300,7 +300,9 @@ class PassEngine(wiring.Component):
         # 1986031, seed 1: 48 of its 66 endpoints past 8 ns were that register and the
         # queue's level). The head then still shows the taken command for a cycle, while
         # the pass runs (a take sets ``running``), so nothing reads it but c_same, which
-        # that cycle (``stale``) leaves low.
+        # that cycle (``stale``) leaves low. (c_same matters only if the engine is idle
+        # the cycle after, which needs a pass of n = 0: the interface allows one, the
+        # evaluator's sequencer never emits one, so no test reaches this term.)
         fresh = self.cmd.valid & ~self.cmd.ready
         if p.wide:
             stale = Signal()
