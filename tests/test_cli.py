@@ -46,3 +46,34 @@ def test_bad_flags_give_one_line_and_exit_2(pentegg_cmd, args):
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1, r.stderr
     assert "error" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_run_takes_a_venv_given_by_its_absolute_path(tmp_path):
+    """``PENTEGG_VENV=/abs/path ./run pentegg ...`` runs that environment's pentegg (its
+    ``bin`` first on PATH), not one found elsewhere on PATH: a stand-in environment whose
+    install stamp matches pyproject.toml (so ``./run`` installs nothing) and whose
+    ``pentegg`` prints a marker."""
+    import hashlib
+    import os
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    stamp = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    (venv / ".pentegg-install").write_text(stamp + "\n")
+    fake = venv / "bin" / "pentegg"
+    fake.write_text('#!/bin/sh\necho "stand-in pentegg $*"\n')
+    fake.chmod(0o755)
+    env = {**os.environ, "PENTEGG_VENV": str(venv)}
+    r = subprocess.run(
+        [str(root / "run"), "pentegg", "--version"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "stand-in pentegg --version"
