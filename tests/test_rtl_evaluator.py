@@ -788,11 +788,17 @@ def test_a_run_after_a_refused_start_equals_golden(bad):
     check_equals_golden(job, res, f"a run after {name}")
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
 @pytest.mark.parametrize("past", [0, 1, 65535 - 3])
-def test_a_label_at_or_past_the_classes_sets_flag_8_and_the_run_ends(past):
+def test_a_label_at_or_past_the_classes_sets_flag_8_and_the_run_ends(past, wide, monkeypatch):
     """Shared inputs: a batch sample's label at the number of classes or above (checked
-    by the loader a cycle after the label arrives) sets flag 8 alone, and the run still
-    ends; the labels just below (every other test) set none."""
+    by the loader a cycle after the label arrives, the wide builds' two cycles) sets
+    flag 8 alone, and the run still ends; the labels just below (every other test) set
+    none."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
     rng = np.random.default_rng(harness.pick_seed(f"evaluator bad label {past}"))
     layers = (5, 4, 3)
     cfg = Config(layers=layers, population=6, rank=4, sigma_shift=0).validate()
@@ -800,6 +806,7 @@ def test_a_label_at_or_past_the_classes_sets_flag_8_and_the_run_ends(past):
     labels[2] = 3 + past
     job = shared_job(cfg, rng, 3, labels=labels, batch_idx=np.array([0, 2, 1]))
     dut = PopulationEvaluator(lanes=2, max_width=8, mem_latency=int(rng.integers(1, 4)))
+    assert dut.params.wide == wide
     res = run_amaranth(job, dut, max_cycles=200_000)
     assert res["error"] == 1 << 8, f"error {res['error']:#x}"
 
@@ -1007,8 +1014,10 @@ def test_noise_read_address_copies_give_golden_scores_in_the_same_cycles(monkeyp
     """Nine lanes, one per noise bank granule: three slices a bank. With a copy of the
     noise read's source registers per slice (``NOISE_READ_FANOUT`` 1: the finalizer's
     ``n_addrs`` and the pass engine's ``nz_reads`` in three copies) the scores (logits)
-    equal golden's, in the cycles of the one-copy form."""
+    equal golden's, in the cycles of the one-copy form; likewise in the wide builds'
+    forms (the copies' op kind decoded a cycle ahead)."""
     from pentegg.rtl.evaluator import evaluator as evaluator_mod
+    from pentegg.rtl.evaluator import params as params_mod
 
     rng = np.random.default_rng(harness.pick_seed(f"noise read copies {shared}"))
     cfg = Config(
@@ -1023,13 +1032,15 @@ def test_noise_read_address_copies_give_golden_scores_in_the_same_cycles(monkeyp
     else:
         job = EvalJob(cfg, st.weights, 7, member_x=rng.integers(-127, 128, (22, 2, 6)))
     cycles = []
-    for fanout in (8, 1):
+    for fanout, wide in ((8, False), (1, False), (1, True)):
         monkeypatch.setattr(evaluator_mod, "NOISE_READ_FANOUT", fanout)
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1 if wide else params_mod.WIDE_LANES)
         dut = PopulationEvaluator(
             lanes=9, max_width=8, max_layers=2, rank=4, group=3, noise_write_lanes=1
         )
+        assert dut.params.wide == wide
         res = run_amaranth(job, dut, max_cycles=200_000)
         assert dut.dbg["noise0"].r_copies == (1 if fanout == 8 else 3)
-        check_equals_golden(job, res, f"noise read fanout {fanout}")
+        check_equals_golden(job, res, f"noise read fanout {fanout}, wide {wide}")
         cycles.append(res["cycles"])
-    assert cycles[0] == cycles[1], cycles
+    assert cycles[0] == cycles[1] == cycles[2], cycles

@@ -585,8 +585,17 @@ class Finalizer(wiring.Component):
                 last_c.eq(wc == T - 2),
                 naddr_c.eq(new.rec.naddr),
             ]
+            new_store = new.kind == KIND_STORE
+            if p.wide:
+                # wide builds: the entering op's kind decoded a cycle ahead, at T - 2 (it
+                # holds to T - 1, as new_naddr's does): the record FIFO's head through
+                # the decode into every copy had is_store_P_c among the 128-lane ECP5
+                # evaluator's endpoints past 8 ns at 1986031, seed 1
+                new_store_c = Signal(name=f"new_store_c{c}", attrs=keep)
+                m.d.sync += new_store_c.eq(new_store)
+                new_store = new_store_c
             with m.If(last_wc):
-                m.d.sync += store_c.eq(Mux(go, new.kind == KIND_STORE, KIND_STORE == 0))
+                m.d.sync += store_c.eq(Mux(go, new_store, KIND_STORE == 0))
             m.d.comb += self.n_addrs[c].eq(nxt_c)
         wc_next = window_next(wc, T)
         valid_next = Mux(last_wc, go & new.valid, opP.valid)
