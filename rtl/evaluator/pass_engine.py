@@ -363,7 +363,32 @@ class PassEngine(wiring.Component):
         flush_ok = ~caps_busy & recq.w_rdy
         mac = running & ~at_flush & w_ok
         flush = running & at_flush & w_ok & flush_ok
-        m.d.comb += self.wbeat.ready.eq(beat_w & (mac | flush))
+        if p.wide:
+            # Wide builds take the weight beat's handshake from copies of the pass state
+            # (``cur.u``, ``running``, ``at_flush``) that nothing else reads, so that they
+            # sit beside the skid buffer their ``ready`` steers, not among the hundreds of
+            # loads of the originals: ``cur.u`` through ``at_flush``, the skid buffer's
+            # ``o.valid`` and ready into ``skid_v`` was the 128-lane ECP5 evaluator's
+            # critical path at 0a02018 (seed 3: 8.99 ns, 7.09 of it routing, its four
+            # LUTs spread over 42 columns). Each copy takes its original's reset and
+            # loads, so it equals it in every cycle.
+            keep = {REPLICA_ATTR: 1}
+            hs_u = Signal(name="hs_u", attrs=keep)
+            hs_run = Signal(name="hs_run", attrs=keep)
+            hs_flush = Signal(name="hs_flush", attrs=keep)
+            with m.If(take):
+                m.d.sync += hs_run.eq(1)
+            with m.If(flush):
+                m.d.sync += hs_run.eq(0)
+            with m.If(~running):
+                m.d.sync += [hs_u.eq(c.u), hs_flush.eq(c.n == 0)]
+            with m.If(mac):
+                m.d.sync += hs_flush.eq(at_last)
+            m.d.comb += self.wbeat.ready.eq(
+                ~hs_u & hs_run & self.wbeat.valid & (~hs_flush | flush_ok)
+            )
+        else:
+            m.d.comb += self.wbeat.ready.eq(beat_w & (mac | flush))
         with m.If(mac):
             m.d.sync += [
                 k.eq(k + 1),
