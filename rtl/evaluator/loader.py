@@ -229,7 +229,17 @@ class InputLoader(wiring.Component):
         # drove all of them across the chip (the 128-lane ULX3S build at 558f2e8, seed 1:
         # 10.41 ns, 9.18 of it routing)
         w_en, w_addr = Signal(), Signal.like(self.aw_addr)
-        m.d.sync += [self.aw_en.eq(w_en), self.aw_addr.eq(w_addr)]
+        if p.wide:
+            # Wide builds: the address register takes the slot's next address in every
+            # cycle (it is read only with ``aw_en``), so that the write decision is not
+            # also its synchronous clear: the decision, folded by Yosys into the
+            # flip-flops' LSR with the reset, had 8 of the 128-lane ECP5 evaluator's 61
+            # endpoints past 8 ns at 0a02018 (seed 3, 8.82 ns)
+            aw_addr = Signal.like(self.aw_addr, name="aw_addr_r", reset_less=True)
+            m.d.sync += [self.aw_en.eq(w_en), aw_addr.eq(region(slot) | k)]
+            m.d.comb += self.aw_addr.eq(aw_addr)
+        else:
+            m.d.sync += [self.aw_en.eq(w_en), self.aw_addr.eq(w_addr)]
 
         # The register is the write data of the finalizer's writes too: before one of
         # the finalizer's cycles (fin_wc) it takes the group's hidden-output byte. A
