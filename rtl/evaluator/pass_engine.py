@@ -542,9 +542,21 @@ class PassEngine(wiring.Component):
         # it is pushed one cycle later
         rec = Signal(self.rec_layout)
         m.d.comb += rec.eq(cur.rec)
-        with m.If(beat_w):
+        if p.wide:
+            # Wide builds: the bias digits from the weight beat whatever the pass (a
+            # u-row pass's record, KIND_STORE, has no use for them: the finalizer takes
+            # a STORE op's bias digit from the noise), and the delay line without a
+            # reset (``recv`` says which word is a record): the choice by ``cur.u``
+            # with the reset had become the synchronous clear of recd0's bias digits,
+            # 4 of the 128-lane ECP5 evaluator's 61 endpoints past 8 ns at 0a02018
+            # (seed 3, 8.64 ns, and two more at 9.18 and 9.38 ns into their LSR)
             m.d.comb += [rec.wb[i].eq(self.wbeat.payload.d[i]) for i in range(2)]
-        dly = [Signal(self.rec_layout, name=f"recd{j}") for j in range(LATENCY + 1)]
+        else:
+            with m.If(beat_w):
+                m.d.comb += [rec.wb[i].eq(self.wbeat.payload.d[i]) for i in range(2)]
+        dly = [
+            Signal(self.rec_layout, name=f"recd{j}", reset_less=p.wide) for j in range(LATENCY + 1)
+        ]
         dv = [Signal(name=f"recv{j}") for j in range(LATENCY + 1)]
         m.d.sync += [dly[0].eq(rec), dv[0].eq(flush)]
         for j in range(1, LATENCY + 1):
