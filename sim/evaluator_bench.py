@@ -184,6 +184,7 @@ def run_amaranth(
     collisions=None,
     logits_ready=None,
     prelude=None,
+    inp_gap: int = 0,
 ):
     """Run ``job`` on ``dut`` (a PopulationEvaluator) in the Amaranth simulator.
 
@@ -194,6 +195,8 @@ def run_amaranth(
     (default: always ready); a beat counts in a cycle with valid and ready.
     ``prelude``: an async ``ctx -> None`` run before the job is set up and started (on
     the same design: what it leaves behind meets the job).
+    ``inp_gap``: per-member inputs: cycles without a word offered after each one taken
+    (a slow source, so that passes wait for their input slots).
     """
     from amaranth.sim import Simulator
 
@@ -244,6 +247,9 @@ def run_amaranth(
             ctx.set(dut.inp.valid, 1)
             ctx.set(dut.inp.payload, wd)
             await ctx.tick().until(dut.inp.ready)
+            if inp_gap:
+                ctx.set(dut.inp.valid, 0)
+                await ctx.tick().repeat(inp_gap)
         ctx.set(dut.inp.valid, 0)
 
     async def bench(ctx):

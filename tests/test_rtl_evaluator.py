@@ -514,6 +514,35 @@ def test_the_wide_forms_give_golden_scores_in_the_same_cycles(mode, shared, monk
     assert cycles[0] == cycles[1], cycles
 
 
+def test_passes_wait_for_a_slow_input_source_in_both_forms(monkeypatch):
+    """Per-member inputs offered one word every 24 cycles, so that the passes wait for
+    their input slots: the wide forms (forced on 3 lanes; their pass engine keeps its
+    own copy of the loader's slot flags) give golden's scores and logits in the narrow
+    forms' cycles, which a slot flag that stays set after its release would not."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    rng = np.random.default_rng(harness.pick_seed("evaluator slow input source"))
+    cfg = Config(
+        layers=(6, 5, 3),
+        population=10,
+        rank=4,
+        sigma_shift=1,
+        act_shifts=(1, 2),
+        init="random",
+        seed=int(rng.integers(1 << 32)),
+    ).validate()
+    job = _random_inputs_job(cfg, rng, 3, False, step=5)
+    cycles = []
+    for from_lanes in (params_mod.WIDE_LANES, 1):
+        monkeypatch.setattr(params_mod, "WIDE_LANES", from_lanes)
+        dut = PopulationEvaluator(lanes=3, max_width=8, max_layers=2, rank=4)
+        assert dut.params.wide == (from_lanes == 1)
+        res = run_amaranth(job, dut, max_cycles=300_000, inp_gap=24)
+        check_equals_golden(job, res, f"evaluator, slow input, wide forms {from_lanes == 1}")
+        cycles.append(res["cycles"])
+    assert cycles[0] == cycles[1], cycles
+
+
 def _five_six_three(rng) -> Config:
     """The 5-6-3 network (population 14, rank 4) of the noise-write tests below."""
     return Config(

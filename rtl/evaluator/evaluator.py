@@ -589,6 +589,11 @@ class PopulationEvaluator(wiring.Component):
             eng.fin_idle.eq(fin.idle),
             eng.loaded.eq(ld.loaded),
             ld.release.eq(eng.release),
+            *(
+                [eng.loaded_set.eq(ld.loaded_set), eng.loaded_clear.eq(seq.load_start)]
+                if p.wide
+                else []
+            ),
             seq.drained.eq(drained),
             seq.fill_busy.eq(fill_busy),
             seq.bad_label.eq(ld.bad_label),

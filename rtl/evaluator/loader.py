@@ -104,6 +104,7 @@ class InputLoader(wiring.Component):
                 "aw_en": Out(1),
                 "loaded": Out(2),
                 "release": In(2),
+                **({"loaded_set": Out(2)} if p.wide else {}),
             }
         )
 
@@ -119,6 +120,8 @@ class InputLoader(wiring.Component):
         done_slot = Signal(2)  # a slot's last write is decided this cycle
         done_d = Signal(2)  # ... and lands in the memory this cycle
         m.d.comb += self.loaded.eq(loaded)
+        if p.wide:
+            m.d.comb += self.loaded_set.eq(done_d)
         m.d.sync += [done_d.eq(done_slot), loaded.eq((loaded & ~self.release) | done_d)]
 
         active = Signal()

@@ -206,7 +206,11 @@ class PassEngine(wiring.Component):
         command is queued) and its idle flag (it falls only when the finalizer takes a
         record). Both reach the start of a pass through registers, a cycle behind.
     loaded : In(2)
-        Input region slots loaded by the loader.
+        Input region slots loaded by the loader (narrow builds; wide ones keep their own
+        copy from ``loaded_set`` and ``loaded_clear``).
+    loaded_set : In(2), loaded_clear : In(1)
+        Wide builds only: the loader's strobes that set its slot flags (a slot's last
+        write has landed) and clear them (its start).
     release : Out(2)
         Strobes: the input region slot is free (its last pass has read it).
     busy : Out(1)
@@ -234,7 +238,7 @@ class PassEngine(wiring.Component):
         self.noise_bits = noise_bits
         self.cmd_layout = command_layout(p, rec_layout, noise_bits)
         wl = data.StructLayout({"d": data.ArrayLayout(3, 2), "bias": 1})
-        ports = {"cmd_pop": Out(1)} if p.wide else {}
+        ports = {"cmd_pop": Out(1), "loaded_set": In(2), "loaded_clear": In(1)} if p.wide else {}
         super().__init__(
             {
                 **ports,
@@ -314,9 +318,23 @@ class PassEngine(wiring.Component):
             block_ok.eq((self.blocks_done - c.need)[15] == 0),
             idle_ok.eq(self.fin_idle & ~recq.r_rdy),
         ]
+        loaded = self.loaded
+        if p.wide:
+            # Wide builds keep their own copy of the loader's slot flags, updated as the
+            # loader updates its own (set by its last write's ``loaded_set``, cleared by
+            # this engine's release and by the loader's start), so that the take reads
+            # flip-flops beside it: the loader's ``loaded`` through the take into a
+            # noise read enable copy was the 128-lane ECP5 evaluator's critical path at
+            # 60dc4c5 (seed 3: 8.1 ns, 6.4 of it routing, its only endpoint past 8 ns).
+            # No reset, as the loader's: equal to it from power-on, in every cycle.
+            loaded = Signal(2, name="loaded_c", reset_less=True, attrs={REPLICA_ATTR: 1})
+            with m.If(self.loaded_clear):
+                m.d.sync += loaded.eq(0)
+            with m.Else():
+                m.d.sync += loaded.eq((loaded & ~self.release) | self.loaded_set)
         dep_ok = (
             (~c.wait_block | (c_same & block_ok))
-            & (~c.wait_input | self.loaded.bit_select(c.in_slot, 1))
+            & (~c.wait_input | loaded.bit_select(c.in_slot, 1))
             & (~c.wait_idle | (idle_ok & ~caps_busy & ~recq.r_rdy))
         )
         take = self.cmd.valid & dep_ok & ~running
