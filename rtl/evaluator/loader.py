@@ -237,7 +237,8 @@ class InputLoader(wiring.Component):
             # cycle (it is read only with ``aw_en``), so that the write decision is not
             # also its synchronous clear: the decision, folded by Yosys into the
             # flip-flops' LSR with the reset, had 8 of the 128-lane ECP5 evaluator's 61
-            # endpoints past 8 ns at 0a02018 (seed 3, 8.82 ns)
+            # endpoints past 8 ns at 0a02018 (seed 3, 8.82 ns). The phases' w_addr
+            # (the same address) is then unread: narrow builds keep it, unchanged.
             aw_addr = Signal.like(self.aw_addr, name="aw_addr_r", reset_less=True)
             m.d.sync += [self.aw_en.eq(w_en), aw_addr.eq(region(slot) | k)]
             m.d.comb += self.aw_addr.eq(aw_addr)
