@@ -472,25 +472,29 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
     assert cycles[0] == cycles[1], cycles
 
 
+@pytest.mark.parametrize("layers", [(7, 2, 5, 1), (6, 3)], ids=["3-layers", "1-layer"])
 @pytest.mark.parametrize("mode", ["lowrank", "quantized"])
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
-def test_the_wide_forms_give_golden_scores_in_the_same_cycles(mode, shared, monkeypatch):
+def test_the_wide_forms_give_golden_scores_in_the_same_cycles(layers, mode, shared, monkeypatch):
     """The wide builds' forms (``wide``, 32 lanes and more: the sequencer enters a layer
-    from registered copies of its constants, its first block loaded outside the emit;
-    the pass engine pops its command queue a cycle after a take), forced here on 3
-    lanes: on three layers of widths 7, 2, 5 and 1 (a one-pass layer, a one-output one)
-    the scores and logits equal golden's, in the cycles of the narrow forms."""
+    from registered copies of its constants, loaded when a block leaves its layer, its
+    first block loaded outside the emit; the pass engine pops its command queue a cycle
+    after a take), forced here on 3 lanes: on three layers of widths 7, 2, 5 and 1 (a
+    one-pass layer, a one-output one), and on one layer (a sample is then one block of
+    layer 0 for both members with shared inputs), the scores and logits equal golden's,
+    in the cycles of the narrow forms."""
     from pentegg.rtl.evaluator import params as params_mod
 
-    rng = np.random.default_rng(harness.pick_seed(f"evaluator entry registers {mode} {shared}"))
-    layers, pop = (7, 2, 5, 1), 14  # three rounds, the last part-full
+    key = f"evaluator entry registers {mode} {shared}" + ("" if len(layers) == 4 else " 1")
+    rng = np.random.default_rng(harness.pick_seed(key))
+    pop = 14  # three rounds, the last part-full
     cfg = Config(
         layers=layers,
         population=pop,
         rank=4,
         mode=mode,
         sigma_shift=1,
-        act_shifts=(1, 0, 2),
+        act_shifts=(1, 0, 2)[: len(layers) - 1],
         init="random",
         seed=int(rng.integers(1 << 32)),
     ).validate()

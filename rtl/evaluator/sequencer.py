@@ -391,8 +391,23 @@ class Sequencer(wiring.Component):
         # 100 MHz (98.4, 98.7, 98.0 and 97.3 MHz at seeds 1-4 with them at cb3d248,
         # 105.84 and 109.83 at seeds 1 and 2 without, f0e8327)
         ent = {}
+        # Wide builds load ``lay`` only when a block that leaves its layer ends (and
+        # outside the emit), from the registers of the layer after bk_l (layer 0 after
+        # the last): its enable is a LUT of four flip-flops (``ok``, ``lp``, ``leave``
+        # and a copy of the phase's decode a cycle behind), not the emit decision
+        # through the block's kind, layer and the phase (the phase through bk_s into
+        # lay_n was the 128-lane ECP5 evaluator's critical path at b022460, seed 3:
+        # 9.14 ns, 7.43 of it routing; the ``lay_*`` registers 22 of its 81 endpoints
+        # past 8 ns). ``leave`` (the block's last pass leaves its layer: member 2j+1's
+        # block, or the shared layer-0 block of both) and ``leave_last`` (and the layer
+        # is the last: the sample ends) are set with the block. A U block and layer 0's
+        # first block find ``lay`` holding layer 0 already: a sample begins there.
+        leave = Signal()
+        leave_last = Signal()
+        emit_d = Signal()
         if p.wide:
-            for name, l in (("0", 0), ("nx", bk_l + 1)):
+            m.d.sync += emit_d.eq(phase == PH_EMIT)
+            for name, l in (("0", 0), ("nx", Mux(lay["last"], 0, bk_l + 1))):
                 one, vals = consts_of(l)
                 regs = {k: Signal.like(lay[k], name=f"lay{name}_{k}", reset_less=True) for k in lay}
                 lp_reg = Signal(name=f"lay{name}_lp", reset_less=True)
@@ -409,7 +424,8 @@ class Sequencer(wiring.Component):
             lp_val, vals = ent[which]
             mm.d.sync += lp.eq(lp_val)
             mm.d.sync += bk_l.eq(0 if which == "0" else bk_l + 1)
-            mm.d.sync += [lay[k].eq(vals[k]) for k in lay]
+            if not p.wide:  # wide builds: below (``leave``)
+                mm.d.sync += [lay[k].eq(vals[k]) for k in lay]
 
         def begin_emit(mm):
             mm.d.sync += phase.eq(PH_EMIT)
@@ -420,6 +436,8 @@ class Sequencer(wiring.Component):
 
         def first_block(mm):  # a sample's first block: u-row passes, or layer 0
             mm.d.sync += [bk_s.eq(0), ps.eq(0)]
+            if p.wide:
+                mm.d.sync += [leave.eq(0), leave_last.eq(0)]
             enter_layer(mm, "0")
             if QUANT:
                 mm.d.comb += bk_u_next.eq(0)
@@ -498,7 +516,6 @@ class Sequencer(wiring.Component):
         # 8.27 ns; bk_l, lay_n and lay_out were 6 of its 10 endpoints past 8 ns)
         if p.wide:
             with m.If(phase != PH_EMIT):
-                m.d.sync += b.eq(0)
                 first_block(m)
 
         with m.Switch(phase):
@@ -612,7 +629,8 @@ class Sequencer(wiring.Component):
                     begin_emit(m)
                     prefill(m, first_pair, ~nbuf)
             with m.Case(PH_EMIT):
-                self._emit(m, p, locals())
+                emit_v = locals()
+                self._emit(m, p, emit_v)
             with m.Case(PH_NEXT):
                 with m.If(self.drained & ~self.fill_busy):
                     m.d.sync += [
@@ -630,6 +648,20 @@ class Sequencer(wiring.Component):
             with m.Case(PH_END):
                 with m.If(self.drained):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
+        if p.wide:
+            # ``lay`` and the sample count (``leave`` above): outside the emit (a
+            # cycle behind the phase: the emit's first block leaves no layer, and its
+            # last ends a sample, which loads layer 0 and the count itself), layer 0
+            # and 0; at the end of a block that leaves its layer, the next layer (or
+            # layer 0) and, if the sample ends, the count's step
+            with m.If(~emit_d):
+                m.d.sync += [lay[k].eq(ent["0"][1][k]) for k in lay]
+            with m.Elif(ok & lp & leave):
+                m.d.sync += [lay[k].eq(ent["nx"][1][k]) for k in lay]
+            with m.If(ok & lp & leave_last):
+                m.d.sync += [b.eq(Mux(emit_v["b_last"], 0, b + 1)), gs.eq(gs + 1)]
+            with m.If(~emit_d):
+                m.d.sync += b.eq(0)
         return m
 
     def _emit(self, m, p, v):
@@ -654,6 +686,9 @@ class Sequencer(wiring.Component):
         b_last = Signal()
         rnd_last = Signal()
         m.d.sync += [b_last.eq(b + 1 == self.batch), rnd_last.eq(rnd + 1 == rounds)]
+        v["b_last"] = b_last
+        wide = p.wide
+        leave, leave_last = v["leave"], v["leave_last"]
         PH_END, PH_NEXT = v["PH_END"], v["PH_NEXT"]
         first_block, enter_layer, lay = v["first_block"], v["enter_layer"], v["lay"]
         shared = self.shared
@@ -770,6 +805,11 @@ class Sequencer(wiring.Component):
                     with m.Else():  # layer 0 of member 2j
                         enter_layer(m, "0")
                         m.d.comb += bk_u_next.eq(0)
+                        if wide:  # both members' block of a shared layer 0 leaves it
+                            m.d.sync += [
+                                leave.eq(share_l0),
+                                leave_last.eq(share_l0 & last_layer),
+                            ]
                         m.d.sync += [
                             bk_s.eq(0),
                             pos_word.eq(wbase[0]),
@@ -777,6 +817,8 @@ class Sequencer(wiring.Component):
                             naddr.eq(fstart[0]),
                         ]
                 with m.Elif(~bk_s & ~both):  # the same layer, member 2j+1
+                    if wide:
+                        m.d.sync += [leave.eq(1), leave_last.eq(last_layer)]
                     m.d.sync += [
                         lp.eq(lay["t_last"] == 0),
                         bk_s.eq(1),
@@ -787,6 +829,8 @@ class Sequencer(wiring.Component):
                     ]
                 with m.Elif(~last_layer):  # the next layer, member 2j
                     enter_layer(m, "nx")
+                    if wide:
+                        m.d.sync += [leave.eq(0), leave_last.eq(0)]
                     m.d.sync += [
                         bk_s.eq(0),
                         pos_word.eq(wbase[bk_l + 1]),
@@ -796,9 +840,11 @@ class Sequencer(wiring.Component):
                     ]
                 with m.Else():  # the sample is done
                     first_block(m)
-                    m.d.sync += [b.eq(b + 1), gs.eq(gs + 1)]
+                    if not wide:  # wide builds: elaborate (``leave_last``)
+                        m.d.sync += [b.eq(b + 1), gs.eq(gs + 1)]
                     with m.If(b_last):
-                        m.d.sync += b.eq(0)
+                        if not wide:
+                            m.d.sync += b.eq(0)
                         with m.If(rnd_last):
                             m.d.sync += phase.eq(PH_END)
                         with m.Else():
