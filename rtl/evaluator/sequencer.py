@@ -753,6 +753,8 @@ class Sequencer(wiring.Component):
         # shared mode: to member 2j+1's L0 (both members read the sample's slot), or to
         # the layer-0 block for both
         m.d.comb += cmd.release.eq(~bk_u & (bk_l == 0) & last_pass & (~shared | bk_s | both))
+        if wide:  # the engine's u_mac: a u-row pass of n0 > 0 inputs (command_layout)
+            m.d.comb += cmd.u_mac.eq(bk_u & (n0 != 0))
         wcmd = self.wcmd.payload
         m.d.comb += [
             wcmd.word0.eq(pos_word),
