@@ -394,8 +394,18 @@ class Finalizer(wiring.Component):
         hazard = reads_u(new) & hazard
 
         # outputs reserved ahead: logits (2 beats per last-layer op) and terms (1)
-        makes_logits = self.emit_logits & head.last_layer & (new.kind == KIND_ACT)
-        makes_term = ~self.emit_logits & head.last_layer & head.last_row & (new.kind == KIND_ACT)
+        emit_logits = self.emit_logits
+        if p.wide:
+            # wide builds: a copy of its own beside the issuer (a run's setting, stable
+            # from start, long before the first record: its copy a cycle late is the
+            # same), not a register of the run's inputs across the chip (the loader's
+            # copy of ``shared`` through makes_logits into go was the 128-lane ECP5
+            # evaluator's critical path at 4fb8872, seed 1: 9.41 ns, 7.76 of it routing;
+            # go, l_take, t_take and early 4 of its 15 endpoints past 8 ns)
+            emit_logits = Signal(name="iss_emit_logits", attrs={REPLICA_ATTR: 1})
+            m.d.sync += emit_logits.eq(self.emit_logits)
+        makes_logits = emit_logits & head.last_layer & (new.kind == KIND_ACT)
+        makes_term = ~emit_logits & head.last_layer & head.last_row & (new.kind == KIND_ACT)
         # the logits leave from a register (SyncFIFOBuffered): their reader (the
         # accelerator's LogitWriter) selects a pointer by the beat's lane, and from the
         # FIFO's distributed RAM that was the 128-lane ULX3S build's critical path at
