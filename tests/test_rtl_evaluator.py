@@ -472,20 +472,26 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
     assert cycles[0] == cycles[1], cycles
 
 
+@pytest.mark.parametrize("lanes,group", [(3, None), (4, 2)], ids=["3-lanes", "4-lanes-2-groups"])
 @pytest.mark.parametrize("layers", [(7, 2, 5, 1), (6, 3)], ids=["3-layers", "1-layer"])
 @pytest.mark.parametrize("mode", ["lowrank", "quantized"])
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
-def test_the_wide_forms_give_golden_scores_in_the_same_cycles(layers, mode, shared, monkeypatch):
+def test_the_wide_forms_give_golden_scores_in_the_same_cycles(
+    lanes, group, layers, mode, shared, monkeypatch
+):
     """The wide builds' forms (``wide``, 32 lanes and more: the sequencer enters a layer
     from registered copies of its constants, loaded when a block leaves its layer, its
     first block loaded outside the emit; the pass engine pops its command queue a cycle
     after a take), forced here on 3 lanes: on three layers of widths 7, 2, 5 and 1 (a
     one-pass layer, a one-output one), and on one layer (a sample is then one block of
     layer 0 for both members with shared inputs), the scores and logits equal golden's,
-    in the cycles of the narrow forms."""
+    in the cycles of the narrow forms; also on 4 lanes in two finalizer groups of 2 (the
+    scores' lane index then g's and i's bits side by side), the last round's last lane
+    without a pair."""
     from pentegg.rtl.evaluator import params as params_mod
 
     key = f"evaluator entry registers {mode} {shared}" + ("" if len(layers) == 4 else " 1")
+    key += "" if lanes == 3 else f" {lanes} {group}"
     rng = np.random.default_rng(harness.pick_seed(key))
     pop = 14  # three rounds, the last part-full
     cfg = Config(
@@ -504,7 +510,8 @@ def test_the_wide_forms_give_golden_scores_in_the_same_cycles(layers, mode, shar
     for from_lanes in (params_mod.WIDE_LANES, 1):
         monkeypatch.setattr(params_mod, "WIDE_LANES", from_lanes)
         dut = PopulationEvaluator(
-            lanes=3,
+            lanes=lanes,
+            group=group,
             max_width=8,
             max_layers=3,
             rank=4,
