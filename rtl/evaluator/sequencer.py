@@ -756,8 +756,12 @@ class Sequencer(wiring.Component):
         # shared mode: to member 2j+1's L0 (both members read the sample's slot), or to
         # the layer-0 block for both
         m.d.comb += cmd.release.eq(~bk_u & (bk_l == 0) & last_pass & (~shared | bk_s | both))
-        if wide:  # the engine's u_mac: a u-row pass of n0 > 0 inputs (command_layout)
-            m.d.comb += cmd.u_mac.eq(bk_u & (n0 != 0))
+        if wide:
+            # the engine's u_mac (command_layout): a u-row pass has n0 inputs, never 0
+            # in a run (the checks refuse a width of 0), so it is bk_u itself (with the
+            # compare, n0 from the run's inputs across the chip into the command stage
+            # was the 128-lane ECP5 evaluator's critical path at bf20b5e, seed 3: 9.4 ns)
+            m.d.comb += cmd.u_mac.eq(bk_u)
         wcmd = self.wcmd.payload
         m.d.comb += [
             wcmd.word0.eq(pos_word),
