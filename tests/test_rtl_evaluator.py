@@ -472,7 +472,9 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
     assert cycles[0] == cycles[1], cycles
 
 
-@pytest.mark.parametrize("lanes,group", [(3, None), (4, 2)], ids=["3-lanes", "4-lanes-2-groups"])
+@pytest.mark.parametrize(
+    "lanes,group", [(3, None), (4, 2), (5, 1)], ids=["3-lanes", "4-lanes-2-groups", "5-groups"]
+)
 @pytest.mark.parametrize("layers", [(7, 2, 5, 1), (6, 3)], ids=["3-layers", "1-layer"])
 @pytest.mark.parametrize("mode", ["lowrank", "quantized"])
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
@@ -487,7 +489,8 @@ def test_the_wide_forms_give_golden_scores_in_the_same_cycles(
     layer 0 for both members with shared inputs), the scores and logits equal golden's,
     in the cycles of the narrow forms; also on 4 lanes in two finalizer groups of 2 (the
     scores' lane index then g's and i's bits side by side), the last round's last lane
-    without a pair."""
+    without a pair, and on 5 lanes of one lane each (the groups' run-time values then
+    copied from two middle copies)."""
     from pentegg.rtl.evaluator import params as params_mod
 
     key = f"evaluator entry registers {mode} {shared}" + ("" if len(layers) == 4 else " 1")

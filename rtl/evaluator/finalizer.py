@@ -665,6 +665,15 @@ class Finalizer(wiring.Component):
         logit_beat = Signal(logits_layout(p))
         term_beat = Signal(terms_layout(p))
         aw_en = Signal(p.lanes)
+        # wide builds: the groups' run-time copies from middle copies, one per
+        # RT_MID_GROUPS groups (_run_time_copies), so that no route runs from the
+        # inputs' one register to every group
+        self._rt_mids = []
+        if p.wide and F > self.RT_MID_GROUPS and not self.lean:
+            self._rt_mids = [
+                self._run_time_copies(m, f"_mid{k}")
+                for k in range(-(-F // self.RT_MID_GROUPS))
+            ]
         for g in range(F):
             self._group(
                 m,
@@ -791,17 +800,25 @@ class Finalizer(wiring.Component):
             out.append(op)
         return out
 
-    def _run_time_copies(self, m, sfx):
+    #: groups whose run-time copies one middle copy feeds (wide builds)
+    RT_MID_GROUPS = 4
+
+    def _run_time_copies(self, m, sfx, source=None):
         """A group's own registers of the run-time values its datapath reads (shifts,
         ``k``, the margin, the labels, the output mode): they hold still during an
         evaluation (the labels change samples ahead of their use), so a copy a cycle
         behind gives the same results, and it sits beside the group: the shared inputs
         reached every group (the 128-lane ECP5 evaluator's critical path at bafcab0,
         an activation shift into group 3's rounding constant, 16.87 ns, 14.16 of it
-        routing)."""
+        routing). ``source``: copies of the inputs to copy from (the wide builds'
+        middle copies, each feeding :data:`RT_MID_GROUPS` groups: the inputs' one
+        register through the output mode's inverter into the groups' copies of
+        ``emit_logits`` had 8 of the 128-lane ECP5 evaluator's 62 endpoints past 8 ns
+        at bf20b5e, seed 3, 8.8 ns, a route across the chip); the inputs themselves
+        without it."""
         rt = SimpleNamespace()
         for name in ("shifts", "pert_shift", "margin", "labels", "emit_logits"):
-            src = getattr(self, name)
+            src = getattr(self if source is None else source, name)
             cp = Signal.like(src, name=f"{name}{sfx}", reset_less=True, attrs={REPLICA_ATTR: 1})
             m.d.sync += cp.eq(src)
             setattr(rt, name, cp)
@@ -1037,7 +1054,9 @@ class Finalizer(wiring.Component):
         rt = self
         if self.F > 1 and not self.lean:  # the group's own ops, run-time values, control
             opP2, opS, opU = self._op_copies(m, opP, opP2, opS, wc, sfx)
-            rt = self._run_time_copies(m, sfx)
+            mids = self._rt_mids
+            source = mids[g * len(mids) // self.F] if mids else None
+            rt = self._run_time_copies(m, sfx, source)
             ctl = self._stage_control(m, opP2, opS, opU, wc, sfx, rt)
         bankU = ctl.bankU
         wr, wr_addr, wr_bank, wr_first = ctl.wr, ctl.wr_addr, ctl.wr_bank, ctl.wr_first
