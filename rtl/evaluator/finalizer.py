@@ -671,8 +671,7 @@ class Finalizer(wiring.Component):
         self._rt_mids = []
         if p.wide and F > self.RT_MID_GROUPS and not self.lean:
             self._rt_mids = [
-                self._run_time_copies(m, f"_mid{k}")
-                for k in range(-(-F // self.RT_MID_GROUPS))
+                self._run_time_copies(m, f"_mid{k}") for k in range(-(-F // self.RT_MID_GROUPS))
             ]
         for g in range(F):
             self._group(
