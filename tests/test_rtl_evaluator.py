@@ -496,7 +496,7 @@ def test_the_wide_forms_give_golden_scores_in_the_same_cycles(
     key = f"evaluator entry registers {mode} {shared}" + ("" if len(layers) == 4 else " 1")
     key += "" if lanes == 3 else f" {lanes} {group}"
     rng = np.random.default_rng(harness.pick_seed(key))
-    pop = 14  # three rounds, the last part-full
+    pop = 14  # 7 pairs: three rounds on 3 lanes, two on 4 or 5; the last part-full
     cfg = Config(
         layers=layers,
         population=pop,
