@@ -149,6 +149,9 @@ class InputLoader(wiring.Component):
         # the decode and write_ok, it was the 128-lane ULX3S build's critical path at
         # 635abd7 (seed 1, 9.40 ns, 7.93 of it routing, 4 levels)
         words = Signal()
+        # wide builds: phase 4 as a flip-flop of its own likewise (set with the phase,
+        # cleared with its write and by start), for the write decision below
+        at4 = Signal()
         idx = Signal(16)
         # base = idx * n0 <= 65535 * max_width: that width, not the 32 of the address
         # port (the 32-bit adder's carry chain into base was 8.06 ns in the 128-lane
@@ -193,6 +196,8 @@ class InputLoader(wiring.Component):
                 loaded.eq(0),
                 self.bad_label.eq(0),
             ]
+            if p.wide:
+                m.d.sync += at4.eq(0)
 
         def region(s):
             return Cat(Const(0, p.region_bits), s, Const(0, 2)) if p.region_bits else s
@@ -419,27 +424,31 @@ class InputLoader(wiring.Component):
                                 req.eq(1),
                             ]
                             m.d.sync += phase.eq(4)
-                    with m.Else():
-                        with m.If(self.inp.valid & write_ok):
-                            m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
-                            m.d.sync += [k.eq(k + 1), k_last.eq(k + 2 == self.n0)]
-                            with m.If(k_last):
-                                m.d.comb += done_slot.eq(Mux(slot, 2, 1))
-                                m.d.sync += [phase.eq(7), words.eq(0)]
+                            if p.wide:
+                                m.d.sync += at4.eq(1)
+                    if not p.wide:  # (wide builds: after the case)
+                        with m.Else():
+                            with m.If(self.inp.valid & write_ok):
+                                m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
+                                m.d.sync += [k.eq(k + 1), k_last.eq(k + 2 == self.n0)]
+                                with m.If(k_last):
+                                    m.d.comb += done_slot.eq(Mux(slot, 2, 1))
+                                    m.d.sync += [phase.eq(7), words.eq(0)]
                 with m.Case(4):  # shared: the byte arrives; write it replicated
                     with m.If(s_ready):
                         m.d.sync += have.eq(1)
-                    with m.If(have & write_ok):
-                        m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
-                        m.d.sync += [
-                            have.eq(0),
-                            k.eq(k + 1),
-                            k_last.eq(k + 2 == self.n0),
-                            phase.eq(3),
-                        ]
-                        with m.If(k_last):
-                            m.d.comb += done_slot.eq(Mux(slot, 2, 1))
-                            m.d.sync += phase.eq(7)
+                    if not p.wide:  # (wide builds: after the case)
+                        with m.If(have & write_ok):
+                            m.d.comb += [w_en.eq(1), w_addr.eq(region(slot) | k)]
+                            m.d.sync += [
+                                have.eq(0),
+                                k.eq(k + 1),
+                                k_last.eq(k + 2 == self.n0),
+                                phase.eq(3),
+                            ]
+                            with m.If(k_last):
+                                m.d.comb += done_slot.eq(Mux(slot, 2, 1))
+                                m.d.sync += phase.eq(7)
                 # after a (sample, sign): the next one, or the end. A phase of its own,
                 # from registers only, a cycle after the unit's last write: decided in
                 # that write's cycle, the handshake's decision (the input's valid or
@@ -460,4 +469,26 @@ class InputLoader(wiring.Component):
                                 m.d.sync += rnd.eq(rnd + 1)
                         with m.Else():
                             m.d.sync += b.eq(b + 1)
+        if p.wide:
+            # Wide builds decide a unit's write (phase 3 of a per-member unit: an input
+            # word; phase 4: the shared byte) outside the phase's case, from the phase
+            # flags (`words`, `at4`), and give the phase its next value after the case's:
+            # a write, then 7 after the unit's last or else 3. Inside the case, behind the
+            # phase's decode, the handshake and k_last reached the phase in 5 LUTs (the
+            # 128-lane ECP5 evaluator's critical path at 228cec9 with the placer's timing
+            # weight 30, seed 1: 8.67 ns, 6.94 of it routing; at seed 3 with the default
+            # weight, the same phase from `shared`: 9.04 ns)
+            fire = write_ok & ~self.start & ((words & self.inp.valid) | (at4 & have))
+            with m.If(fire):
+                m.d.comb += w_en.eq(1)
+                m.d.sync += [
+                    have.eq(0),
+                    at4.eq(0),
+                    words.eq(words & ~k_last),
+                    k.eq(k + 1),
+                    k_last.eq(k + 2 == self.n0),
+                    phase.eq(Mux(k_last, 7, 3)),
+                ]
+                with m.If(k_last):
+                    m.d.comb += done_slot.eq(Mux(slot, 2, 1))
         return m
