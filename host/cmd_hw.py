@@ -94,6 +94,13 @@ def register(sub) -> None:
         "N 1..16) and report the median fmax, each seed's in the JSON (placements)",
     )
     s.add_argument(
+        "--timing-weight",
+        type=int,
+        metavar="W",
+        help="nextpnr's placer timing weight, 1..100 (default: nextpnr's, 10): how much "
+        "the placement weighs a connection's criticality against its length",
+    )
+    s.add_argument(
         "--build-dir", metavar="DIR", help="keep the tool inputs, logs and reports in DIR"
     )
     s.add_argument(
@@ -193,7 +200,7 @@ def run_verilog(args) -> int:
 
 
 def run_synth(args) -> int:
-    from .rtl.synth import MAX_SEEDS, SynthError, synthesize
+    from .rtl.synth import MAX_SEEDS, TIMING_WEIGHTS, SynthError, synthesize
     from .rtl.toolchain import ToolNotFound
 
     if args.no_step and args.module not in (*BOARD_MODULES, "evaluator"):
@@ -211,6 +218,10 @@ def run_synth(args) -> int:
         raise HardwareError(f"--seeds {args.seeds} is outside 1..{MAX_SEEDS}")
     if args.seed is not None and not 1 <= args.seed < 1 << 31:
         raise HardwareError(f"--seed {args.seed} is outside 1..{(1 << 31) - 1}")
+    tw = args.timing_weight
+    if tw is not None and tw not in TIMING_WEIGHTS:
+        lo, hi = TIMING_WEIGHTS.start, TIMING_WEIGHTS.stop - 1
+        raise HardwareError(f"--timing-weight {tw} is outside {lo}..{hi}")
     from .progress import stage_lines
 
     try:
@@ -224,6 +235,7 @@ def run_synth(args) -> int:
             build_dir=args.build_dir,
             endpoints=args.endpoints,
             breakdown=args.breakdown,
+            timing_weight=tw,
             progress=stage_lines("synth"),
         )
     except (SynthError, ToolNotFound) as e:
@@ -247,6 +259,8 @@ def run_synth(args) -> int:
             first = r.seed
             last = first + args.seeds - 1
             target = f"nextpnr, target {r.target_mhz:g} MHz, median of seeds {first}..{last}"
+            if r.timing_weight is not None:
+                target += f", placer timing weight {r.timing_weight}"
             print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
             for pl in r.placements:
                 cp = pl["critical_path"] or {}
@@ -254,6 +268,8 @@ def run_synth(args) -> int:
                 print(f"  seed {pl['seed']:<3} {pl['fmax_mhz']:.1f} MHz ({where})")
         else:
             target = f"nextpnr, target {r.target_mhz:g} MHz, seed {r.seed}"
+            if r.timing_weight is not None:
+                target += f", placer timing weight {r.timing_weight}"
             if r.stalled_seeds:
                 stalled = ", ".join(map(str, r.stalled_seeds))
                 target += f"; the router stalled at seed {stalled}"

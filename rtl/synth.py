@@ -37,6 +37,7 @@ from .toolchain import tool
 
 __all__ = [
     "DEVICES",
+    "TIMING_WEIGHTS",
     "SynthError",
     "SynthPlatform",
     "SynthResult",
@@ -51,6 +52,11 @@ __all__ = [
 
 #: The most placement seeds one ``synthesize`` call runs (``seeds``).
 MAX_SEEDS = 16
+
+#: The placer timing weights ``synthesize`` accepts (``timing_weight``; nextpnr's
+#: default is 10): nextpnr's analytic placer multiplies a connection's weight in the
+#: wirelength it minimises by ``1 + weight * criticality ** 2`` (its placer_heap.cc).
+TIMING_WEIGHTS = range(1, 101)
 
 
 @dataclass(frozen=True)
@@ -179,6 +185,8 @@ class SynthResult:
     late_endpoints: dict[str, Any] | None = None
     #: with ``breakdown``: :func:`block_breakdown` of the wrapped netlist
     breakdown: list[dict[str, Any]] | None = None
+    #: nextpnr's placer timing weight (``--placer-heap-timingweight``); None: its default
+    timing_weight: int | None = None
 
     def as_json(self) -> dict[str, Any]:
         d = asdict(self)
@@ -771,6 +779,7 @@ def synthesize(
     build_dir: str | Path | None = None,
     endpoints: bool = False,
     breakdown: bool = False,
+    timing_weight: int | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> SynthResult:
     """Synthesize ``module`` for ``device`` and place and route it (see module docstring).
@@ -787,6 +796,9 @@ def synthesize(
     of megabytes for the largest designs).
     ``breakdown``: the result's ``breakdown`` says where the cells go, block by block
     (:func:`block_breakdown` of the wrapped netlist).
+    ``timing_weight``: nextpnr's placer timing weight (its analytic placer's
+    ``--placer-heap-timingweight``, :data:`TIMING_WEIGHTS`; None: nextpnr's default, 10),
+    how much the placement weighs a connection's criticality against its length.
     ``progress`` is called with a line at each stage once the module has elaborated (each
     Yosys run, each placement with its log's path; the largest take hours); default: the
     line on stderr after ``[synth]``.
@@ -795,6 +807,11 @@ def synthesize(
         progress = _progress_to_stderr
     if not 1 <= seeds <= MAX_SEEDS:
         raise ValueError(f"seeds={seeds} is outside 1..{MAX_SEEDS}")
+    if timing_weight is not None and timing_weight not in TIMING_WEIGHTS:
+        raise ValueError(
+            f"timing_weight={timing_weight} is outside "
+            f"{TIMING_WEIGHTS.start}..{TIMING_WEIGHTS.stop - 1}"
+        )
     auto = seed is None and seeds == 1
     first = 1 if seed is None else seed
     full = resolved_params(module, params)
@@ -812,6 +829,7 @@ def synthesize(
             endpoints,
             progress,
             breakdown,
+            timing_weight,
         )
     except SynthError:
         raise  # a tool failed: its logs stay in the directory the message names
@@ -840,6 +858,7 @@ def _synthesize(
     endpoints=False,
     progress: Callable[[str], None] = _progress_to_stderr,
     breakdown=False,
+    timing_weight: int | None = None,
 ) -> SynthResult:
     """``auto``: ``seeds`` are alternatives, the next tried only while the router stalls;
     otherwise every one is placed."""
@@ -910,6 +929,11 @@ def _synthesize(
                     "--report",
                     rep,
                     *(("--detailed-timing-report",) if endpoints else ()),
+                    *(
+                        ("--placer-heap-timingweight", str(timing_weight))
+                        if timing_weight is not None
+                        else ()
+                    ),
                 ],
                 work,
                 log,
@@ -988,4 +1012,5 @@ def _synthesize(
         stalled_seeds=stalled or None,
         late_endpoints=late,
         breakdown=blocks,
+        timing_weight=timing_weight,
     )

@@ -132,6 +132,10 @@ def test_verilog_to_stdout():
         (["synth", "pquant", "--device", "up5k", "--seeds", "0"], "--seeds 0 is outside 1..16"),
         (["synth", "pquant", "--device", "up5k", "--seeds", "17"], "--seeds 17 is outside 1..16"),
         (
+            ["synth", "pquant", "--device", "up5k", "--timing-weight", "0"],
+            "--timing-weight 0 is outside 1..100",
+        ),
+        (
             ["synth", "pquant", "--device", "up5k", "--no-step"],
             "--no-step applies to accelerator, device and evaluator, not pquant",
         ),

@@ -295,6 +295,34 @@ def _synth_cells(tmp_path, rtlil_text: str, flow: str) -> dict:
     return json.loads((tmp_path / "t.json").read_text())["modules"]["top"]["cells"]
 
 
+def test_timing_weight_reaches_nextpnrs_placer_and_the_result(tmp_path, monkeypatch):
+    """``timing_weight`` is nextpnr's ``--placer-heap-timingweight`` (a stand-in nextpnr
+    records its arguments and runs the real one) and the result's ``timing_weight``;
+    without it nextpnr gets no such option; outside 1..100 it is refused."""
+    from pentegg.rtl import synth as s
+
+    real = tool(s.DEVICES["up5k"].nextpnr)
+    record = tmp_path / "args"
+    wrapper = tmp_path / "nextpnr-records"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        f"open({str(record)!r}, 'a').write(' '.join(sys.argv[1:]) + '\\n')\n"
+        f"os.execv({real!r}, [{real!r}, *sys.argv[1:]])\n"
+    )
+    wrapper.chmod(0o755)
+    monkeypatch.setattr(s, "tool", lambda name: str(wrapper) if "nextpnr" in name else tool(name))
+    r = s.synthesize("pquant", "up5k", seed=1, timing_weight=30, build_dir=tmp_path / "w30")
+    assert r.placed and r.timing_weight == 30 and r.as_json()["timing_weight"] == 30
+    plain = s.synthesize("pquant", "up5k", seed=1, build_dir=tmp_path / "plain")
+    assert plain.timing_weight is None
+    first, second = record.read_text().splitlines()
+    assert "--placer-heap-timingweight 30" in first and "--seed 1" in first
+    assert "timingweight" not in second
+    with pytest.raises(ValueError, match=r"timing_weight=101 is outside 1\.\.100"):
+        s.synthesize("pquant", "up5k", timing_weight=101, build_dir=tmp_path / "bad")
+
+
 @pytest.mark.parametrize("family", ["ecp5", "ice40"])
 def test_synthesis_keeps_registers_marked_as_replicas(tmp_path, family):
     """Yosys merges registers with one input into one; the flows keep the copies whose
