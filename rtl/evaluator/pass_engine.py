@@ -222,7 +222,8 @@ class PassEngine(wiring.Component):
     busy : Out(1)
         A pass is running or a record waits.
 
-    Throughput: ``n + 1`` cycles per pass when nothing waits; a pass waiting for a
+    Throughput: ``n + 1`` cycles per pass when nothing waits (wide builds: ``n + 2`` for
+    a u-row pass, which starts a cycle after its take); a pass waiting for a
     block count or the finalizer's idle flag starts the cycle after the first cycle it
     holds (a cycle later than a combinational check).
     """
@@ -344,6 +345,25 @@ class PassEngine(wiring.Component):
             & (~c.wait_idle | (idle_ok & ~caps_busy & ~recq.r_rdy))
         )
         take = self.cmd.valid & dep_ok & ~running
+        u_first = c.u_mac if p.wide else c.u & (c.n != 0)
+        if p.wide:
+            # Wide builds start a u-row pass (one with MAC beats: u_mac) a cycle after its
+            # take: `pre`, a flip-flop of the take of such a pass, sets `running` and
+            # the noise read enables, so that the take, a decision of the queue head's
+            # dependences, reaches only registers beside the engine, not the eight read
+            # enable copies beside their noise slices across the chip (the take into
+            # them was on the 128-lane ECP5 evaluator's critical path at 60dc4c5, seed 3,
+            # b022460, seed 1, bf20b5e, seed 1, and 228cec9 with the placer's timing
+            # weight 30, seed 3: 9.11 ns, 7.64 of it routing, 4.67 the route from the
+            # take to a copy 34 columns away). The pass's registers load the queue's
+            # head while the engine is not running: in the bubble the head still shows
+            # the taken command (the queue pops a cycle after a take), so they load the
+            # same values, and `pre` keeps that command from being taken again. One
+            # cycle per u-row pass: ceil(rank / 2) per sample and member sign, each of
+            # n0 beats (0.08 % of a digits sample with per-member inputs at rank 4).
+            pre = Signal(name="u_pre")
+            take &= ~pre
+            m.d.sync += pre.eq(take & u_first)
         m.d.comb += self.cmd.ready.eq(take)
         nz_ptr = Signal(self.noise_bits)  # u_addr + k, counted alongside k
         # at_flush (k == n: the pass's flush beat is next) is a flag set with k, not a
@@ -367,8 +387,14 @@ class PassEngine(wiring.Component):
         # and the read enables alone, not the pass's hundred-odd registers (take into
         # them was the 128-lane ECP5 evaluator's critical path at 98e1bb6, seed 3:
         # engine.loaded through the take into at_last, 10.55 ns, 8.84 of it routing)
-        with m.If(take):
-            m.d.sync += running.eq(1)
+        if p.wide:
+            with m.If(take):
+                m.d.sync += running.eq(~u_first)
+            with m.If(pre):
+                m.d.sync += running.eq(1)
+        else:
+            with m.If(take):
+                m.d.sync += running.eq(1)
         with m.If(~running):
             m.d.sync += [
                 cur.eq(c),
@@ -401,6 +427,8 @@ class PassEngine(wiring.Component):
             hs_run = Signal(name="hs_run", attrs=keep)
             hs_flush = Signal(name="hs_flush", attrs=keep)
             with m.If(take):
+                m.d.sync += hs_run.eq(~u_first)
+            with m.If(pre):
                 m.d.sync += hs_run.eq(1)
             with m.If(flush):
                 m.d.sync += hs_run.eq(0)
@@ -434,8 +462,10 @@ class PassEngine(wiring.Component):
         # it unless a pass is taken; so u_mac's next value is u_mac & ~at_last, not the
         # beat's handshake (mac) again.
         u_mac = Signal()
-        u_first = c.u_mac if p.wide else c.u & (c.n != 0)
-        m.d.sync += u_mac.eq(Mux(take, u_first, u_mac & ~at_last))
+        # (wide builds: set by `pre`, a cycle after the take; 0 before it, as a pass's
+        # last MAC beat clears it)
+        u_next = Mux(pre, 1, u_mac & ~at_last) if p.wide else Mux(take, u_first, u_mac & ~at_last)
+        m.d.sync += u_mac.eq(u_next)
         # nz_reads: the same read from copies of those registers, each copy feeding a
         # few of the noise banks' slices (beside the finalizer's n_addrs). A copy's
         # pointer counts with its own u_mac copy, not with mac: the same values in a
@@ -458,12 +488,19 @@ class PassEngine(wiring.Component):
                 m.d.sync += [ptr_j.eq(c.u_addr), bank_j.eq(c.u_bank)]
             with m.Elif(en_j):
                 m.d.sync += ptr_j.eq(ptr_j + 1)
-            m.d.sync += en_j.eq(Mux(take, u_first, en_j & ~at_last))
+            if p.wide:
+                m.d.sync += en_j.eq(Mux(pre, 1, en_j & ~at_last))
+            else:
+                m.d.sync += en_j.eq(Mux(take, u_first, en_j & ~at_last))
             m.d.comb += [
                 self.nz_reads[j].addr.eq(ptr_j),
                 self.nz_reads[j].bank.eq(bank_j),
                 self.nz_reads[j].en.eq(en_j),
             ]
+        busy = running | recq.r_rdy | caps_busy
+        dep_wait = ~running & self.cmd.valid & ~dep_ok
+        if p.wide:  # the bubble before a u-row pass's first beat counts as a wait
+            busy, dep_wait = busy | pre, dep_wait | pre
         m.d.comb += [
             self.act_addr.eq(
                 Cat(k[: p.region_bits], cur.in_region) if p.region_bits else cur.in_region
@@ -472,7 +509,7 @@ class PassEngine(wiring.Component):
             self.nz_addr.eq(nz_ptr),
             self.nz_bank.eq(cur.u_bank),
             self.nz_en.eq(u_mac),
-            self.busy.eq(running | recq.r_rdy | caps_busy),
+            self.busy.eq(busy),
         ]
         m.d.comb += self.release.eq(Mux(flush & cur.release, 1 << cur.in_slot, 0))
         act = self.activity
@@ -481,7 +518,7 @@ class PassEngine(wiring.Component):
             act.flush.eq(flush),
             act.caps.eq(running & at_flush & w_ok & ~flush_ok),
             act.weights.eq(running & ~w_ok),
-            act.dep.eq(~running & self.cmd.valid & ~dep_ok),
+            act.dep.eq(dep_wait),
             act.none.eq(~running & ~self.cmd.valid),
         ]
 
