@@ -432,15 +432,26 @@ def test_pass_engine_starts_a_pass_only_when_its_dependencies_hold():
     _run(dut, bench, background=[drain])
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
 @pytest.mark.parametrize("nz_copies", [1, 3])
-def test_pass_engine_noise_reads_are_exactly_the_u_row_passes_mac_beats(nz_copies):
+def test_pass_engine_noise_reads_are_exactly_the_u_row_passes_mac_beats(
+    nz_copies, wide, monkeypatch
+):
     """Every copy of the noise read (``nz_reads``) and ``nz_en`` are enabled in exactly
     the MAC beats of u-row passes, at ``u_addr + k`` of the beat's input index ``k`` and
     the pass's bank, and in no other cycle (not in the flush, nor while the engine
     waits for the next pass or for weights): the finalizer has the banks' port then.
-    Random passes of both kinds, ``n`` 0..8, with gaps in the commands, the weight beats
-    and the finalizer's taking of the captures."""
+    No cycle has two activities (a beat, or why the lanes wait; the take's cycle has
+    none), the wide form's bubble a dependence wait. Random passes
+    of both kinds, ``n`` 0..8, with gaps in the commands, the weight beats and the
+    finalizer's taking of the captures; in the wide form the queue pops a taken command
+    a cycle later (``cmd_pop``), and a u-row pass starts after a cycle's bubble."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
     p = EvaluatorParams(lanes=2, max_width=8)
+    assert p.wide == wide
     dut = PassEngine(p, record_layout(p, 8), 8, nz_copies=nz_copies)
     rng = random.Random(11)
     cmds = [
@@ -452,19 +463,30 @@ def test_pass_engine_noise_reads_are_exactly_the_u_row_passes_mac_beats(nz_copie
         }
         for _ in range(60)
     ]
+    if wide:
+        for c in cmds:
+            c["u_mac"] = c["u"] and c["n"] != 0
 
     async def bench(ctx):
         ctx.set(dut.fin_idle, 1)
         ctx.set(dut.rec.ready, 1)
-        cur, k, i, macs, rec_seen = None, 0, 0, 0, 0
+        cur, k, i, macs, rec_seen, held = None, 0, 0, 0, 0, False
         for cycle in range(2000):
-            offer = i < len(cmds) and rng.random() < 0.7
+            # wide: the taken command stays at the head until the pop a cycle later
+            offer = held or (i < len(cmds) and rng.random() < 0.7)
             if offer:
                 ctx.set(dut.cmd.payload, {k_: int(v) for k_, v in cmds[i].items()})
             ctx.set(dut.cmd.valid, offer)
             ctx.set(dut.wbeat.valid, rng.random() < 0.6)
             ctx.set(dut.consumed, rec_seen and rng.random() < 0.5)
             mac = ctx.get(dut.activity.mac)
+            acts = ctx.get(dut.activity)
+            kinds = [
+                n for n in ("mac", "flush", "dep", "caps", "weights", "none") if getattr(acts, n)
+            ]
+            assert len(kinds) <= 1, f"cycle {cycle}: activity {kinds}"
+            if held and cur["u_mac"]:  # the bubble before a u-row pass's first beat
+                assert kinds == ["dep"], f"cycle {cycle}: the bubble's activity {kinds}"
             want = bool(mac and cur and cur["u"])
             got = [ctx.get(dut.nz_en)] + [ctx.get(dut.nz_reads[j].en) for j in range(nz_copies)]
             assert got == [want] * (nz_copies + 1), (
@@ -484,8 +506,17 @@ def test_pass_engine_noise_reads_are_exactly_the_u_row_passes_mac_beats(nz_copie
                 rec_seen = 1
             elif ctx.get(dut.consumed):
                 rec_seen = 0
-            if offer and ctx.get(dut.cmd.ready):
-                cur, k, i = cmds[i], 0, i + 1
+            if held:
+                assert ctx.get(dut.cmd_pop) and not ctx.get(dut.cmd.ready), (
+                    f"cycle {cycle}: the taken command not popped, or taken again"
+                )
+                held, i = False, i + 1
+            elif offer and ctx.get(dut.cmd.ready):
+                cur, k = cmds[i], 0
+                if wide:
+                    held = True
+                else:
+                    i += 1
             await ctx.tick()
         assert i == len(cmds), f"{i} of {len(cmds)} passes taken"
         assert macs == sum(c["n"] for c in cmds if c["u"]), "u-row MAC beats missing"
