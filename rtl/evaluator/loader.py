@@ -329,10 +329,16 @@ class InputLoader(wiring.Component):
         # the 128-lane ECP5 evaluator at 59c3e3a, seed 1)
         l_en_r = Signal(reset_less=True)
         m.d.comb += self.l_en.eq(l_en_r)
+        # Wide builds: the sample address register takes base + k every cycle (the
+        # read's enable, a cycle after phase 3's request, alone says when it is used,
+        # and it then holds the request cycle's base + k either way), so the phase's
+        # decode is not before its flip-flops: 23 of the 128-lane ECP5 evaluator's 24
+        # endpoints past 8 ns at 9d0cf9a (seed 1, placer timing weight 30, 8.33 ns).
+        # Narrow builds keep the address chosen by the phase (0 between reads).
         m.d.sync += [
             self.b_addr.eq(b + b_base),
             self.b_en.eq(b_en),
-            self.s_addr.eq(s_addr),
+            self.s_addr.eq(base + k if p.wide else s_addr),
             self.s_en.eq(s_en),
             self.l_addr.eq(l_addr),
             l_en_r.eq(l_en),

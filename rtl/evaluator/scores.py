@@ -15,6 +15,7 @@ from amaranth.lib.wiring import In, Out
 
 from .finalizer import terms_layout
 from .params import EvaluatorParams
+from .pass_engine import REPLICA_ATTR
 
 __all__ = ["ScoreAccumulator"]
 
@@ -96,12 +97,30 @@ class ScoreAccumulator(wiring.Component):
         else:
             tw = len(beat.term[0])  # a term's own width (signed, below sb)
             rest = Signal(tw * (F - 1), reset_less=True)
-            with m.If(self.terms.valid):
-                with m.If(g == 0):
-                    m.d.sync += rest.eq(Cat(beat.term[k] for k in range(1, F)))
-                with m.Else():
-                    m.d.sync += rest.eq(rest >> tw)
-            term = Mux(g == 0, beat.term[0], rest[:tw].as_signed())
+            if p.wide:
+                # Wide builds: whether g is 0 from flags set with g (g's next value is 0
+                # exactly when last_g), a copy per four terms, not g's compare before
+                # the choice into every term's bits: from g through that compare and
+                # the term FIFO's read into rest was the 128-lane ECP5 evaluator's
+                # critical path at 9d0cf9a (seed 1, placer timing weight 30, 8.35 ns)
+                g0 = [
+                    Signal(name=f"g0_c{c}", init=1, attrs={REPLICA_ATTR: 1})
+                    for c in range((F + 3) // 4)
+                ]
+                with m.If(self.terms.valid):
+                    m.d.sync += [c.eq(last_g) for c in g0]
+                    for k in range(1, F):
+                        bits = rest[(k - 1) * tw : k * tw]
+                        nxt = rest[k * tw : (k + 1) * tw] if k < F - 1 else 0
+                        m.d.sync += bits.eq(Mux(g0[k // 4], beat.term[k], nxt))
+                term = Mux(g0[0], beat.term[0], rest[:tw].as_signed())
+            else:
+                with m.If(self.terms.valid):
+                    with m.If(g == 0):
+                        m.d.sync += rest.eq(Cat(beat.term[k] for k in range(1, F)))
+                    with m.Else():
+                        m.d.sync += rest.eq(rest >> tw)
+                term = Mux(g == 0, beat.term[0], rest[:tw].as_signed())
         m.d.sync += [
             a_v.eq(issue),
             a_addr.eq(member),
