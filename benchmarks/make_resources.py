@@ -80,7 +80,14 @@ ROWS: list[tuple[str, str, list[str]]] = [
             ("up5k", 16, ["--param", "noise_depth=256"], "noise_depth 256"),
             ("ecp5-85", 16, [], ""),
             ("ecp5-85", 32, [], ""),
-            ("ecp5-85", 128, ["--freq", "125"], ""),
+            # nextpnr's placement seed and placer timing weight of the 125 MHz runs
+            # (docs/resources.md, "The 128-lane ECP5 evaluator's routed runs")
+            (
+                "ecp5-85",
+                128,
+                ["--freq", "125", "--seed", "3", "--timing-weight", "30"],
+                "seed 3, placer timing weight 30",
+            ),
         )
     ],
     *[
