@@ -358,9 +358,12 @@ class PassEngine(wiring.Component):
             # take to a copy 34 columns away). The pass's registers load the queue's
             # head while the engine is not running: in the bubble the head still shows
             # the taken command (the queue pops a cycle after a take), so they load the
-            # same values, and `pre` keeps that command from being taken again. One
-            # cycle per u-row pass: ceil(rank / 2) per sample and member sign, each of
-            # n0 beats (0.08 % of a digits sample with per-member inputs at rank 4).
+            # same values, and `pre` keeps that command from being taken again. Up to a
+            # finalizer window (T cycles) per u-row pass (ceil(rank / 2) per sample and
+            # member sign, each of n0 beats): the pass, a cycle late, sends its record
+            # a cycle late, which may then wait for the finalizer's next window (the
+            # digits network, 16 lanes, batch 4: 128 cycles more in 201,002 with
+            # per-member inputs, in 130,635 with shared inputs; docs/rtl.md).
             pre = Signal(name="u_pre")
             take &= ~pre
             m.d.sync += pre.eq(take & u_first)
