@@ -280,21 +280,21 @@ class _EmitDecisionMonitor:
         return proc
 
 
-def _wide_cycles_ok(cfg, batch: int, lanes: int, shared: bool, narrow: int, wide: int) -> None:
-    """The wide forms take the narrow forms' cycles plus at most a finalizer window
-    (``T = max(rank, 4)`` cycles) per u-row pass in low-rank mode, none in quantized
-    mode. A u-row pass starts a cycle late (the bubble before its first beat,
-    ``PassEngine``'s ``pre``), and so reaches the finalizer a cycle late: its record
-    may then wait for the finalizer's next window (on 5-4-3 with shared inputs, 3
-    lanes: 28 cycles for 18 u-row passes, in whole windows), or cost nothing when the
-    lanes wait for the finalizer anyway. ``ceil(rank / 2)`` u-row passes per sample and
-    member sign of each round."""
+def _wide_cycles_ok(cfg, batch: int, p, shared: bool, narrow: int, wide: int) -> None:
+    """The wide forms take the narrow forms' cycles plus at most a finalizer window (``T``:
+    ``p.period`` cycles, of the evaluator's parameters ``p``) per u-row pass in low-rank
+    mode, none in quantized mode. A u-row pass starts a cycle late (the bubble before
+    its first beat, ``PassEngine``'s ``pre``), and so reaches the finalizer a cycle
+    late: its record may then wait for the finalizer's next window (on 5-4-3 with shared
+    inputs, 3 lanes: 28 cycles for 18 u-row passes, in whole windows), or cost nothing
+    when the lanes wait for the finalizer anyway. ``ceil(rank / 2)`` u-row passes per
+    sample and member sign of each round."""
     u_blocks = sum(
         kind == "U"
         for kind, _s, _q in schedule(cfg.n_layers, shared, cfg.rank, cfg.mode == "lowrank")
     )
-    passes = -(-cfg.pairs // lanes) * batch * u_blocks if cfg.mode == "lowrank" else 0
-    bound = max(cfg.rank, 4) * passes
+    passes = -(-cfg.pairs // p.lanes) * batch * u_blocks if cfg.mode == "lowrank" else 0
+    bound = p.period * passes
     assert 0 <= wide - narrow <= bound, (
         f"narrow {narrow}, wide {wide}, {passes} u-row passes: at most {bound} more"
     )
@@ -550,7 +550,7 @@ def test_the_wide_forms_give_golden_scores_in_the_narrow_forms_cycles(
         res = run_amaranth(job, dut, max_cycles=300_000)
         check_equals_golden(job, res, f"evaluator, wide forms {from_lanes == 1}")
         cycles.append(res["cycles"])
-    _wide_cycles_ok(cfg, batch, lanes, shared, *cycles)
+    _wide_cycles_ok(cfg, batch, dut.params, shared, *cycles)
 
 
 def test_passes_wait_for_a_slow_input_source_in_both_forms(monkeypatch):
@@ -580,7 +580,7 @@ def test_passes_wait_for_a_slow_input_source_in_both_forms(monkeypatch):
         res = run_amaranth(job, dut, max_cycles=300_000, inp_gap=24)
         check_equals_golden(job, res, f"evaluator, slow input, wide forms {from_lanes == 1}")
         cycles.append(res["cycles"])
-    _wide_cycles_ok(cfg, job.batch, 3, False, *cycles)
+    _wide_cycles_ok(cfg, job.batch, dut.params, False, *cycles)
 
 
 def _five_six_three(rng) -> Config:
@@ -1114,4 +1114,4 @@ def test_noise_read_address_copies_give_golden_scores_in_the_same_cycles(monkeyp
         check_equals_golden(job, res, f"noise read fanout {fanout}, wide {wide}")
         cycles.append(res["cycles"])
     assert cycles[0] == cycles[1], cycles
-    _wide_cycles_ok(cfg, job.batch, 9, shared, cycles[1], cycles[2])
+    _wide_cycles_ok(cfg, job.batch, dut.params, shared, cycles[1], cycles[2])
