@@ -353,8 +353,8 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
         uart = platform.request("uart", 0)
         m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx)]
 
-        # heartbeat: bit 25 of a counter, toggling every 2**25 cycles (0.84 s at 40 MHz,
-        # 0.70 s at 48 MHz)
+        # heartbeat: bit 25 of a counter, toggling every 2**25 cycles (0.70 s at 48 MHz,
+        # 0.34 s at 100 MHz)
         beat = Signal(26)
         m.d.sync += beat.eq(beat + 1)
         status = {
