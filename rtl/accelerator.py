@@ -202,6 +202,10 @@ class Accelerator(wiring.Component):
         # (a power of two would be up to twice the block RAM: 32 instead of 17 iCE40
         # blocks at max_width 64, max_layers 2)
         self.weight_words = 1 << self.evaluator.waddr_bits
+        # the host's reach into it (WRITE_MEM/READ_MEM): the words of the largest network,
+        # every layer packed from a word boundary (spec 1.4), as the compact device has it,
+        # not the power of two above
+        self.weight_depth = max_layers * -(-max_width * (max_width + 1) // 5)
         self.latent_words = max(2, max_layers * max_width * (max_width + 1))
         addr_bits = max(self.evaluator.waddr_bits, ceil_log2(self.latent_words))
         self.updater = WeightUpdater(
@@ -239,7 +243,7 @@ class Accelerator(wiring.Component):
     def host_memories(self) -> dict[str, tuple[int, int, bool]]:
         """The memories the host reaches with ``WMEM``/``RMEM``: name -> (select, depth in
         words, writable by the host). The link engine checks requests against it."""
-        mems = {"weights": (MEMORIES["weights"], self.weight_words, True)}
+        mems = {"weights": (MEMORIES["weights"], self.weight_depth, True)}
         if self.update == "latent":
             mems["latent"] = (MEMORIES["latent"], self.latent_words, True)
         for name in ("samples", "labels", "batch"):

@@ -309,3 +309,35 @@ def test_a_dataset_larger_than_the_sample_memory_is_sent_a_batch_at_a_time():
                 np.testing.assert_array_equal(got.latent[l], state.latent[l])
         with pytest.raises(DeviceError, match=r"a batch of 32 x 64 \(the sample memory holds"):
             Trainer(dev, task, cfg, 32).start(state)
+
+
+@pytest.mark.parametrize(
+    "cfg, samples",
+    [
+        (Config(layers=(64, 64, 10), population=16), 32),
+        (Config(layers=(7, 9, 3), population=8, update="pentary"), 0),
+    ],
+    ids=["digits-shaped", "pentary-host-scored"],
+)
+def test_every_memory_ends_where_the_rtl_devices_does(cfg, samples):
+    """The host cannot tell the compact device from the RTL Device by its memories: for
+    the same build parameters each memory's last word reads ``OK`` and the word past it
+    is ``PARAM``, at the depths of ``Accelerator.host_memories`` (the weights: the
+    largest network's packed words, not the power of two the RTL memory is built with),
+    and a memory the build does not have (latent in a pentary build) is ``PARAM``."""
+    from pentegg.device import sim_params
+    from pentegg.rtl.link.device import Device as DeviceTop
+
+    p = sim_params(cfg, batch=4, samples=samples)
+    mems = DeviceTop(**p).accel.host_memories
+    assert ("latent" in mems) == (cfg.update == "latent")
+    with open_device("firmware", cfg=cfg, batch=4, samples=samples, quiet=True) as dev:
+        for name in ap.MEMORIES:
+            if name not in mems:
+                with pytest.raises(DeviceError, match="READ_MEM refused: PARAM"):
+                    dev.read_mem(name, 0, 1)
+                continue
+            depth = mems[name][1]
+            dev.read_mem(name, depth - 1, 1)
+            with pytest.raises(DeviceError, match="READ_MEM refused: PARAM"):
+                dev.read_mem(name, depth, 1)

@@ -359,6 +359,9 @@ PARAM_CASES = [
     ("read mem count 0", Cmd.READ_MEM, words([0 << 24, 0])),
     ("read mem count too big", Cmd.READ_MEM, words([0 << 24, max_payload(FB) // 4 + 1])),
     ("read mem past depth", Cmd.READ_MEM, words([5 << 24 | 4, 5])),
+    # the weights end at the largest network's packed words (2 x ceil(8 x 9 / 5) = 30),
+    # not at the memory's power of two (32), as on the compact device
+    ("read mem weights past the packed depth", Cmd.READ_MEM, words([0 << 24 | 29, 2])),
     ("read mem huge addr+count", Cmd.READ_MEM, words([0 << 24 | 0xFFFFFF, 0xFFFFFFFF])),
     ("run kind 4", Cmd.RUN, words([4])),
     ("run kind 0x100", Cmd.RUN, words([0x100])),
