@@ -96,8 +96,13 @@ def decode_state(data: bytes, name: str = "state file") -> tuple[TrainState, dic
         step = int(header["step"])
         arrays = header["arrays"]
         meta = header.get("meta", {})
-    except (ValueError, KeyError, TypeError, ConfigError) as e:
-        raise StateFileError(f"{name}: malformed header ({e})") from None
+        if not isinstance(meta, dict):
+            raise TypeError(f"meta is a {type(meta).__name__}, not an object")
+    except (
+        ValueError, KeyError, TypeError, AttributeError, OverflowError, RecursionError,
+        ConfigError,
+    ) as e:  # fmt: skip
+        raise StateFileError(f"{name}: malformed header ({type(e).__name__}: {e})") from None
     if not 0 <= step <= MAX_STEP + 1:
         raise StateFileError(f"{name}: step {step} out of range")
     pos = start + hlen
@@ -116,7 +121,7 @@ def decode_state(data: bytes, name: str = "state file") -> tuple[TrainState, dic
                 found[a["name"]] = np.frombuffer(raw, "<i2").astype(np.int16).reshape(shape)
             else:
                 raise StateFileError(f"{name}: unknown array kind {a['kind']!r}")
-    except (ValueError, KeyError, TypeError, DigitRangeError) as e:
+    except (ValueError, KeyError, TypeError, AttributeError, OverflowError, DigitRangeError) as e:
         if isinstance(e, StateFileError):
             raise
         raise StateFileError(f"{name}: array payload does not match its header ({e})") from None

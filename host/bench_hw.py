@@ -10,6 +10,9 @@ from .cli import UsageError
 
 __all__ = ["add_accelerator_suite", "add_evaluator_suite", "add_link_suite"]
 
+#: pair-lanes of the simulated device of ``bench link`` (``--device sim``)
+LINK_DEFAULT_LANES = 8
+
 
 def _layers(text: str) -> tuple[int, ...]:
     import argparse
@@ -76,6 +79,8 @@ def _check_sizes(args) -> None:
         raise UsageError(f"--batch {args.batch} out of range 1..1024")
     if args.population % 2 or not 2 <= args.population <= 4096:
         raise UsageError(f"--population {args.population}: an even number in 2..4096")
+    if not 0 <= args.seed < 1 << 32:
+        raise UsageError(f"--seed {args.seed} out of range 0..4294967295")
 
 
 def run_evaluator(args) -> int:
@@ -257,7 +262,12 @@ def add_link_suite(suites) -> None:
         help="the simulated device: sim, the accelerator (default); sim-compact, the "
         "compact device (the iCEBreaker's core; slow: use --tasks xor)",
     )
-    e.add_argument("--lanes", type=int, default=8, help="pair-lanes, 1..256 (default 8; sim only)")
+    e.add_argument(
+        "--lanes",
+        type=int,
+        default=LINK_DEFAULT_LANES,
+        help=f"pair-lanes, 1..256 (default {LINK_DEFAULT_LANES}; sim only)",
+    )
     e.add_argument(
         "--steps",
         type=int,
@@ -268,7 +278,11 @@ def add_link_suite(suites) -> None:
 
 
 def run_link(args) -> int:
-    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    tasks = [t.strip() for t in args.tasks.split(",")]
+    if not all(tasks):
+        raise UsageError(f"--tasks {args.tasks!r}: an empty task name (give e.g. xor,digits)")
+    if args.device != "sim" and args.lanes != LINK_DEFAULT_LANES:
+        raise UsageError(f"--lanes applies to --device sim, not {args.device}")
     for t in tasks:
         if t not in ("xor", "digits") and not t.startswith("csv:"):
             raise UsageError(f"--tasks: '{t}' is not a classification task (xor, digits, csv:P)")

@@ -48,6 +48,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
         ("pentegg.cmd_hw", "HardwareError"),
         ("pentegg.device", "DeviceError"),
         ("pentegg.transport", "TransportError"),
+        ("pentegg.rtl.compact.firmware", "FirmwareBuildError"),
     ):
         try:
             errs.append(getattr(importlib.import_module(mod), name))
@@ -86,6 +87,12 @@ def main(argv: list[str] | None = None) -> int:
     except user_errors() as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         sys.stderr.write(f"pentegg {args.command}: error: {msg}\n")
+        return 2
+    except BrokenPipeError:  # the reader of stdout went away (`pentegg ... | head`)
+        sys.stderr.close()
+        return 1
+    except OSError as e:  # the file system or the machine refused: one line, not a bug
+        sys.stderr.write(f"pentegg {args.command}: error: {e}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write(f"pentegg {args.command}: interrupted\n")

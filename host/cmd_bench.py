@@ -127,16 +127,21 @@ def register(sub) -> None:
 
 
 def _seed_list(text: str) -> list[int]:
+    bad = argparse.ArgumentTypeError(f"'{text}': give 1..1000 seeds in 0..2^32-1")
     try:
         if "-" in text:
             a, b = (int(v) for v in text.split("-", 1))
+            if not 0 <= a <= b < 1 << 32 or b - a >= 1000:
+                raise bad  # (checked before the list is built)
             seeds = list(range(a, b + 1))
         else:
             seeds = [int(v) for v in text.split(",")]
     except ValueError:
         raise argparse.ArgumentTypeError(f"'{text}' is not a seed list like 0-4 or 0,3,7") from None
-    if not seeds or len(seeds) > 1000 or min(seeds) < 0:
-        raise argparse.ArgumentTypeError(f"'{text}': give 1..1000 non-negative seeds")
+    if not seeds or len(seeds) > 1000 or min(seeds) < 0 or max(seeds) >= 1 << 32:
+        raise bad
+    if len(set(seeds)) != len(seeds):
+        raise argparse.ArgumentTypeError(f"'{text}': a seed is given twice")
     return seeds
 
 
@@ -225,7 +230,10 @@ def run_reference(args) -> int:
     task = get_task(args.task)
     if not isinstance(task, ClassificationTask):
         raise UsageError(f"bench reference: task {task.name} is not a classification task")
-    hidden = _int_list(args.hidden)
+    try:
+        hidden = _int_list(args.hidden)
+    except argparse.ArgumentTypeError as e:
+        raise UsageError(f"--hidden: {e}") from None
     if args.method == "float-eggroll":
         return _float_eggroll(args, task, hidden, load)
     runs = []

@@ -27,7 +27,7 @@ import json
 import sys
 import warnings
 
-from .cmd_hw import HardwareError, print_late
+from .cmd_hw import HardwareError, check_build_dir, print_late
 
 __all__ = ["register"]
 
@@ -153,6 +153,7 @@ def _kinds(core: str) -> dict[str, str]:
 def _parse_params(board, items: list[str], core: str = "device") -> dict:
     kinds = _kinds(core)
     params = board.params_for(core)
+    given: set[str] = set()
     for item in items:
         name, sep, value = item.partition("=")
         name, value = name.strip(), value.strip()
@@ -160,6 +161,9 @@ def _parse_params(board, items: list[str], core: str = "device") -> dict:
             raise HardwareError(f"--param {item!r} is not NAME=VALUE")
         if name not in kinds:
             raise HardwareError(f"unknown parameter '{name}' (known: {', '.join(kinds)})")
+        if name in given:
+            raise HardwareError(f"--param {name} is given twice")
+        given.add(name)
         kind = kinds[name]
         if kind == "str":
             params[name] = value
@@ -206,6 +210,7 @@ def run_build(args) -> int:
         print(f"pentegg build: error: {board.unfit[args.core]}", file=sys.stderr)
         return 1
     build_dir = args.build_dir or f"build/{board.name}"
+    check_build_dir(build_dir)
     say = stage_lines("build")
     try:
         result = build(

@@ -62,7 +62,7 @@ def run_compare(args) -> int:
 
     if args.device == "golden":
         raise UsageError("--device golden: compare needs a device (sim or serial:PORT)")
-    task = get_task(args.task, split_seed=args.split_seed)
+    task = get_task(args.task, split_seed=args.split_seed or 0)
     cfg = _config_from_args(args, task)
     batch = args.batch or task.defaults.get("batch", 256)
     steps = args.steps or args.steps_default

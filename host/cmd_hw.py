@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 __all__ = [
     "BOARD_OF_DEVICE",
@@ -125,6 +126,12 @@ def register(sub) -> None:
     s.set_defaults(func=run_synth)
 
 
+def check_build_dir(path: str | None) -> None:
+    """A ``--build-dir`` that names a file (not a directory) is refused before any tool runs."""
+    if path is not None and Path(path).exists() and not Path(path).is_dir():
+        raise HardwareError(f"--build-dir {path}: exists and is not a directory")
+
+
 def _param_arg(p) -> None:
     p.add_argument(
         "--param",
@@ -212,8 +219,8 @@ def run_synth(args) -> int:
         print(
             f"params   the {board} build's (pentegg build --board {board}), --param overrides them"
         )
-    if args.freq is not None and not args.freq > 0:
-        raise HardwareError(f"--freq {args.freq} is not a positive frequency in MHz")
+    if args.freq is not None and not 1 <= args.freq <= 1000:
+        raise HardwareError(f"--freq {args.freq:g} is not a frequency in 1..1000 MHz")
     if not 1 <= args.seeds <= MAX_SEEDS:
         raise HardwareError(f"--seeds {args.seeds} is outside 1..{MAX_SEEDS}")
     if args.seed is not None and not 1 <= args.seed < 1 << 31:
@@ -222,6 +229,7 @@ def run_synth(args) -> int:
     if tw is not None and tw not in TIMING_WEIGHTS:
         lo, hi = TIMING_WEIGHTS.start, TIMING_WEIGHTS.stop - 1
         raise HardwareError(f"--timing-weight {tw} is outside {lo}..{hi}")
+    check_build_dir(args.build_dir)
     from .progress import stage_lines
 
     try:

@@ -46,6 +46,19 @@ def _positive(text: str) -> int:
     return v
 
 
+def _batch(text: str) -> int:
+    v = _positive(text)
+    if v > 65535:
+        raise argparse.ArgumentTypeError(f"{v} out of range 1..65535")
+    return v
+
+
+def _dir(text: str) -> Path:
+    if not text.strip():
+        raise argparse.ArgumentTypeError("an empty directory name")
+    return Path(text)
+
+
 def _seconds(text: str) -> float:
     try:
         v = float(text)
@@ -88,9 +101,9 @@ def add_train_parser(sub):
         default=100,
         help="write the state every N steps (default 100, and at the end)",
     )
-    p.add_argument("--out", type=Path, help="run directory for state, curve and plot")
+    p.add_argument("--out", type=_dir, help="run directory for state, curve and plot")
     p.add_argument(
-        "--resume", type=Path, metavar="DIR", help="continue the run in DIR up to --steps total"
+        "--resume", type=_dir, metavar="DIR", help="continue the run in DIR up to --steps total"
     )
     p.add_argument(
         "--json",
@@ -116,7 +129,9 @@ def add_model_options(p) -> None:
     p.add_argument("--update", choices=("latent", "pentary"), help="weight update rule")
     p.add_argument("--digits", choices=("binomial", "uniform"), help="noise digit distribution")
     p.add_argument("--seed", type=_seed, help="run seed (default 0)")
-    p.add_argument("--batch", type=_positive, help="samples (episodes for cartpole) per step")
+    p.add_argument(
+        "--batch", type=_batch, help="samples (episodes for cartpole) per step, 1..65535"
+    )
     p.add_argument("--hidden", type=_int_list, help="hidden widths, e.g. 64 or 64,32")
     p.add_argument("--sigma-shift", type=int, help="noise scale-down shift, 0..8")
     p.add_argument("--tau", type=int, help="update significance threshold, Q4, 0..4095")
@@ -125,7 +140,9 @@ def add_model_options(p) -> None:
     p.add_argument("--margin", type=int, help="classification hinge margin, 1..254")
     p.add_argument("--act-shifts", type=_int_list, help="activation shift per layer")
     p.add_argument("--init", choices=("random", "zero"), help="initial weights")
-    p.add_argument("--split-seed", type=int, default=0, help="csv: seed of the 80/20 split")
+    p.add_argument(
+        "--split-seed", type=_seed, help="csv: seed of the 80/20 split (0..2^32-1, default 0)"
+    )
 
 
 def add_device_flags(p, default: str | None) -> None:
@@ -200,7 +217,7 @@ def _register_eval_plot(sub) -> None:
         "--output",
         type=Path,
         default=Path("curves.png"),
-        help="PNG to write (default curves.png)",
+        help="the plot to write: .png (default curves.png), .svg or .pdf",
     )
     pl.set_defaults(func=run_plot)
 
@@ -273,21 +290,34 @@ def train_record(args) -> dict:
         ]
         if args.seed is not None and args.seed != state.cfg.seed:
             changed.append("--seed")
+        if args.split_seed is not None and args.split_seed != meta.get("split_seed", 0):
+            changed.append("--split-seed")
         if changed:
             raise UsageError(
                 f"{', '.join(changed)} cannot change on --resume (the run's "
                 "configuration is in its state file)"
             )
         task = get_task(args.task, meta=meta)
+        sha = getattr(task, "sha256", None)  # a csv task's file
+        if sha is not None and meta.get("csv_sha256", sha) != sha:
+            raise UsageError(
+                f"--resume {args.resume}: {args.task[4:]} is not the file the run trained "
+                "on (its sha256 differs); resume with that file"
+            )
         cfg = state.cfg
         batch = int(meta["batch"]) if args.batch is None else args.batch
         if batch != int(meta["batch"]):
             raise UsageError("--batch cannot change on --resume")
         steps = args.steps or int(meta.get("steps_target", state.step))
+        if steps < state.step:
+            raise UsageError(
+                f"--steps {steps}: the run in {args.resume} is at step {state.step} "
+                "already (--steps is the total to reach)"
+            )
         out = args.out or args.resume
         wall0 = float(meta.get("wall_s", 0.0))
     else:
-        task = get_task(args.task, split_seed=args.split_seed)
+        task = get_task(args.task, split_seed=args.split_seed or 0)
         cfg = _config_from_args(args, task)
         if task.n_outputs < 2:
             raise UsageError("a task needs at least 2 classes")
@@ -392,10 +422,22 @@ def run_eval(args) -> int:
     return 0
 
 
+#: the plot formats ``plot -o`` writes (by the file name's suffix)
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
 def run_plot(args) -> int:
     from .plot import plot_curves
     from .train import CURVE_FILE, RUN_FILE, read_curve
 
+    out = args.output
+    if out.suffix.lower() not in PLOT_SUFFIXES:
+        raise UsageError(
+            f"-o {str(out)!r}: the plot's file name must end in "
+            f"{', '.join(PLOT_SUFFIXES)} (it names the format)"
+        )
+    if out.is_dir():
+        raise UsageError(f"-o {out}: is a directory")
     runs, metric = [], "metric"
     for d in args.runs:
         f = d / CURVE_FILE if d.is_dir() else d
@@ -403,8 +445,10 @@ def run_plot(args) -> int:
             raise UsageError(f"{d}: no {CURVE_FILE} (is it a run directory?)")
         try:
             curve = read_curve(f)
-        except (ValueError, KeyError, TypeError):
-            raise UsageError(f"{f}: not a pentegg learning curve") from None
+        except (ValueError, KeyError, TypeError) as e:
+            raise UsageError(f"not a pentegg learning curve: {e}") from None
+        if not curve:
+            raise UsageError(f"{f}: the learning curve has no points yet")
         label = str(d)
         rj = d / RUN_FILE
         if rj.exists():
@@ -412,8 +456,8 @@ def run_plot(args) -> int:
                 r = json.loads(rj.read_text())["result"]
                 metric = r.get("metric", metric)
                 label = f"{d.name} ({r['mode']}, {r['update']}, {r['shaping']}, seed {r['seed']})"
-            except (ValueError, KeyError):
-                pass
+            except (ValueError, KeyError, TypeError, AttributeError):
+                pass  # a run.json that is not pentegg's: the directory names the line
         runs.append((label, curve))
     plot_curves(runs, args.output, metric)
     print(f"wrote {args.output} ({len(runs)} runs)", file=sys.stdout)

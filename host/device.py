@@ -151,7 +151,10 @@ class Device:
     def info(self) -> dict:
         """INFO, checked against this host's protocol and spec versions (cached)."""
         if self._info is None:
-            info = decode_info(self.request(Cmd.INFO).payload)
+            try:
+                info = decode_info(self.request(Cmd.INFO).payload)
+            except FrameError as e:
+                raise DeviceError(f"{self.name}: a malformed INFO response ({e})") from None
             if info["magic"] != 0x5045_4747:
                 raise DeviceError(f"{self.name}: not a pentegg device (magic {info['magic']:#x})")
             if info["protocol"] != VERSION:
@@ -163,9 +166,12 @@ class Device:
                     f"{self.name}: built for spec {info['spec']}, this host implements "
                     f"spec {SPEC_VERSION}"
                 )
+            try:
+                self._regs = {r.name: r for r in register_map(info["max_layers"])}
+                self._max_words = max_payload(info["frame_bytes"]) // 4
+            except ValueError as e:
+                raise DeviceError(f"{self.name}: INFO describes no possible build ({e})") from None
             self._info = info
-            self._regs = {r.name: r for r in register_map(info["max_layers"])}
-            self._max_words = max_payload(info["frame_bytes"]) // 4
         return self._info
 
     def _reg(self, name: str):
@@ -185,7 +191,17 @@ class Device:
         addrs = [self._reg(n).addr for n in names]
         vals: list[int] = []
         for i in range(0, len(addrs), self._max_words):
-            vals += self.request(Cmd.READ_REGS, words(addrs[i : i + self._max_words])).words()
+            part = addrs[i : i + self._max_words]
+            rsp = self.request(Cmd.READ_REGS, words(part))
+            try:
+                got = rsp.words()
+            except FrameError as e:
+                raise DeviceError(f"{self.name}: READ_REGS answered {e}") from None
+            if len(got) != len(part):
+                raise DeviceError(
+                    f"{self.name}: READ_REGS of {len(part)} registers answered {len(got)}"
+                )
+            vals += got
         return dict(zip(names, vals, strict=True))
 
     def write_mem(self, mem: str, addr: int, values: Iterable[int]) -> None:
@@ -205,13 +221,19 @@ class Device:
         out = []
         for i in range(0, count, self._max_words):
             n = min(self._max_words, count - i)
-            out.append(self.request(Cmd.READ_MEM, words([sel << 24 | (addr + i), n])).payload)
+            got = self.request(Cmd.READ_MEM, words([sel << 24 | (addr + i), n])).payload
+            if len(got) != 4 * n:
+                raise DeviceError(f"{self.name}: READ_MEM of {n} words answered {len(got)} bytes")
+            out.append(got)
         raw = b"".join(out)
         fmt = "<i4" if mem in SIGNED_MEMORIES else "<u4"
         return np.frombuffer(raw, dtype=fmt).astype(np.int64)
 
     def status(self) -> dict[str, int]:
-        st, err, step = struct.unpack("<3I", self.request(Cmd.STATUS).payload[:12])
+        got = self.request(Cmd.STATUS).payload
+        if len(got) < 12:
+            raise DeviceError(f"{self.name}: STATUS answered {len(got)} bytes, not 12")
+        st, err, step = struct.unpack("<3I", got[:12])
         return {"busy": st & 1, "error": err, "step": step}
 
     def reset(self) -> None:
@@ -470,7 +492,7 @@ def open_device(
     ``serial:PORT[@BAUD]``. INFO is read and checked. ``timeout``: seconds to wait for
     each response before a retry (default :data:`BOARD_TIMEOUT_S` for a board,
     :data:`SIM_TIMEOUT_S` for a simulated device)."""
-    from .transport import open_transport
+    from .transport import TransportSpecError, open_transport
 
     if timeout is None:
         timeout = BOARD_TIMEOUT_S if spec.startswith("serial:") else SIM_TIMEOUT_S
@@ -480,6 +502,7 @@ def open_device(
     if spec == "sim":
         if cfg is None:
             raise DeviceError("--device sim needs a job configuration to build for")
+        from .rtl.catalog import silence
         from .rtl.link.device import Device as DeviceTop
 
         p = sim_params(cfg, batch=batch, samples=samples, lanes=lanes, **params)
@@ -491,7 +514,7 @@ def open_device(
                 file=sys.stderr,
             )
         try:  # elaborate once here: a job the RTL cannot hold is a one-line error
-            _silence(DeviceTop(**p))  # checked, not elaborated
+            silence(DeviceTop(**p))  # checked, not elaborated
         except (ValueError, TypeError) as e:
             raise DeviceError(f"cannot build a simulated device for this job: {e}") from None
         transport = open_transport("sim", device_factory=DeviceTop, params=p)
@@ -529,9 +552,20 @@ def open_device(
         except (ValueError, TypeError, FirmwareBuildError) as e:
             raise DeviceError(f"cannot build the {spec} device for this job: {e}") from None
     elif spec.startswith("serial:") and "@" not in spec:
+        from .transport import parse_spec
+
+        parse_spec(spec)  # an empty port is named as the user gave it
         return _open_serial_any_rate(spec, timeout)
     else:
-        transport = open_transport(spec)
+        try:
+            transport = open_transport(spec)
+        except TransportSpecError as e:
+            if not spec.startswith(("sim", "serial")):
+                raise DeviceError(
+                    f"unknown device {spec!r}: use golden, sim, sim-compact, firmware, "
+                    "sim:PATH or serial:PORT[@BAUD]"
+                ) from None
+            raise e from None
     dev = Device(transport, timeout=timeout, name=spec)
     if spec == "sim-compact":
         dev.poll_s = SIM_COMPACT_POLL_S
@@ -562,20 +596,6 @@ _FIRMWARE_PARAMS = (
     "logit_bytes",
     "frame_bytes",
 )
-
-
-def _silence(obj, seen=None) -> None:
-    """Mark an elaboratable built only to check its parameters, and the ones it holds, as
-    deliberately unused (no UnusedElaboratable warnings)."""
-    from amaranth.hdl import Elaboratable
-
-    seen = set() if seen is None else seen
-    if id(obj) in seen or not isinstance(obj, Elaboratable):
-        return
-    seen.add(id(obj))
-    obj._MustUse__silence = True
-    for value in vars(obj).values():
-        _silence(value, seen)
 
 
 def _open_serial_any_rate(spec: str, timeout: float) -> Device:

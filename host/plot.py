@@ -6,8 +6,8 @@ from pathlib import Path
 
 
 def plot_curves(runs: list[tuple[str, list[dict]]], path: Path, metric: str = "metric") -> None:
-    """Write a PNG with two panels (metric vs step, metric vs wall seconds), one line
-    per run."""
+    """Write the plot (PNG, SVG or PDF by the suffix) with two panels (metric vs step,
+    metric vs wall seconds), one line per run."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -27,7 +27,10 @@ def plot_curves(runs: list[tuple[str, list[dict]]], path: Path, metric: str = "m
         ax.grid(alpha=0.3)
     a.legend(fontsize=8, loc="lower right")
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=110)
-    plt.close(fig)
-    tmp.replace(path)
+    tmp = path.with_name(f".{path.name}.tmp{path.suffix or '.png'}")
+    try:
+        fig.savefig(tmp, dpi=110)
+        tmp.replace(path)
+    finally:
+        plt.close(fig)
+        tmp.unlink(missing_ok=True)

@@ -152,6 +152,12 @@ class XorTask(ClassificationTask):
         return value >= 1.0
 
 
+def _show(cell: str, limit: int = 40) -> str:
+    """A cell as an error message shows it: control characters escaped, long cells cut."""
+    s = cell if cell.isprintable() else cell.encode("unicode_escape").decode("ascii")
+    return s if len(s) <= limit else s[: limit - 3] + "..."
+
+
 class CsvTask(ClassificationTask):
     """The user's own table: numeric feature columns, last column an integer class
     label, optional header row. Rows are split 80/20 by a seeded permutation
@@ -161,13 +167,35 @@ class CsvTask(ClassificationTask):
 
     MIN_ROWS = 10
 
-    def __init__(self, path: str, split_seed: int = 0, scaler: dict | None = None):
+    def __init__(
+        self,
+        path: str,
+        split_seed: int = 0,
+        scaler: dict | None = None,
+        classes: list[int] | None = None,
+    ):
         self.path = Path(path)
+        if (
+            isinstance(split_seed, bool)
+            or not isinstance(split_seed, int)
+            or not (0 <= split_seed < 1 << 32)
+        ):
+            raise TaskError(f"{path}: split seed {split_seed!r} is not an integer in 0..2^32-1")
         header, rows = self._read(self.path)
         self.columns = header
         feats = np.array([r[0] for r in rows], dtype=np.float64)
         labels_raw = np.array([r[1] for r in rows], dtype=np.int64)
-        self.classes = np.unique(labels_raw)
+        if classes is None:
+            self.classes = np.unique(labels_raw)
+        else:  # a trained model's: its outputs stand for these labels
+            self.classes = self._model_classes(classes)
+            unknown = np.setdiff1d(labels_raw, self.classes)
+            if len(unknown):
+                raise TaskError(
+                    f"{self.path}: class label {int(unknown[0])} is not one the model was "
+                    f"trained on ({', '.join(str(int(c)) for c in self.classes[:8])}"
+                    f"{', ...' if len(self.classes) > 8 else ''})"
+                )
         if len(self.classes) < 2:
             raise TaskError(
                 f"{self.path}: the label column '{header[-1]}' has a single class "
@@ -182,7 +210,10 @@ class CsvTask(ClassificationTask):
         test, train = perm[:n_test], perm[n_test:]
         if scaler is None:
             lo, hi = feats[train].min(axis=0), feats[train].max(axis=0)
-            scaler = {"center": ((lo + hi) / 2).tolist(), "half": ((hi - lo) / 2).tolist()}
+            with np.errstate(over="ignore"):  # features near the float range: h = inf
+                scaler = {"center": ((lo + hi) / 2).tolist(), "half": ((hi - lo) / 2).tolist()}
+        else:
+            self._check_scaler(scaler, feats.shape[1])
         self.scaler = scaler
         x = self.scale(feats)
         self.split_seed = split_seed
@@ -198,11 +229,37 @@ class CsvTask(ClassificationTask):
             defaults=dict(CSV_DEFAULTS),
         )
 
+    def _check_scaler(self, scaler, n_features: int) -> None:
+        """The training scaler a model keeps: one center and half-range per feature."""
+        try:
+            parts = [np.asarray(scaler[k], dtype=np.float64) for k in ("center", "half")]
+        except (KeyError, TypeError, ValueError):
+            raise TaskError(f"{self.path}: the model's feature scaler is malformed") from None
+        for v in parts:
+            if v.ndim != 1 or np.isnan(v).any():
+                raise TaskError(f"{self.path}: the model's feature scaler is malformed")
+            if v.shape != (n_features,):
+                raise TaskError(
+                    f"{self.path}: {n_features} feature columns; the model was trained on "
+                    f"{v.shape[0]}"
+                )
+
+    def _model_classes(self, classes) -> np.ndarray:
+        try:
+            c = np.asarray(classes, dtype=np.int64)
+        except (TypeError, ValueError, OverflowError):
+            c = None
+        if c is None or c.ndim != 1 or len(c) < 2 or (np.diff(c) <= 0).any():
+            raise TaskError(f"{self.path}: the model's class list is malformed")
+        return c
+
     def scale(self, feats: np.ndarray) -> np.ndarray:
         c = np.asarray(self.scaler["center"])
         h = np.asarray(self.scaler["half"])
         safe = np.where(h > 0, h, 1.0)
-        q = np.where(h > 0, np.rint(ACT_MAX * (feats - c) / safe), 0.0)
+        with np.errstate(over="ignore", invalid="ignore"):  # the float range's edges
+            q = np.where(h > 0, np.rint(ACT_MAX * (feats - c) / safe), 0.0)
+        q = np.nan_to_num(q, nan=0.0)
         return np.clip(q, -ACT_MAX, ACT_MAX).astype(np.int8)
 
     @staticmethod
@@ -215,7 +272,10 @@ class CsvTask(ClassificationTask):
             raise TaskError(f"{path}: is a directory, not a CSV file") from None
         except UnicodeDecodeError:
             raise TaskError(f"{path}: not a UTF-8 text file") from None
-        lines = list(csv.reader(text.splitlines()))
+        try:
+            lines = list(csv.reader(text.splitlines()))
+        except csv.Error as e:
+            raise TaskError(f"{path}: not a CSV table ({e})") from None
         while lines and not any(c.strip() for c in lines[-1]):
             lines.pop()
         if not lines:
@@ -256,11 +316,12 @@ class CsvTask(ClassificationTask):
                     v = float(s)
                 except ValueError:
                     raise TaskError(
-                        f"{path}: row {rn}, column '{header[j]}': '{s}' is not a number"
+                        f"{path}: row {rn}, column '{header[j]}': '{_show(s)}' is not a number"
                     ) from None
                 if not math.isfinite(v):
                     raise TaskError(
-                        f"{path}: row {rn}, column '{header[j]}': '{s}' is not a finite number"
+                        f"{path}: row {rn}, column '{header[j]}': '{_show(s)}' is not a finite "
+                        "number"
                     )
                 vals.append(v)
             lab = row[-1].strip()
@@ -270,9 +331,14 @@ class CsvTask(ClassificationTask):
                 y = int(lab)
             except ValueError:
                 raise TaskError(
-                    f"{path}: row {rn}, column '{header[-1]}': class label '{lab}' "
+                    f"{path}: row {rn}, column '{header[-1]}': class label '{_show(lab)}' "
                     "is not an integer"
                 ) from None
+            if not -(1 << 63) <= y < 1 << 63:
+                raise TaskError(
+                    f"{path}: row {rn}, column '{header[-1]}': class label '{_show(lab)}' "
+                    "is out of range (64-bit integers)"
+                )
             rows.append((vals, y))
         if len(rows) < CsvTask.MIN_ROWS:
             raise TaskError(f"{path}: {len(rows)} data rows; need at least {CsvTask.MIN_ROWS}")
@@ -311,11 +377,12 @@ def get_task(name: str, split_seed: int = 0, meta: dict | None = None) -> Task:
         path = name[4:]
         if not path:
             raise TaskError("csv: give the file as csv:PATH")
-        scaler = None
+        scaler = classes = None
         if meta and meta.get("scaler") is not None:
             scaler = meta["scaler"]
-            split_seed = int(meta.get("split_seed", split_seed))
-        return CsvTask(path, split_seed=split_seed, scaler=scaler)
+            split_seed = meta.get("split_seed", split_seed)
+            classes = meta.get("classes")
+        return CsvTask(path, split_seed=split_seed, scaler=scaler, classes=classes)
     raise TaskError(f"unknown task '{name}' (choose from {', '.join(TASK_NAMES)})")
 
 

@@ -69,11 +69,38 @@ def _write_curve(out: Path, curve: list[dict]) -> None:
 
 
 def read_curve(path: Path) -> list[dict]:
-    with open(path, newline="") as f:
-        return [
-            {k: (int(v) if k in ("step", "moved") else float(v)) for k, v in row.items()}
-            for row in csv.DictReader(f)
-        ]
+    """The rows of a run's ``curve.csv``; :class:`~pentegg.golden.StateFileError` (one
+    line, naming the file and row) when it is not the curve ``pentegg train`` writes."""
+    from .golden import StateFileError
+
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is not None and tuple(reader.fieldnames) != CURVE_FIELDS:
+                raise StateFileError(
+                    f"{path}: header {','.join(reader.fieldnames)!r} is not "
+                    f"{','.join(CURVE_FIELDS)!r}"
+                )
+            rows = []
+            for row in reader:
+                if None in row or None in row.values():
+                    raise StateFileError(
+                        f"{path}: row {reader.line_num} has the wrong number of cells"
+                    )
+                try:
+                    rows.append(
+                        {
+                            k: (int(v) if k in ("step", "moved") else float(v))
+                            for k, v in row.items()
+                        }
+                    )
+                except ValueError:
+                    raise StateFileError(
+                        f"{path}: row {reader.line_num} holds a value that is not a number"
+                    ) from None
+            return rows
+    except (UnicodeDecodeError, csv.Error) as e:
+        raise StateFileError(f"{path}: not a curve file ({type(e).__name__})") from None
 
 
 def checkpoint(out: Path, state: TrainState, meta: dict, curve: list[dict]) -> None:
@@ -226,9 +253,36 @@ def load_run(resume: Path) -> tuple[TrainState, dict, list[dict]]:
 
         raise UsageError(f"--resume {resume}: not a directory")
     state, meta = load_state(resume / STATE_FILE)
+    _check_meta(resume / STATE_FILE, meta)
     curve = read_curve(resume / CURVE_FILE) if (resume / CURVE_FILE).exists() else []
     curve = curve[: int(meta.get("curve_len", len(curve)))]
     return state, meta, curve
+
+
+#: what a run's state file keeps beside the state (``meta``), and the values it takes
+_META_FIELDS = {
+    "batch": (int, 1),
+    "steps_target": (int, 0),
+    "curve_len": (int, 0),
+    "wall_s": ((int, float), 0),
+}
+
+
+def _check_meta(path: Path, meta: dict) -> None:
+    """:class:`~pentegg.golden.StateFileError` when the run's bookkeeping in the state
+    file is not what ``pentegg train`` writes (a hand-edited file with a valid checksum)."""
+    from .golden import StateFileError
+
+    if "batch" not in meta:
+        raise StateFileError(f"{path}: no 'batch' in the run's metadata")
+    for name, (kind, lo) in _META_FIELDS.items():
+        if name not in meta:
+            continue
+        v = meta[name]
+        if isinstance(v, bool) or not isinstance(v, kind) or not (lo <= v < float("inf")):
+            raise StateFileError(
+                f"{path}: the run's metadata has {name} = {v!r}, not a number >= {lo}"
+            )
 
 
 def write_run_json(out: Path, record: dict, options: dict) -> None:

@@ -268,6 +268,8 @@ def parse_params(module: str, assignments: list[str] | None) -> dict[str, Any]:
             raise ParameterError(
                 f"{module}: unknown parameter '{name}' (known: {', '.join(spec.params)})"
             )
+        if name in out:
+            raise ParameterError(f"--param {name} is given twice")
         out[name] = _convert(spec, name, value.strip())
     return out
 
@@ -292,11 +294,25 @@ def build(module: str, params: dict[str, Any] | None = None) -> wiring.Component
         raise ParameterError(f"{module}: {e}") from None
 
 
+def silence(obj, seen: set[int] | None = None) -> None:
+    """Mark an elaboratable built only to check its parameters, and the ones it holds, as
+    deliberately unused (no UnusedElaboratable warnings)."""
+    from amaranth.hdl import Elaboratable
+
+    seen = set() if seen is None else seen
+    if id(obj) in seen or not isinstance(obj, Elaboratable):
+        return
+    seen.add(id(obj))
+    obj._MustUse__silence = True
+    for value in vars(obj).values():
+        silence(value, seen)
+
+
 def validate(module: str, params: dict[str, Any] | None = None) -> dict[str, Any]:
     """Check ``params`` by constructing the component (raises :class:`ParameterError`);
     returns the resolved parameters."""
     dut = build(module, params)
-    dut._MustUse__silence = True  # built only to validate: not a forgotten elaboratable
+    silence(dut)  # built only to validate: not a forgotten elaboratable
     return resolved_params(module, params)
 
 

@@ -60,11 +60,37 @@ def test_split_is_seeded(tmp_path):
         ("a,b,label\n" + "1,2,0\n1,nan,1\n" * 5, "'nan' is not a finite number"),
         ("", "the file is empty"),
         ("label\n" + "1\n" * 12, "need at least one feature column"),
+        (
+            "a,b,label\n" + "1,2,0\n1,2,1\n" * 5 + "1,2,99999999999999999999\n",
+            "row 12, column 'label': class label '99999999999999999999' is out of range",
+        ),
+        ("a,b,label\n" + "1,2,0\n1,2,1\n" * 5 + "1,\x01x,1\n", r"'\\x01x' is not a number"),
+        ("a,b,label\n" + "1,2,0\n1,2,1\n" * 5 + "1,\0,1\n", r"'\\x00' is not a number"),
+        ("a,b,label\n" + "1,2,0\n1,2,1\n" * 5 + "1," + "2" * 200_000 + ",1\n", "not a CSV table"),
     ],
 )
 def test_malformed_files_name_the_row_or_column(tmp_path, text, msg):
     with pytest.raises(TaskError, match=msg):
         CsvTask(str(write(tmp_path, text)))
+
+
+def test_a_models_scaler_and_classes_must_match_the_file(tmp_path):
+    """Evaluating or resuming with a model's scaler and class list (its state file's
+    metadata): a file with another number of feature columns, or a label the model has
+    no output for, is a one-line error, not a numpy broadcast error or a silently
+    shifted label."""
+    p = str(write(tmp_path, table()))  # 2 features, labels 5 and 6
+    t = CsvTask(p)
+    again = CsvTask(p, scaler=t.scaler, classes=t.classes.tolist())
+    assert (again.y_all == t.y_all).all() and (again.x_all == t.x_all).all()
+    with pytest.raises(TaskError, match="2 feature columns; the model was trained on 1"):
+        CsvTask(p, scaler={"center": [0.0], "half": [1.0]})
+    with pytest.raises(TaskError, match="the model's feature scaler is malformed"):
+        CsvTask(p, scaler={"centre": [0.0, 0.0]})
+    with pytest.raises(TaskError, match="class label 5 is not one the model was trained on"):
+        CsvTask(p, scaler=t.scaler, classes=[0, 6])
+    with pytest.raises(TaskError, match="split seed -1 is not an integer"):
+        CsvTask(p, split_seed=-1)
 
 
 def test_missing_file(tmp_path):

@@ -235,3 +235,36 @@ def test_run_polls_status_with_doubling_waits_up_to_poll_s(monkeypatch, poll_s):
     assert sleeps[0] == pytest.approx(1e-4) and sleeps[1] == pytest.approx(2e-4)
     assert max(sleeps) == pytest.approx(poll_s) and sleeps[-1] == pytest.approx(poll_s)
     assert device.SIM_COMPACT_POLL_S >= 0.1
+
+
+@pytest.mark.parametrize(
+    "what, answer, call, msg",
+    [
+        ("a short INFO", lambda: _info_words()[:12], "info", "a malformed INFO response"),
+        ("9 layers", lambda: _info_words(max_layers=9), "info", "INFO describes no possible"),
+        ("an empty STATUS", lambda: b"", "status", "STATUS answered 0 bytes, not 12"),
+        ("READ_REGS short", lambda: struct.pack("<I", 1), "regs", "answered 1"),
+        ("READ_REGS ragged", lambda: b"\x01\x02\x03", "regs", "not whole words"),
+        ("READ_MEM short", lambda: struct.pack("<I", 1), "mem", "answered 4 bytes"),
+    ],
+)
+def test_a_malformed_answer_is_a_one_line_device_error(what, answer, call, msg):
+    """A device (or a broken harness) whose OK answers do not have the payload their
+    command promises: a :class:`DeviceError` naming the command, never a struct or
+    frame exception from inside the driver."""
+
+    def script(frame, n):
+        if frame[2] == Cmd.INFO and call != "info":
+            return _framed(_response(frame[1], frame[2], 0, _info_words()))
+        return _framed(_response(frame[1], frame[2], 0, answer()))
+
+    dev = Device(ScriptedTransport(script), timeout=1.0, name="x")
+    with pytest.raises(DeviceError, match=msg):
+        if call == "info":
+            dev.info()
+        elif call == "status":
+            dev.status()
+        elif call == "regs":
+            dev.read_regs(["seed", "population"])
+        else:
+            dev.read_mem("weights", 0, 2)

@@ -211,6 +211,9 @@ RAM_BASE = 0x1000_0000
 CODE_BYTES = 24 * 1024
 #: The least room the firmware's stack must have above its zeroed data (bytes).
 MIN_STACK = 2048
+#: the largest RAM the compact device takes (``CompactDevice``'s ``ram_bytes``: the
+#: UP5K's four SPRAMs are 128 KiB)
+MAX_RAM_BYTES = 512 * 1024
 #: The firmware's optimisation (-Os: -O2 took 10 % fewer cycles for 25 % more code on the
 #: xor step, measured at the first build)
 OPT = "-Os"
@@ -263,6 +266,10 @@ def image(params: dict[str, Any] | None = None, *, ram_bytes: int, engine: bool 
     p = check_params(**(params or {}))
     if engine and not engine_fits(p):
         raise ValueError("engine=True: the datapath does not take this build (engine_fits)")
+    if ram_bytes > MAX_RAM_BYTES:
+        raise FirmwareBuildError(
+            f"ram_bytes={ram_bytes}: the compact device's RAM holds at most {MAX_RAM_BYTES}"
+        )
     if ram_bytes <= CODE_BYTES:
         raise FirmwareBuildError(
             f"ram_bytes={ram_bytes}: the firmware's code alone takes {CODE_BYTES}"

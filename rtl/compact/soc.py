@@ -52,6 +52,7 @@ from ..cpu.rv32 import BUS_SIGNATURE, RV32Core
 from ..params import check_choice, check_int
 from .boot import SPI_SIGNATURE, FlashBoot
 from .engine import CompactEngine
+from .firmware import MAX_RAM_BYTES
 
 __all__ = [
     "BOOTS",
@@ -267,7 +268,7 @@ class CompactSoC(wiring.Component):
     ):
         self.boot = check_choice("boot", boot, BOOTS)
         self.engine = engine
-        check_int("ram_bytes", ram_bytes, 4096, 512 * 1024)
+        check_int("ram_bytes", ram_bytes, 4096, MAX_RAM_BYTES)
         if ram_bytes % 4:
             raise ValueError(f"ram_bytes={ram_bytes} is not a multiple of 4")
         self.ram_words = ram_bytes // 4
@@ -463,6 +464,8 @@ class CompactDevice(CompactSoC):
         check_int("engine", engine, 0, 1)
         self.params = p = check_params(**params)
         engine = bool(engine) and engine_fits(p)
+        # the image first: a build it refuses leaves no datapath built and unused
+        self.firmware = image(p, ram_bytes=ram_bytes, engine=engine)
         if engine:
             engine = CompactEngine(
                 max_layers=p["max_layers"],
@@ -473,7 +476,6 @@ class CompactDevice(CompactSoC):
             )
         else:
             engine = None
-        self.firmware = image(p, ram_bytes=ram_bytes, engine=engine is not None)
         super().__init__(
             image=self.firmware.words,
             ram_bytes=ram_bytes,
