@@ -39,7 +39,18 @@ def test_info_prints_spec_version_and_every_default(pentegg_cmd):
 
 
 @pytest.mark.parametrize(
-    "args", [["--bogus"], ["info", "--nope"], ["no-such-command"], ["train", "--steps", "x"]]
+    "args",
+    [
+        ["--bogus"],
+        ["info", "--nope"],
+        ["no-such-command"],
+        ["train", "--steps", "x"],
+        ["bench", "seeds", "1,1", "--task", "xor"],  # a seed twice
+        ["bench", "seeds", "0-4294967296", "--task", "xor"],  # refused before it is built
+        ["bench", "reference", "mlp", "--task", "xor", "--hidden", "x"],
+        ["compare", "--task", "xor", "--device", "serial:"],
+        ["compare", "--task", "xor", "--device", "nosuch"],
+    ],
 )
 def test_bad_flags_give_one_line_and_exit_2(pentegg_cmd, args):
     r = run(pentegg_cmd, *args)

@@ -143,10 +143,31 @@ def test_verilog_to_stdout():
             ["synth", "accelerator", "--device", "up5k", "--param", "sample_bytes=200000"],
             "need 8 SPRAMs on the iCE40; the UP5K has 4",
         ),
+        (
+            ["verilog", "prng", "--param", "digits=uniform", "--param", "digits=binomial"],
+            "--param digits is given twice",
+        ),
+        (["verilog", "compact", "--param", "ram_bytes=1099511627776"], "holds at most 524288"),
+        (["verilog", "compact", "--param", "ram_bytes=1024"], "code alone takes 24576"),
+        (["synth", "pquant", "--device", "up5k", "--freq", "inf"], "not a frequency in 1..1000"),
+        (
+            ["synth", "pquant", "--device", "up5k", "--build-dir", "{file}"],
+            "exists and is not a directory",
+        ),
+        (
+            ["build", "--board", "ulx3s-85f", "--build-dir", "{file}"],
+            "exists and is not a directory",
+        ),
+        (
+            ["build", "--board", "ulx3s-85f", "--param", "lanes=4", "--param", "lanes=8"],
+            "--param lanes is given twice",
+        ),
     ],
 )
 def test_errors_are_one_line_exit_2(args, message, tmp_path):
     # a refused synthesis leaves no work directory behind (TMPDIR is this test's own)
+    (tmp_path / "a-file").write_text("")
+    args = [a.replace("{file}", str(tmp_path / "a-file")) for a in args]
     r = pentegg(*args, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
@@ -451,6 +472,9 @@ def test_compact_block_within_the_lut4_target():
         ("accelerator", ["--pivots", "40"], "--pivots 40 out of range"),
         ("accelerator", ["--lanes", "4", "--group", "5"], "--group 5 out of range 1..4"),
         ("accelerator", ["--sim-batches", "32,16"], "two increasing batch sizes"),
+        ("evaluator", ["--seed", "-1"], "--seed -1 out of range 0..4294967295"),
+        ("link", ["--tasks", "xor,,digits"], "an empty task name"),
+        ("link", ["--device", "sim-compact", "--lanes", "4"], "--lanes applies to --device sim"),
     ],
 )
 def test_hardware_bench_bad_options_give_one_line_errors(suite, args, message):
