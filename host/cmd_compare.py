@@ -9,7 +9,13 @@ import time
 import numpy as np
 
 from .cli import UsageError
-from .cmd_train import _config_from_args, add_device_flags, add_model_options
+from .cmd_train import (
+    SIM_LANES,
+    _config_from_args,
+    add_device_flags,
+    add_model_options,
+    check_job_options,
+)
 
 
 def register(sub) -> None:
@@ -63,9 +69,12 @@ def run_compare(args) -> int:
     if args.device == "golden":
         raise UsageError("--device golden: compare needs a device (sim or serial:PORT)")
     task = get_task(args.task, split_seed=args.split_seed or 0)
+    check_job_options(args, task)
     cfg = _config_from_args(args, task)
     batch = args.batch or task.defaults.get("batch", 256)
     steps = args.steps or args.steps_default
+    if steps > 65535:
+        raise UsageError(f"--steps {steps} out of range 1..65535 (spec 2.3)")
     samples = len(getattr(task, "x_train", ()))
     t0 = time.perf_counter()
     dev = open_device(
@@ -73,7 +82,7 @@ def run_compare(args) -> int:
         cfg=cfg,
         batch=min(batch, samples) if samples else batch,
         samples=samples,
-        lanes=args.lanes,
+        lanes=args.lanes or SIM_LANES,
         timeout=args.timeout,
         quiet=args.quiet,
         score_bound=task.score_bound(batch),

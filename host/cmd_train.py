@@ -160,8 +160,7 @@ def add_device_flags(p, default: str | None) -> None:
     p.add_argument(
         "--lanes",
         type=_positive,
-        default=8,
-        help="sim: pair-lanes of the simulated accelerator (default 8)",
+        help=f"sim: pair-lanes of the simulated accelerator (default {SIM_LANES})",
     )
     p.add_argument(
         "--timeout",
@@ -170,6 +169,19 @@ def add_device_flags(p, default: str | None) -> None:
         help="seconds to wait for a device's response before a retry (default 5 for "
         "serial:PORT, 60 for a simulated device)",
     )
+
+
+#: pair-lanes of ``--device sim`` when ``--lanes`` is not given
+SIM_LANES = 8
+
+
+def check_job_options(args, task) -> None:
+    """Options that do nothing for this task or device are refused rather than ignored:
+    ``--split-seed`` is the csv tasks', ``--lanes`` the simulated accelerator's."""
+    if args.split_seed is not None and not task.name.startswith("csv:"):
+        raise UsageError(f"--split-seed applies to csv:PATH tasks, not {task.name}")
+    if args.lanes is not None and args.device != "sim":
+        raise UsageError(f"--lanes applies to --device sim, not {args.device}")
 
 
 def open_stepper(args, task, cfg, batch):
@@ -186,7 +198,7 @@ def open_stepper(args, task, cfg, batch):
         cfg=cfg,
         batch=min(batch, samples) if samples else batch,
         samples=samples,
-        lanes=args.lanes,
+        lanes=args.lanes or SIM_LANES,
         timeout=args.timeout,
         quiet=getattr(args, "quiet", False),
         score_bound=task.score_bound(batch),
@@ -298,6 +310,7 @@ def train_record(args) -> dict:
                 "configuration is in its state file)"
             )
         task = get_task(args.task, meta=meta)
+        check_job_options(args, task)
         sha = getattr(task, "sha256", None)  # a csv task's file
         if sha is not None and meta.get("csv_sha256", sha) != sha:
             raise UsageError(
@@ -318,6 +331,7 @@ def train_record(args) -> dict:
         wall0 = float(meta.get("wall_s", 0.0))
     else:
         task = get_task(args.task, split_seed=args.split_seed or 0)
+        check_job_options(args, task)
         cfg = _config_from_args(args, task)
         if task.n_outputs < 2:
             raise UsageError("a task needs at least 2 classes")
@@ -438,6 +452,8 @@ def run_plot(args) -> int:
         )
     if out.is_dir():
         raise UsageError(f"-o {out}: is a directory")
+    if not out.resolve().parent.is_dir():
+        raise UsageError(f"-o {out}: no directory {out.parent}")
     runs, metric = [], "metric"
     for d in args.runs:
         f = d / CURVE_FILE if d.is_dir() else d

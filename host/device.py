@@ -84,6 +84,10 @@ class Device:
         self._pending: list[bytes] = []
         self._seq = 0
         self._info: dict | None = None
+        #: called with a line when a request is sent again (``open_device`` prints it
+        #: on stderr unless quiet): a device that does not answer is waited for up to
+        #: ``(retries + 1) * timeout`` seconds
+        self.on_retry: Callable[[str], None] | None = None
         #: traffic counters; ``status_bytes`` is the part of both directions spent on
         #: STATUS polls (on a simulated device their number follows the host's wall time)
         self.stats = {"requests": 0, "retries": 0, "bytes_out": 0, "bytes_in": 0, "status_bytes": 0}
@@ -107,6 +111,12 @@ class Device:
         for attempt in range(self.retries + 1):
             if attempt:
                 self.stats["retries"] += 1
+                if self.on_retry:
+                    waited = f" in {self.timeout:g} s" if why == "no response" else ""
+                    self.on_retry(
+                        f"{self.name}: {Cmd(cmd).name}: {why}{waited}; sending it again "
+                        f"({attempt + 1} of {self.retries + 1})"
+                    )
             self.transport.write(data)
             self.stats["requests"] += 1
             self.stats["bytes_out"] += len(data)
@@ -127,6 +137,7 @@ class Device:
     def _await(self, seq: int, cmd: int, timeout: float) -> tuple[Response | None, str]:
         """The response to (seq, cmd), or None and why a retry is due."""
         deadline = time.monotonic() + timeout
+        others = 0  # answers to other requests (late ones, or a device's wrong seq)
         while True:
             while self._pending:
                 raw = self._pending.pop(0)
@@ -138,9 +149,13 @@ class Device:
                     return None, f"the device saw a corrupted request ({rsp.status.name})"
                 if rsp.seq == seq and rsp.cmd == cmd:
                     return rsp, ""
-                # a late answer to an earlier, retried request: dropped
+                others += 1  # a late answer to an earlier, retried request: dropped
             left = deadline - time.monotonic()
             if left <= 0:
+                if others:
+                    return None, (
+                        f"no response with seq {seq} ({others} to other requests, dropped)"
+                    )
                 return None, "no response"
             data = self.transport.read(min(left, 0.05))
             if data:
@@ -165,6 +180,12 @@ class Device:
                 raise DeviceError(
                     f"{self.name}: built for spec {info['spec']}, this host implements "
                     f"spec {SPEC_VERSION}"
+                )
+            fb = info["frame_bytes"]
+            if not 256 <= fb <= 65536 or fb & (fb - 1):
+                raise DeviceError(
+                    f"{self.name}: INFO gives a frame buffer of {fb} bytes, not a power of "
+                    "two in 256..65536"
                 )
             try:
                 self._regs = {r.name: r for r in register_map(info["max_layers"])}
@@ -243,9 +264,12 @@ class Device:
         self, kind: str, *, timeout: float = 3600.0, poll: Callable[[dict], None] | None = None
     ) -> dict:
         """RUN ``kind`` and wait until it ends; :class:`DeviceError` naming the error
-        flags if it ends with any."""
+        flags if it ends with any, or when the run's step counter has not moved for
+        ``timeout`` seconds (the device is then reset: a run of many steps may take
+        longer than that, one step may not)."""
         self.request(Cmd.RUN, words([ap.RUN_KINDS[kind]]))
-        t0 = time.monotonic()
+        since = time.monotonic()
+        last = None
         wait = 0.0001
         while True:
             st = self.status()
@@ -253,9 +277,15 @@ class Device:
                 break
             if poll:
                 poll(st)
-            if time.monotonic() - t0 > timeout:
+            now = time.monotonic()
+            if st["step"] != last:
+                last, since = st["step"], now
+            elif now - since > timeout:
                 self.reset()
-                raise DeviceError(f"{self.name}: RUN {kind} still busy after {timeout:g} s; reset")
+                raise DeviceError(
+                    f"{self.name}: RUN {kind} still busy at step {last} after {timeout:g} s "
+                    "without a step; reset"
+                )
             time.sleep(wait)
             wait = min(wait * 2, self.poll_s)
         if st["error"]:
@@ -567,6 +597,8 @@ def open_device(
                 ) from None
             raise e from None
     dev = Device(transport, timeout=timeout, name=spec)
+    if not quiet:
+        dev.on_retry = lambda line: print(line, file=sys.stderr)
     if spec == "sim-compact":
         dev.poll_s = SIM_COMPACT_POLL_S
     try:

@@ -160,8 +160,19 @@ def test_eval_of_a_csv_with_other_columns_or_labels_is_one_line(pentegg_cmd, run
         (["--out", "{run}/state.pegg/x"], "Not a directory"),
         (["--batch", "100000000"], "out of range 1..65535"),
         (["--split-seed", "-1"], "out of range"),
+        (["--split-seed", "3"], "--split-seed applies to csv:PATH tasks, not xor"),
+        (["--lanes", "4"], "--lanes applies to --device sim, not golden"),
+        (["--device", "firmware", "--hidden", "4096,4096,4096"], "past the protocol's 2**24"),
     ],
-    ids=["out-empty", "out-under-a-file", "batch-huge", "split-seed-negative"],
+    ids=[
+        "out-empty",
+        "out-under-a-file",
+        "batch-huge",
+        "split-seed-negative",
+        "split-seed-not-csv",
+        "lanes-not-sim",
+        "firmware-latent-past-24-bits",
+    ],
 )
 def test_train_options_that_cannot_work_are_one_line(pentegg_cmd, runs, tmp_path, args, needle):
     d = copy_run(runs, tmp_path)
@@ -180,8 +191,9 @@ def test_train_options_that_cannot_work_are_one_line(pentegg_cmd, runs, tmp_path
         (["{run}", "-o", "{run}/curve.csv"], "must end in .png"),
         (["{run}", "-o", "{run}"], "must end in .png"),
         (["{run}/state.pegg"], "not a pentegg learning curve"),
+        (["{run}", "-o", "/nonexistent/x.png"], "no directory /nonexistent"),
     ],
-    ids=["empty", "onto-the-curve", "a-directory", "not-a-curve"],
+    ids=["empty", "onto-the-curve", "a-directory", "not-a-curve", "no-directory"],
 )
 def test_plot_refuses_what_is_not_a_plot_or_a_curve(pentegg_cmd, runs, tmp_path, args, needle):
     d = copy_run(runs, tmp_path)

@@ -50,6 +50,7 @@ def test_info_prints_spec_version_and_every_default(pentegg_cmd):
         ["bench", "reference", "mlp", "--task", "xor", "--hidden", "x"],
         ["compare", "--task", "xor", "--device", "serial:"],
         ["compare", "--task", "xor", "--device", "nosuch"],
+        ["compare", "--task", "xor", "--device", "firmware", "--steps", "65536"],
     ],
 )
 def test_bad_flags_give_one_line_and_exit_2(pentegg_cmd, args):

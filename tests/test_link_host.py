@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import struct
+import time
 
 import pytest
 
@@ -268,3 +269,58 @@ def test_a_malformed_answer_is_a_one_line_device_error(what, answer, call, msg):
             dev.read_regs(["seed", "population"])
         else:
             dev.read_mem("weights", 0, 2)
+
+
+def test_info_with_an_impossible_frame_buffer_is_refused():
+    def script(frame, n):
+        return _framed(_response(frame[1], frame[2], 0, _info_words(frame_bytes=8)))
+
+    with pytest.raises(DeviceError, match="a frame buffer of 8 bytes, not a power of two"):
+        Device(ScriptedTransport(script), name="x").info()
+
+
+def test_answers_with_another_seq_are_named_and_each_retry_is_told():
+    """A device that answers with the wrong seq: the retries are announced (``on_retry``)
+    and the error says that answers came, to other requests."""
+    told = []
+
+    def script(frame, n):
+        return _framed(_response(frame[1] + 1, frame[2], 0, _info_words()))
+
+    dev = Device(ScriptedTransport(script), timeout=0.05, retries=2, name="x")
+    dev.on_retry = told.append
+    with pytest.raises(DeviceError, match=r"no response with seq 0 \(1 to other requests"):
+        dev.info()
+    assert len(told) == 2 and "sending it again (2 of 3)" in told[0], told
+
+
+def _run_script(statuses):
+    """INFO, then OK to RUN and RESET, and STATUS answers from ``statuses`` (busy, step),
+    the last repeated."""
+    polls = []
+
+    def script(frame, n):
+        if frame[2] == Cmd.INFO:
+            return _framed(_response(frame[1], frame[2], 0, _info_words()))
+        if frame[2] == Cmd.STATUS:
+            busy, step = statuses[min(len(polls), len(statuses) - 1)]
+            polls.append(step)
+            return _framed(_response(frame[1], frame[2], 0, words([busy, 0, step])))
+        return _framed(_response(frame[1], frame[2], 0))
+
+    return script
+
+
+def test_a_run_is_given_up_when_its_step_stops_moving_not_when_it_is_long():
+    # a step every two polls: longer than the timeout in all, never stalled
+    script = _run_script([(1, s // 2) for s in range(400)] + [(0, 200)])
+    dev = Device(ScriptedTransport(script), timeout=1.0, name="x")
+    dev.poll_s = 0.002
+    t0 = time.monotonic()
+    assert dev.run("train", timeout=0.5)["step"] == 200
+    assert time.monotonic() - t0 > 0.5
+    # a step that never ends: reset and a one-line error
+    dev = Device(ScriptedTransport(_run_script([(1, 3)])), timeout=1.0, name="x")
+    dev.poll_s = 0.002
+    with pytest.raises(DeviceError, match=r"still busy at step 3 after 0\.1 s without a step"):
+        dev.run("train", timeout=0.1)

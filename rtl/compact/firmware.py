@@ -106,6 +106,13 @@ def check_params(**params: Any) -> dict[str, Any]:
     check_frame_bytes(p["frame_bytes"])
     check_int("clock_hz", p["clock_hz"], 0, 10**9)
     check_int("baud", p["baud"], 0, 10**8)
+    # a memory's words are addressed by the protocol's 24 bits (docs/protocol.md)
+    latent = p["max_layers"] * p["max_width"] * (p["max_width"] + 1)
+    if latent > 1 << 24:
+        raise ValueError(
+            f"max_layers={p['max_layers']}, max_width={p['max_width']}: the latent memory's "
+            f"{latent} words are past the protocol's 2**24 addresses"
+        )
     # the firmware holds Z in 32 bits: |Z| <= pairs * max|g| * max|e| (spec 9.2)
     pairs = p["max_population"] // 2
     e_max = 2 if p["mode"] == "quantized" else 4 * p["rank"]

@@ -158,7 +158,10 @@ def _zig(args: list[str], cwd: Path) -> None:
     )
     if r.returncode != 0:
         out = (r.stderr or r.stdout).strip()
-        raise FirmwareError(f"zig {args[0]} failed (exit {r.returncode}):\n{out}")
+        # the first line says why (a one-line error shows only it), the whole output follows
+        lines = out.splitlines()
+        why = next((ln.strip() for ln in lines if "error" in ln.lower()), lines[0] if lines else "")
+        raise FirmwareError(f"zig {args[0]} failed (exit {r.returncode}): {why}\n{out}")
 
 
 def _elf_info(path: Path) -> tuple[dict[str, int], dict[str, int]]:
