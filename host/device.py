@@ -351,6 +351,11 @@ def sim_params(
     for scores up to ``score_bound``, spec 9.2's ``254 * max_batch``). A job with a
     dataset (``samples``) trains on chip; one without is host-scored and gets the
     per-member memories."""
+    if -(-score_bound // 254) > 65535:
+        raise DeviceError(
+            f"scores up to {score_bound} (this task at batch {batch}) are past what a device "
+            "holds (254 x 65535): use a smaller --batch"
+        )
     return {
         "lanes": min(lanes, cfg.pairs),
         "max_layers": cfg.n_layers,

@@ -324,3 +324,13 @@ def test_a_run_is_given_up_when_its_step_stops_moving_not_when_it_is_long():
     dev.poll_s = 0.002
     with pytest.raises(DeviceError, match=r"still busy at step 3 after 0\.1 s without a step"):
         dev.run("train", timeout=0.1)
+
+
+def test_a_job_whose_scores_no_device_holds_is_refused_before_a_build():
+    from pentegg.device import sim_params
+    from pentegg.golden import Config
+
+    cfg = Config(layers=(4, 16, 2), population=8)
+    assert sim_params(cfg, batch=64, samples=0, score_bound=64 * 500)["max_batch"] == 126
+    with pytest.raises(DeviceError, match=r"scores up to 32767500 .* use a smaller --batch"):
+        sim_params(cfg, batch=65535, samples=0, score_bound=65535 * 500)
