@@ -254,7 +254,18 @@ def _config_from_args(args, task):
     for k, v in d.get("config", {}).items():
         if getattr(args, k, None) is None:
             kw[k] = v
-    return Config(**kw).validate()
+    from .golden import ConfigError
+
+    try:
+        return Config(**kw).validate()
+    except ConfigError as e:
+        # a value the user did not give (a default) that another option made invalid:
+        # say which option sets it
+        name = str(e).split("=", 1)[0].strip()
+        if name in MODEL_FLAGS and getattr(args, name, None) is None and name not in kw:
+            flag = "--" + name.replace("_", "-")
+            raise ConfigError(f"{e} (the default; set it with {flag})") from None
+        raise
 
 
 def run_train(args) -> int:

@@ -163,6 +163,10 @@ def test_eval_of_a_csv_with_other_columns_or_labels_is_one_line(pentegg_cmd, run
         (["--split-seed", "3"], "--split-seed applies to csv:PATH tasks, not xor"),
         (["--lanes", "4"], "--lanes applies to --device sim, not golden"),
         (["--device", "firmware", "--hidden", "4096,4096,4096"], "past the protocol's 2**24"),
+        (
+            ["--update", "pentary", "--latent-bits", "3"],
+            "(the default; set it with --latent-shift)",
+        ),
     ],
     ids=[
         "out-empty",
@@ -172,6 +176,7 @@ def test_eval_of_a_csv_with_other_columns_or_labels_is_one_line(pentegg_cmd, run
         "split-seed-not-csv",
         "lanes-not-sim",
         "firmware-latent-past-24-bits",
+        "a-default-made-invalid",
     ],
 )
 def test_train_options_that_cannot_work_are_one_line(pentegg_cmd, runs, tmp_path, args, needle):
