@@ -161,7 +161,6 @@ def test_eval_of_a_csv_with_other_columns_or_labels_is_one_line(pentegg_cmd, run
         (["--batch", "100000000"], "out of range 1..65535"),
         (["--split-seed", "-1"], "out of range"),
         (["--split-seed", "3"], "--split-seed applies to csv:PATH tasks, not xor"),
-        (["--lanes", "4"], "--lanes applies to --device sim, not golden"),
         (["--device", "firmware", "--hidden", "4096,4096,4096"], "past the protocol's 2**24"),
         (
             ["--update", "pentary", "--latent-bits", "3"],
@@ -174,7 +173,6 @@ def test_eval_of_a_csv_with_other_columns_or_labels_is_one_line(pentegg_cmd, run
         "batch-huge",
         "split-seed-negative",
         "split-seed-not-csv",
-        "lanes-not-sim",
         "firmware-latent-past-24-bits",
         "a-default-made-invalid",
     ],
