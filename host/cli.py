@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 from . import __version__
@@ -89,7 +90,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write(f"pentegg {args.command}: error: {msg}\n")
         return 2
     except BrokenPipeError:  # the reader of stdout went away (`pentegg ... | head`)
-        sys.stderr.close()
+        # stdout's pending bytes would fail again at exit: point it at /dev/null
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except OSError as e:  # the file system or the machine refused: one line, not a bug
         sys.stderr.write(f"pentegg {args.command}: error: {e}\n")
