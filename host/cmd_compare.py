@@ -10,7 +10,6 @@ import numpy as np
 
 from .cli import UsageError
 from .cmd_train import (
-    SIM_LANES,
     _config_from_args,
     add_device_flags,
     add_model_options,
@@ -68,8 +67,8 @@ def run_compare(args) -> int:
 
     if args.device == "golden":
         raise UsageError("--device golden: compare needs a device (sim or serial:PORT)")
+    check_job_options(args)
     task = get_task(args.task, split_seed=args.split_seed or 0)
-    check_job_options(args, task)
     cfg = _config_from_args(args, task)
     batch = args.batch or task.defaults.get("batch", 256)
     steps = args.steps or args.steps_default
@@ -82,7 +81,7 @@ def run_compare(args) -> int:
         cfg=cfg,
         batch=min(batch, samples) if samples else batch,
         samples=samples,
-        lanes=args.lanes or SIM_LANES,
+        lanes=args.lanes,
         timeout=args.timeout,
         quiet=args.quiet,
         score_bound=task.score_bound(batch),

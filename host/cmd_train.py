@@ -160,6 +160,7 @@ def add_device_flags(p, default: str | None) -> None:
     p.add_argument(
         "--lanes",
         type=_positive,
+        default=SIM_LANES,
         help=f"sim: pair-lanes of the simulated accelerator (default {SIM_LANES})",
     )
     p.add_argument(
@@ -175,12 +176,12 @@ def add_device_flags(p, default: str | None) -> None:
 SIM_LANES = 8
 
 
-def check_job_options(args, task) -> None:
+def check_job_options(args) -> None:
     """``--split-seed`` is the csv tasks' and is refused for another task. (``--lanes``
     is taken with any ``--device`` and used by ``sim`` only, so that one command line
     runs on golden and on the simulated accelerator alike.)"""
-    if args.split_seed is not None and not task.name.startswith("csv:"):
-        raise UsageError(f"--split-seed applies to csv:PATH tasks, not {task.name}")
+    if args.split_seed is not None and not args.task.startswith("csv:"):
+        raise UsageError(f"--split-seed applies to csv:PATH tasks, not {args.task}")
 
 
 def open_stepper(args, task, cfg, batch):
@@ -197,7 +198,7 @@ def open_stepper(args, task, cfg, batch):
         cfg=cfg,
         batch=min(batch, samples) if samples else batch,
         samples=samples,
-        lanes=args.lanes or SIM_LANES,
+        lanes=args.lanes,
         timeout=args.timeout,
         quiet=getattr(args, "quiet", False),
         score_bound=task.score_bound(batch),
@@ -282,6 +283,21 @@ def run_train(args) -> int:
     return 0
 
 
+def _check_same_csv(args, meta: dict) -> None:
+    """``--resume`` of a csv run needs the file it trained on (its sha256 in the state)."""
+    import hashlib
+
+    want = meta.get("csv_sha256")
+    path = Path(args.task[4:]) if args.task.startswith("csv:") else None
+    if want is None or path is None or not path.is_file():
+        return  # (a missing file is the task's own one-line error)
+    if hashlib.sha256(path.read_bytes()).hexdigest() != want:
+        raise UsageError(
+            f"--resume {args.resume}: {path} is not the file the run trained on (its "
+            "sha256 differs); resume with that file"
+        )
+
+
 def train_record(args) -> dict:
     """Run ``pentegg train`` for parsed ``args``; return the result record."""
     from .golden import Config
@@ -297,6 +313,7 @@ def train_record(args) -> dict:
         write_run_json,
     )
 
+    check_job_options(args)
     meta: dict
     if args.resume:
         state, meta, curve = load_run(args.resume)
@@ -319,14 +336,8 @@ def train_record(args) -> dict:
                 f"{', '.join(changed)} cannot change on --resume (the run's "
                 "configuration is in its state file)"
             )
+        _check_same_csv(args, meta)  # before the file is read with the run's scaler
         task = get_task(args.task, meta=meta)
-        check_job_options(args, task)
-        sha = getattr(task, "sha256", None)  # a csv task's file
-        if sha is not None and meta.get("csv_sha256", sha) != sha:
-            raise UsageError(
-                f"--resume {args.resume}: {args.task[4:]} is not the file the run trained "
-                "on (its sha256 differs); resume with that file"
-            )
         cfg = state.cfg
         batch = int(meta["batch"]) if args.batch is None else args.batch
         if batch != int(meta["batch"]):
@@ -341,7 +352,6 @@ def train_record(args) -> dict:
         wall0 = float(meta.get("wall_s", 0.0))
     else:
         task = get_task(args.task, split_seed=args.split_seed or 0)
-        check_job_options(args, task)
         cfg = _config_from_args(args, task)
         if task.n_outputs < 2:
             raise UsageError("a task needs at least 2 classes")
@@ -396,6 +406,8 @@ def train_record(args) -> dict:
             k: (str(v) if isinstance(v, Path) else v) for k, v in vars(args).items() if k != "func"
         }
         opts["config"] = Config.to_dict(cfg)
+        if hasattr(task, "split_seed"):  # the split the run used (csv), given or not
+            opts["split_seed"] = task.split_seed
         write_run_json(out, rec, opts)
     return rec
 

@@ -61,6 +61,11 @@ class DeviceError(Exception):
     """The device refused a request, stopped answering, or does not fit the job."""
 
 
+class NoAnswer(DeviceError):
+    """No well-formed answer came to a request, through every retry (a wrong baud rate
+    gives garbled bytes, which end here too)."""
+
+
 class Device:
     """A device behind ``transport`` (``write(bytes)``, ``read(timeout) -> bytes``,
     ``close()``).
@@ -129,7 +134,7 @@ class Device:
             if rsp.status == Status.OK:
                 return rsp
             raise DeviceError(f"{self.name}: {Cmd(cmd).name} refused: {rsp.status.name}")
-        raise DeviceError(
+        raise NoAnswer(
             f"{self.name}: {Cmd(cmd).name}: {why} after {self.retries + 1} attempts "
             f"(timeout {self.timeout:g} s)"
         )
@@ -590,7 +595,10 @@ def open_device(
         from .transport import parse_spec
 
         parse_spec(spec)  # an empty port is named as the user gave it
-        return _open_serial_any_rate(spec, timeout)
+        dev = _open_serial_any_rate(spec, timeout)
+        if not quiet:
+            dev.on_retry = lambda line: print(line, file=sys.stderr)
+        return dev
     else:
         try:
             transport = open_transport(spec)
@@ -649,9 +657,12 @@ def _open_serial_any_rate(spec: str, timeout: float) -> Device:
         dev = Device(open_transport(f"{spec}@{baud}"), timeout=0.3, retries=1, name=spec)
         try:
             dev.info()
-        except DeviceError:
+        except NoAnswer:
             dev.close()
             continue
+        except BaseException:  # an answer that fails INFO's checks is the board's
+            dev.close()
+            raise
         dev.timeout, dev.retries = timeout, 3
         return dev
     tried = " or ".join(str(r) for r in rates)

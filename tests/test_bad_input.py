@@ -192,7 +192,7 @@ def test_train_options_that_cannot_work_are_one_line(pentegg_cmd, runs, tmp_path
     [
         (["{run}", "-o", ""], "must end in .png"),
         (["{run}", "-o", "{run}/curve.csv"], "must end in .png"),
-        (["{run}", "-o", "{run}"], "must end in .png"),
+        (["{run}", "-o", "{run}/sub.png"], "is a directory"),
         (["{run}/state.pegg"], "not a pentegg learning curve"),
         (["{run}", "-o", "/nonexistent/x.png"], "no directory /nonexistent"),
     ],
@@ -200,6 +200,7 @@ def test_train_options_that_cannot_work_are_one_line(pentegg_cmd, runs, tmp_path
 )
 def test_plot_refuses_what_is_not_a_plot_or_a_curve(pentegg_cmd, runs, tmp_path, args, needle):
     d = copy_run(runs, tmp_path)
+    (d / "sub.png").mkdir()  # a directory named like a plot
     before = digest(d)
     r = run(pentegg_cmd, "plot", *(a.replace("{run}", str(d)) for a in args), cwd=tmp_path)
     assert_one_line_error(r, needle)
@@ -221,3 +222,24 @@ def test_resume_refuses_another_split_seed(pentegg_cmd, runs, tmp_path):
     r = resume(pentegg_cmd, d, "--steps", "3", "--split-seed", "5", task=f"csv:{runs / 't.csv'}")
     assert_one_line_error(r, "--split-seed cannot change on --resume")
     assert digest(d) == before
+
+
+def test_split_seed_on_a_non_csv_resume_names_the_task(pentegg_cmd, runs, tmp_path):
+    d = copy_run(runs, tmp_path)
+    before = digest(d)
+    r = resume(pentegg_cmd, d, "--steps", "3", "--split-seed", "3")
+    assert_one_line_error(r, "--split-seed applies to csv:PATH tasks, not xor")
+    assert digest(d) == before
+
+
+def test_a_changed_csv_on_resume_is_named_before_its_labels_are_read(pentegg_cmd, runs, tmp_path):
+    """A new label in the changed file: the refusal is "not the file", not the label."""
+    d = copy_run(runs, tmp_path, "csv")
+    f = runs / "t.csv"
+    saved = f.read_bytes()
+    try:
+        f.write_text(table(shift=3))  # labels 3 and 4: the run knows 0 and 1
+        r = resume(pentegg_cmd, d, "--steps", "3", task=f"csv:{f}")
+    finally:
+        f.write_bytes(saved)
+    assert_one_line_error(r, "is not the file the run trained on")

@@ -334,3 +334,23 @@ def test_a_job_whose_scores_no_device_holds_is_refused_before_a_build():
     assert sim_params(cfg, batch=64, samples=0, score_bound=64 * 500)["max_batch"] == 126
     with pytest.raises(DeviceError, match=r"scores up to 32767500 .* use a smaller --batch"):
         sim_params(cfg, batch=65535, samples=0, score_bound=65535 * 500)
+
+
+def test_serial_without_a_rate_raises_what_a_board_that_answered_is_refused_for(monkeypatch):
+    """A board that answers INFO at the first rate but is refused (another spec): that
+    reason, not "no pentegg device answered"."""
+    import pentegg.transport as transport_mod
+    from pentegg.device import open_device
+
+    def script(frame, n):
+        return _framed(_response(frame[1], frame[2], 0, _info_words(spec=9 << 16)))
+
+    opened = []
+    monkeypatch.setattr(
+        transport_mod,
+        "open_transport",
+        lambda spec, **kw: opened.append(spec) or ScriptedTransport(script),
+    )
+    with pytest.raises(DeviceError, match=r"built for spec 9\.0"):
+        open_device("serial:/dev/ttyFAKE", quiet=True)
+    assert opened == ["serial:/dev/ttyFAKE@3000000"]
