@@ -265,7 +265,6 @@ def add_link_suite(suites) -> None:
     e.add_argument(
         "--lanes",
         type=int,
-        default=LINK_DEFAULT_LANES,
         help=f"pair-lanes, 1..256 (default {LINK_DEFAULT_LANES}; sim only)",
     )
     e.add_argument(
@@ -281,13 +280,14 @@ def run_link(args) -> int:
     tasks = [t.strip() for t in args.tasks.split(",")]
     if not all(tasks):
         raise UsageError(f"--tasks {args.tasks!r}: an empty task name (give e.g. xor,digits)")
-    if args.device != "sim" and args.lanes != LINK_DEFAULT_LANES:
+    if args.lanes is not None and args.device != "sim":
         raise UsageError(f"--lanes applies to --device sim, not {args.device}")
+    lanes = LINK_DEFAULT_LANES if args.lanes is None else args.lanes
     for t in tasks:
         if t not in ("xor", "digits") and not t.startswith("csv:"):
             raise UsageError(f"--tasks: '{t}' is not a classification task (xor, digits, csv:P)")
-    if not 1 <= args.lanes <= 256:
-        raise UsageError(f"--lanes {args.lanes} out of range 1..256")
+    if not 1 <= lanes <= 256:
+        raise UsageError(f"--lanes {lanes} out of range 1..256")
     if args.steps is not None and not 1 <= args.steps <= 1000:
         raise UsageError(f"--steps {args.steps} out of range 1..1000")
     try:
@@ -297,7 +297,7 @@ def run_link(args) -> int:
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     load = timing.load_average()
     steps = {t: args.steps for t in tasks} if args.steps else None
-    res = link_bench.run(tasks=tasks, steps=steps, lanes=args.lanes, device=args.device, log=log)
+    res = link_bench.run(tasks=tasks, steps=steps, lanes=lanes, device=args.device, log=log)
     res["machine"] = timing.machine_record(load)
     if args.json:
         print(json.dumps(res))

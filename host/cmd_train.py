@@ -285,13 +285,13 @@ def run_train(args) -> int:
 
 def _check_same_csv(args, meta: dict) -> None:
     """``--resume`` of a csv run needs the file it trained on (its sha256 in the state)."""
-    import hashlib
+    from .tasks import file_sha256
 
     want = meta.get("csv_sha256")
     path = Path(args.task[4:]) if args.task.startswith("csv:") else None
     if want is None or path is None or not path.is_file():
         return  # (a missing file is the task's own one-line error)
-    if hashlib.sha256(path.read_bytes()).hexdigest() != want:
+    if file_sha256(path) != want:
         raise UsageError(
             f"--resume {args.resume}: {path} is not the file the run trained on (its "
             "sha256 differs); resume with that file"

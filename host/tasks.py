@@ -152,6 +152,11 @@ class XorTask(ClassificationTask):
         return value >= 1.0
 
 
+def file_sha256(path: Path) -> str:
+    """The sha256 a csv run keeps of its file (``csv_sha256`` in its state)."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
 def _show(cell: str, limit: int = 40) -> str:
     """A cell as an error message shows it: control characters escaped, long cells cut."""
     s = cell if cell.isprintable() else cell.encode("unicode_escape").decode("ascii")
@@ -217,7 +222,7 @@ class CsvTask(ClassificationTask):
         self.scaler = scaler
         x = self.scale(feats)
         self.split_seed = split_seed
-        self.sha256 = hashlib.sha256(self.path.read_bytes()).hexdigest()
+        self.sha256 = file_sha256(self.path)
         self.x_all, self.y_all = x, labels
         self.x_train, self.y_train = x[train], labels[train]
         self.x_test, self.y_test = x[test], labels[test]

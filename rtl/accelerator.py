@@ -205,7 +205,7 @@ class Accelerator(wiring.Component):
         # the host's reach into it (WRITE_MEM/READ_MEM): the words of the largest network,
         # every layer packed from a word boundary (spec 1.4), as the compact device has it,
         # not the power of two above
-        self.weight_depth = max_layers * -(-max_width * (max_width + 1) // 5)
+        self.weight_depth = self.evaluator.weight_depth
         self.latent_words = max(2, max_layers * max_width * (max_width + 1))
         addr_bits = max(self.evaluator.waddr_bits, ceil_log2(self.latent_words))
         self.updater = WeightUpdater(

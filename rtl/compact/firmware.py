@@ -218,8 +218,8 @@ RAM_BASE = 0x1000_0000
 CODE_BYTES = 24 * 1024
 #: The least room the firmware's stack must have above its zeroed data (bytes).
 MIN_STACK = 2048
-#: the largest RAM the compact device takes (``CompactDevice``'s ``ram_bytes``: the
-#: UP5K's four SPRAMs are 128 KiB)
+#: the largest RAM the compact device takes (``CompactSoC``'s ``ram_bytes`` range; the
+#: iCEBreaker build's four SPRAMs are 128 KiB)
 MAX_RAM_BYTES = 512 * 1024
 #: The firmware's optimisation (-Os: -O2 took 10 % fewer cycles for 25 % more code on the
 #: xor step, measured at the first build)

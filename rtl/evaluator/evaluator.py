@@ -148,6 +148,9 @@ class PopulationEvaluator(wiring.Component):
         self.noise_bits = ceil_log2(p.noise_bank_depth)
         # worst case of the weight memory: every layer max_width x (max_width + 1)
         words = max_layers * -(-max_width * (max_width + 1) // 5)
+        #: the weight words of the largest network (every layer packed from a word
+        #: boundary, spec 1.4); the memory's address has ``waddr_bits``
+        self.weight_depth = words
         self.waddr_bits = max(1, ceil_log2(words))
         ml, wb = max_layers, p.width_bits
         super().__init__(
