@@ -6,6 +6,9 @@ given, with random weights, inputs and ES step; its outputs are checked bit for 
 against golden, so a figure is only reported for a correct run. Figures:
 
 * ``cycles``: from ``start`` until ``busy`` falls (noise fills, loading, drain included);
+  with ``ahead`` (two noise buffers) the second of two evaluations at consecutive ES
+  steps, whose first round's noise the first made while it ran (``first_cycles``: the
+  first's, which made its own), as every evaluation but a run's first is in training;
 * ``ideal_cycles = inference_MACs / (2 * lanes)`` with ``inference_MACs = population *
   batch * sum_l fan_l * out_l``, the work of plain inference (spec 9.2's fan counts the
   bias), and ``throughput_ratio = ideal_cycles / cycles``;
@@ -46,6 +49,7 @@ def run(
     noise_buffers: int = 1,
     e_generators: int = 1,
     noise_generators: int = 1,
+    ahead: bool = False,
     simulator: str = "verilator",
     seed: int = 0,
     log=print,
@@ -67,6 +71,10 @@ def run(
     if group is not None:
         params["group"] = group
     ep = EvaluatorParams(**params).check()
+    if ahead and noise_buffers != 2:
+        raise ValueError(
+            "ahead: the next evaluation's noise is made in the free buffer: two noise buffers"
+        )
     weights = sum(-(-(layers[l] + 1) * layers[l + 1] // 5) for l in range(len(layers) - 1))
     memories = {
         "weight_words": 1 << max(4, (weights - 1).bit_length()),
@@ -83,11 +91,13 @@ def run(
             "batch": batch,
             "inputs": inputs,
             "seed": seed,
+            "ahead": ahead,
         }
         log(
             f"bench evaluator: lanes {lanes}, layers {list(layers)}, population {population}, "
-            f"batch {batch}, {mode}, {inputs} inputs, rank {rank}: building and simulating "
-            f"({simulator})..."
+            f"batch {batch}, {mode}, {inputs} inputs, rank {rank}"
+            + (", the next step's first-round noise made ahead" if ahead else "")
+            + f": building and simulating ({simulator})..."
         )
         t = time.perf_counter()
         harness.run(
@@ -119,7 +129,9 @@ def run(
         "noise_buffers": noise_buffers,
         "e_generators": e_generators,
         "noise_generators": noise_generators,
+        "ahead": ahead,
         "cycles": cycles,
+        "first_cycles": res["first_cycles"],
         "inference_macs": macs,
         "ideal_cycles": ideal,
         "throughput_ratio": ideal / cycles,
@@ -141,9 +153,10 @@ def run_for_build(params: dict, *, log=print) -> dict:
     of an evaluator build with elaboration ``params`` (as ``pentegg synth`` resolves
     them): its lanes, mode, rank, digits, group, noise buffers, E generators and noise
     generators (a multiple of the build's noise write group, which does not change the
-    cycles), with the
-    bench's own maxima and memory sizes. Its ``throughput_ratio`` is the one
-    ``pentegg synth evaluator`` turns into G inference-MAC/s at the fmax found."""
+    cycles), with the bench's own maxima and memory sizes. With two noise buffers the
+    evaluation is one of a run of ES steps (``ahead``: its first round's noise made
+    during the evaluation before, as when the build trains). Its ``throughput_ratio`` is
+    the one ``pentegg synth evaluator`` turns into G inference-MAC/s at the fmax found."""
     return run(
         lanes=params["lanes"],
         batch=GMACS_BATCH,
@@ -155,5 +168,6 @@ def run_for_build(params: dict, *, log=print) -> dict:
         noise_buffers=params.get("noise_buffers", 1),
         e_generators=params.get("e_generators", 1),
         noise_generators=params.get("noise_generators", 1),
+        ahead=params.get("noise_buffers", 1) == 2,
         log=log,
     )

@@ -65,6 +65,13 @@ def add_evaluator_suite(suites) -> None:
         help="low-rank mode: noise generators filling that many lanes at once, 1..min(16, "
         "--lanes) (default 1)",
     )
+    e.add_argument(
+        "--ahead",
+        action="store_true",
+        help="measure an evaluation within a run of ES steps: the one before (at the step "
+        "before, other weights and inputs) makes its first round's noise while it runs "
+        "(needs --noise-buffers 2)",
+    )
     e.add_argument("--simulator", choices=("verilator", "icarus"), default="verilator")
     e.add_argument("--seed", type=int, default=0, help="data and simulation seed (default 0)")
     e.add_argument("--json", action="store_true", help="last line of stdout: one JSON object")
@@ -105,6 +112,11 @@ def run_evaluator(args) -> int:
         ).check()
     except ValueError as e:
         raise UsageError(f"bad build parameter: {e}") from None
+    if args.ahead and args.noise_buffers != 2:
+        raise UsageError(
+            "--ahead: the next step's noise is made in the second noise buffer: "
+            "give --noise-buffers 2"
+        )
     log = (lambda s: print(s, file=sys.stderr)) if args.json else print
     load = timing.load_average()
     res = evaluator_bench.run(
@@ -119,13 +131,19 @@ def run_evaluator(args) -> int:
         noise_buffers=args.noise_buffers,
         e_generators=args.e_generators,
         noise_generators=args.noise_generators,
+        ahead=args.ahead,
         simulator=args.simulator,
         seed=args.seed,
         log=log,
     )
     res["machine"] = timing.machine_record(load)
     act = res["activity"]
-    log(f"cycles           {res['cycles']}")
+    if args.ahead:
+        log(f"first evaluation {res['first_cycles']} cycles (made its own first-round noise)")
+    log(
+        f"cycles           {res['cycles']}"
+        + ("  (the second: its noise made ahead)" if args.ahead else "")
+    )
     log(
         f"ideal cycles     {res['ideal_cycles']:.0f}  (inference MACs {res['inference_macs']} / "
         f"(2 * {res['lanes']} lanes))"

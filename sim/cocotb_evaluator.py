@@ -11,6 +11,7 @@ population 256 (shared inputs), ``PENTEGG_TB_READY`` logits sink readiness.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import random
@@ -90,8 +91,10 @@ def state(dut) -> str:
     return ", ".join(out)
 
 
-async def run_job(dut, job: EvalJob, rng: random.Random):
-    """Load, run and collect one job; returns (cycles, scores, logits or None)."""
+async def run_job(dut, job: EvalJob, rng: random.Random, inputs: dict | None = None):
+    """Load, run and collect one job; returns (cycles, scores, logits or None).
+    ``inputs``: the evaluator's ``keep``, ``pre``, ``pre_step`` for the run (0 unless
+    given)."""
     p = _params()
     lanes = p["lanes"]
     await load(dut, "weights", job.weight_words())
@@ -100,6 +103,8 @@ async def run_job(dut, job: EvalJob, rng: random.Random):
         await load(dut, "labels", job.labels)
         await load(dut, "batch", job.batch_idx)
     set_run_inputs(dut, job)
+    for name in ("keep", "pre", "pre_step"):
+        getattr(dut, name).value = int((inputs or {}).get(name, 0))
     await FallingEdge(dut.clk)
     dut.start.value = 1
     await FallingEdge(dut.clk)
@@ -231,6 +236,82 @@ async def random_jobs(dut):
     board.report()
 
 
+def next_step_job(job: EvalJob, rng) -> EvalJob:
+    """The job of the next ES step of ``job``'s network: the same configuration and
+    batch size, new weights (as an update leaves them) and new inputs."""
+    w = init_state(dataclasses.replace(job.cfg, seed=int(rng.integers(1 << 32)))).weights
+    if job.shared:
+        ns = len(job.samples)
+        return dataclasses.replace(
+            job,
+            weights=w,
+            step=job.step + 1,
+            samples=rng.integers(-127, 128, job.samples.shape),
+            batch_idx=rng.integers(0, ns, job.batch),
+        )
+    x = rng.integers(-127, 128, job.member_x.shape)
+    return dataclasses.replace(job, weights=w, step=job.step + 1, member_x=x)
+
+
+@cocotb.test()
+async def runs_of_steps(dut):
+    """Runs of ``PENTEGG_TB_STEPS`` consecutive ES steps of random networks (only with
+    ``PENTEGG_TB_STEPS`` set; two noise buffers): every evaluation but the last makes
+    the next one's first-round noise ahead (``pre``), every one but the first starts
+    with ``keep``; each run also ends with a ``keep`` start at a step not made ahead.
+    Every evaluation equals golden, and each made ahead takes fewer cycles than the
+    same evaluation started cold."""
+    steps = _tb("steps", 0)
+    if not steps:
+        return
+    p = _params()
+    rng = np.random.default_rng(cocotb.RANDOM_SEED)
+    prng = random.Random(cocotb.RANDOM_SEED)
+    board = Scoreboard(f"evaluator runs of steps {p}", dut._log)
+    await setup(dut)
+    for n in range(_tb("jobs", 2)):
+        job = random_job(
+            rng,
+            max_layers=p["max_layers"],
+            max_width=p["max_width"],
+            rank=p["rank"],
+            digits=p["digits"],
+            lanes=p["lanes"],
+            max_batch=_tb("max_batch", 4),
+            mode=p.get("mode", "lowrank"),
+        )
+        job = dataclasses.replace(job, step=min(job.step, 65534 - steps))
+        run = [job]
+        for _ in range(steps - 1):
+            run.append(next_step_job(run[-1], rng))
+        far = next_step_job(run[-1], rng)
+        run.append(dataclasses.replace(far, step=far.step + 3))
+        cycles = []
+        for t, step_job in enumerate(run):
+            inputs = {"keep": int(t > 0)}
+            if t < steps - 1:
+                inputs.update(pre=1, pre_step=run[t + 1].step)
+            label = (
+                f"run {n}, evaluation {t}: {step_job.cfg.mode}, layers {step_job.cfg.layers}, "
+                f"population {step_job.cfg.population}, batch {step_job.batch}, "
+                f"{'shared' if step_job.shared else 'per-member'}, step {step_job.step}, "
+                f"{inputs}"
+            )
+            c, err, scores, beats = await run_job(dut, step_job, prng, inputs)
+            dut._log.info(f"{label}: {c} cycles")
+            check(dut, step_job, label, err, scores, beats, board)
+            cycles.append(c)
+        # the last evaluation made ahead, again from cold (keep 0): it makes its noise
+        c, err, scores, beats = await run_job(dut, run[steps - 1], prng, {})
+        check(
+            dut, run[steps - 1], f"run {n}, evaluation {steps - 1} cold", err, scores, beats, board
+        )
+        assert c > cycles[steps - 1], (
+            f"run {n}: the evaluation made ahead took {cycles[steps - 1]} cycles, cold {c}"
+        )
+    board.report()
+
+
 @cocotb.test()
 async def digits_network(dut):
     """The digits default network: 64-64-10, population 256, rank 4, shared inputs."""
@@ -262,12 +343,16 @@ async def digits_network(dut):
 @cocotb.test()
 async def benchmark(dut):
     """One evaluation described by ``PENTEGG_TB_BENCH`` (layers, population, batch,
-    inputs, seed), checked against golden; cycles and activity counters go to the JSON
-    file ``PENTEGG_TB_BENCH_OUT``."""
+    inputs, seed, ahead), checked against golden; cycles and activity counters go to the
+    JSON file ``PENTEGG_TB_BENCH_OUT``. With ``ahead`` the evaluation measured is the
+    second of two at consecutive ES steps (new weights and inputs, as after an update):
+    the first makes the second's first-round noise ahead (``pre``), the second starts
+    with ``keep``; both are checked, and the first's cycles are reported too."""
     spec = _tb("bench", None)
     if spec is None:
         return
     rng = np.random.default_rng(spec.get("seed", 0))
+    ahead = bool(spec.get("ahead", False))
     cfg = Config(
         layers=tuple(spec["layers"]),
         population=spec["population"],
@@ -277,32 +362,42 @@ async def benchmark(dut):
         seed=int(rng.integers(1 << 32)),
         init="random",
     ).validate()
-    st = init_state(cfg)
     batch = spec["batch"]
     n0 = cfg.layers[0]
     step = int(rng.integers(0, 65535))
-    if spec["inputs"] == "shared":
-        job = EvalJob(
-            cfg,
-            st.weights,
-            step,
-            samples=rng.integers(0, 128, (batch, n0)),
-            labels=rng.integers(0, cfg.layers[-1], batch),
-            batch_idx=np.arange(batch),
-        )
-    else:
-        job = EvalJob(
-            cfg, st.weights, step, member_x=rng.integers(-127, 128, (cfg.population, batch, n0))
-        )
+
+    def make_job(weights, step):
+        if spec["inputs"] == "shared":
+            return EvalJob(
+                cfg,
+                weights,
+                step,
+                samples=rng.integers(0, 128, (batch, n0)),
+                labels=rng.integers(0, cfg.layers[-1], batch),
+                batch_idx=np.arange(batch),
+            )
+        x = rng.integers(-127, 128, (cfg.population, batch, n0))
+        return EvalJob(cfg, weights, step, member_x=x)
+
+    if not ahead:
+        runs = [(make_job(init_state(cfg).weights, step), {})]
+    else:  # the measured evaluation at step max(step, 1), the one before at the step before
+        step = max(step, 1)
+        runs = [(make_job(init_state(cfg).weights, step - 1), {"pre": 1, "pre_step": step})]
+        other = dataclasses.replace(cfg, seed=int(rng.integers(1 << 32)))
+        runs.append((make_job(init_state(other).weights, step), {"keep": 1}))
     os.environ["PENTEGG_TB_READY"] = "1.0"
     await setup(dut)
-    cycles, err, scores, beats = await run_job(dut, job, random.Random(0))
+    board = Scoreboard("evaluator benchmark", dut._log)
+    first = None
+    for n, (job, inputs) in enumerate(runs):
+        cycles, err, scores, beats = await run_job(dut, job, random.Random(0), inputs)
+        check(dut, job, f"benchmark, evaluation {n}", err, scores, beats, board)
+        first = cycles if first is None else first
     raw = int(dut.counters.value)
     counters = {
         name: (raw >> (32 * j)) & 0xFFFFFFFF for j, name in enumerate(ACTIVITY_LAYOUT.members)
     }
-    board = Scoreboard("evaluator benchmark", dut._log)
-    check(dut, job, "benchmark", err, scores, beats, board)
-    out = {"cycles": cycles, "counters": counters, "bit_exact": True}
+    out = {"cycles": cycles, "first_cycles": first, "counters": counters, "bit_exact": True}
     with open(_tb("bench_out", "bench.json"), "w") as f:
         json.dump(out, f)

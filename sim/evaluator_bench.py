@@ -19,7 +19,7 @@ from pentegg import accel_protocol
 from pentegg.golden import Config, make_noise, population_forward
 from pentegg.golden.fitness import classification_scores
 
-__all__ = ["EvalJob", "random_job", "run_amaranth"]
+__all__ = ["EvalJob", "random_job", "run_amaranth", "run_amaranth_jobs"]
 
 
 @dataclass
@@ -198,33 +198,50 @@ def run_amaranth(
     ``inp_gap``: per-member inputs: cycles without a word offered after each one taken
     (a slow source, so that passes wait for their input slots).
     """
+    return run_amaranth_jobs(
+        [(job, {})],
+        dut,
+        max_cycles=max_cycles,
+        collisions=collisions,
+        logits_ready=logits_ready,
+        prelude=prelude,
+        inp_gap=inp_gap,
+    )[0]
+
+
+def run_amaranth_jobs(
+    jobs,
+    dut,
+    *,
+    max_cycles: int = 2_000_000,
+    collisions=None,
+    logits_ready=None,
+    prelude=None,
+    inp_gap: int = 0,
+) -> list[dict]:
+    """Run ``jobs`` one after the other on one ``dut``, as :func:`run_amaranth` runs one:
+    each a ``(job, inputs)`` pair, ``inputs`` the values of the evaluator's other inputs
+    for that run (``keep``, ``pre``, ``pre_step``; 0 when not given). Each job's memories
+    (weights, samples, labels, batch indices) are its own from its start; the score
+    memory is one. Returns one result per job."""
     from amaranth.sim import Simulator
 
     p = dut.params
-    cfg = job.cfg
     lat = p.mem_latency
-    words = job.weight_words()
     scores: dict[int, int] = {}
-    beats: list = []
-    res: dict = {}
-    inp_words = None if job.shared else job.input_words(p.lanes)
+    results: list[dict] = []
+    cur: dict = {"words": [], "sbytes": [], "bidx": [], "labels": [], "inp": [], "beats": []}
 
-    def memory(en, addr, data, image):
+    def memory(en, addr, data, key):
         async def proc(ctx):
             pipe = [None] * lat
             async for _, _, e, a in ctx.tick().sample(en, addr):
                 pipe = [int(a) if e else None, *pipe[:-1]]
                 if pipe[-1] is not None:
-                    ctx.set(data, image(pipe[-1]))
+                    image = cur[key]
+                    ctx.set(data, int(image[pipe[-1]]) if pipe[-1] < len(image) else 0)
 
         return proc
-
-    def w_image(a):
-        return words[a] if a < len(words) else 0
-
-    sbytes = job.sample_bytes() if job.shared else []
-    bidx = [int(v) for v in job.batch_idx] if job.shared else []
-    labels = [int(v) for v in job.labels] if job.shared else []
 
     async def score_mem(ctx):
         pipe = [None] * lat
@@ -241,85 +258,93 @@ def run_amaranth(
                 ctx.set(dut.sc_rdata, scores.get(pipe[-1], 0) & ((1 << p.score_bits) - 1))
 
     async def feeder(ctx):
-        if inp_words is None:
-            return
-        for wd in inp_words:
+        while True:
+            if not cur["inp"]:
+                ctx.set(dut.inp.valid, 0)
+                await ctx.tick()
+                continue
             ctx.set(dut.inp.valid, 1)
-            ctx.set(dut.inp.payload, wd)
+            ctx.set(dut.inp.payload, cur["inp"].pop(0))
             await ctx.tick().until(dut.inp.ready)
             if inp_gap:
                 ctx.set(dut.inp.valid, 0)
                 await ctx.tick().repeat(inp_gap)
-        ctx.set(dut.inp.valid, 0)
 
     async def bench(ctx):
         if prelude is not None:
             await prelude(ctx)
-        ctx.set(dut.n_layers, cfg.n_layers)
-        for i, wdt in enumerate(cfg.layers):
-            ctx.set(dut.widths[i], wdt)
-        for i, s in enumerate(cfg.shifts()):
-            ctx.set(dut.act_shifts[i], s)
-        ctx.set(dut.sigma_shift, cfg.sigma_shift)
-        ctx.set(dut.margin, cfg.margin)
-        ctx.set(dut.population, cfg.population)
-        ctx.set(dut.batch, job.batch)
-        ctx.set(dut.seed, cfg.seed)
-        ctx.set(dut.step, job.step)
-        ctx.set(dut.shared, int(job.shared))
-        ctx.set(dut.logits.ready, 1)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
-        cycles = 0
-        while True:
-            ready = 1 if logits_ready is None else int(bool(logits_ready(cycles)))
-            ctx.set(dut.logits.ready, ready)
-            _, _, busy, lv, lp = await ctx.tick().sample(
-                dut.busy, dut.logits.valid, dut.logits.payload
+        for job, inputs in jobs:
+            cfg = job.cfg
+            cur.update(
+                words=job.weight_words(),
+                sbytes=job.sample_bytes() if job.shared else [],
+                bidx=[int(v) for v in job.batch_idx] if job.shared else [],
+                labels=[int(v) for v in job.labels] if job.shared else [],
+                inp=[] if job.shared else list(job.input_words(p.lanes)),
+                beats=[],
             )
-            cycles += 1
-            if lv and ready:
-                beats.append(
-                    {
-                        "first_pair": int(lp.first_pair),
-                        "i": int(lp.i),
-                        "s": int(lp.s),
-                        "row": int(lp.row),
-                        "y": [
-                            int(lp.y[g]) - (256 if int(lp.y[g]) >= 128 else 0)
-                            for g in range(p.finalizers)
-                        ],
-                        "mask": [(int(lp.mask) >> g) & 1 for g in range(p.finalizers)],
-                    }
+            ctx.set(dut.n_layers, cfg.n_layers)
+            for i, wdt in enumerate(cfg.layers):
+                ctx.set(dut.widths[i], wdt)
+            for i, s in enumerate(cfg.shifts()):
+                ctx.set(dut.act_shifts[i], s)
+            ctx.set(dut.sigma_shift, cfg.sigma_shift)
+            ctx.set(dut.margin, cfg.margin)
+            ctx.set(dut.population, cfg.population)
+            ctx.set(dut.batch, job.batch)
+            ctx.set(dut.seed, cfg.seed)
+            ctx.set(dut.step, job.step)
+            ctx.set(dut.shared, int(job.shared))
+            for name in ("keep", "pre", "pre_step"):
+                ctx.set(getattr(dut, name), int(inputs.get(name, 0)))
+            ctx.set(dut.logits.ready, 1)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            cycles = 0
+            beats = cur["beats"]
+            while True:
+                ready = 1 if logits_ready is None else int(bool(logits_ready(cycles)))
+                ctx.set(dut.logits.ready, ready)
+                _, _, busy, lv, lp = await ctx.tick().sample(
+                    dut.busy, dut.logits.valid, dut.logits.payload
                 )
-            if not busy:
-                break
-            if cycles > max_cycles:
-                raise TimeoutError(f"evaluator still busy after {max_cycles} cycles")
-        res["cycles"] = cycles
-        res["error"] = ctx.get(dut.error)
+                cycles += 1
+                if lv and ready:
+                    beats.append(
+                        {
+                            "first_pair": int(lp.first_pair),
+                            "i": int(lp.i),
+                            "s": int(lp.s),
+                            "row": int(lp.row),
+                            "y": [
+                                int(lp.y[g]) - (256 if int(lp.y[g]) >= 128 else 0)
+                                for g in range(p.finalizers)
+                            ],
+                            "mask": [(int(lp.mask) >> g) & 1 for g in range(p.finalizers)],
+                        }
+                    )
+                if not busy:
+                    break
+                if cycles > max_cycles:
+                    raise TimeoutError(f"evaluator still busy after {max_cycles} cycles")
+            res = {"cycles": cycles, "error": ctx.get(dut.error)}
+            res["scores"] = np.array([scores.get(mm, 0) for mm in range(cfg.population)])
+            if not job.shared:
+                res["logits"] = job.logits_from_beats(beats, p.lanes, p.group_lanes)
+            res["beats"] = beats
+            results.append(res)
 
     sim = Simulator(dut)
     sim.add_clock(1e-6)
     if collisions is not None:
         sim.add_process(collisions.process())
-    sim.add_process(memory(dut.w_en, dut.w_addr, dut.w_data, w_image))
-    sim.add_process(
-        memory(dut.b_en, dut.b_addr, dut.b_data, lambda a: bidx[a] if a < len(bidx) else 0)
-    )
-    sim.add_process(
-        memory(dut.s_en, dut.s_addr, dut.s_data, lambda a: sbytes[a] if a < len(sbytes) else 0)
-    )
-    sim.add_process(
-        memory(dut.l_en, dut.l_addr, dut.l_data, lambda a: labels[a] if a < len(labels) else 0)
-    )
+    sim.add_process(memory(dut.w_en, dut.w_addr, dut.w_data, "words"))
+    sim.add_process(memory(dut.b_en, dut.b_addr, dut.b_data, "bidx"))
+    sim.add_process(memory(dut.s_en, dut.s_addr, dut.s_data, "sbytes"))
+    sim.add_process(memory(dut.l_en, dut.l_addr, dut.l_data, "labels"))
     sim.add_process(score_mem)
     sim.add_testbench(feeder, background=True)
     sim.add_testbench(bench)
     sim.run()
-    res["scores"] = np.array([scores.get(mm, 0) for mm in range(cfg.population)])
-    if not job.shared:
-        res["logits"] = job.logits_from_beats(beats, p.lanes, p.group_lanes)
-    res["beats"] = beats
-    return res
+    return results

@@ -33,6 +33,9 @@ RUN_INPUTS = (
     "seed",
     "step",
     "shared",
+    "keep",
+    "pre",
+    "pre_step",
 )
 
 

@@ -122,3 +122,32 @@ def test_cocotb_verilator_digits_network_and_large_batches():
         env={"jobs": 3, "max_batch": 32, "digits_network": 8, "max_cycles": 4_000_000},
         factory=_system(params, weight_words=2048, sample_bytes=4096, score_words=512),
     )
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"lanes": 2, "max_layers": 2, "max_width": 8, "rank": 4, "digits": "binomial"},
+        {
+            "lanes": 3,
+            "max_layers": 2,
+            "max_width": 7,
+            "rank": 4,
+            "digits": "uniform",
+            "mode": "quantized",
+        },
+    ],
+    ids=["lowrank", "quantized"],
+)
+def test_cocotb_icarus_runs_of_steps_with_noise_made_ahead(params):
+    """Two noise buffers, runs of three consecutive ES steps: each evaluation made ahead
+    (``pre`` / ``keep``) equals golden and takes fewer cycles than from cold."""
+    params = {**params, "noise_buffers": 2}
+    harness.run(
+        "evaluator",
+        params,
+        "cocotb_evaluator",
+        testcase="runs_of_steps",
+        env={"steps": 3, "jobs": 2, "max_batch": 4, "max_cycles": 400_000},
+        factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
+    )

@@ -362,7 +362,13 @@ def test_gmacs_is_two_lanes_times_the_per_member_ratio_times_fmax(monkeypatch, c
 
     def fake_run_for_build(params, log):
         seen.update(params)
-        return {"throughput_ratio": 0.875, "cycles": 88_000, "batch": 16}
+        return {
+            "throughput_ratio": 0.875,
+            "cycles": 88_000,
+            "batch": 16,
+            "ahead": params.get("noise_buffers") == 2,
+            "first_cycles": 110_000,
+        }
 
     monkeypatch.setattr(evaluator_bench, "run_for_build", fake_run_for_build)
     params = {"lanes": 128, "mode": "lowrank", "group": 8}
@@ -371,7 +377,16 @@ def test_gmacs_is_two_lanes_times_the_per_member_ratio_times_fmax(monkeypatch, c
     assert seen == params
     assert rec["gmacs"] == 28.0 and rec["gmacs_throughput_ratio"] == 0.875
     assert rec["gmacs_cycles"] == 88_000 and rec["gmacs_batch"] == 16
-    assert "gmacs    28.00 G inference-MAC/s" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "gmacs    28.00 G inference-MAC/s" in out and "made by the step before" not in out
+    assert rec["gmacs_ahead"] is False
+    # two noise buffers: the evaluation of a run of steps, said so
+    rec = cmd_hw._gmacs(
+        SimpleNamespace(no_step=False),
+        _synth_result(module="evaluator", params={**params, "noise_buffers": 2}, fmax_mhz=125.0),
+    )
+    assert rec["gmacs_ahead"] is True and rec["gmacs_first_cycles"] == 110_000
+    assert "its first round's noise made by the step before" in capsys.readouterr().out
     rec = cmd_hw._gmacs(
         SimpleNamespace(no_step=False),
         dataclasses.replace(res, placed=False, fmax_mhz=None),
@@ -395,10 +410,12 @@ def test_gmacs_bench_is_the_digits_network_with_per_member_inputs(monkeypatch):
     assert seen["inputs"] == "member" and seen["batch"] == 16
     assert seen["lanes"] == 8 and seen["mode"] == "quantized" and seen["rank"] == 16
     assert seen["noise_buffers"] == 2 and seen["group"] is None
+    assert seen["ahead"] is True  # two buffers: an evaluation within a run of steps
     assert seen["e_generators"] == 1 and seen["digits"] == "binomial"
     assert seen["noise_generators"] == 1
     evaluator_bench.run_for_build({"lanes": 128, "noise_write_lanes": 3, "noise_generators": 6})
     assert seen["noise_generators"] == 6 and "noise_write_lanes" not in seen
+    assert seen["ahead"] is False  # one buffer: nothing made ahead
     assert "layers" not in seen and "population" not in seen  # the bench's defaults
 
 
@@ -467,6 +484,7 @@ def test_compact_block_within_the_lut4_target():
             ["--lanes", "4", "--noise-generators", "5"],
             "noise_generators=5 is not an integer in 1..4",
         ),
+        ("evaluator", ["--ahead"], "--ahead: the next step's noise is made in the second"),
         ("accelerator", ["--batch", "5000"], "--batch 5000 out of range 1..1024"),
         ("accelerator", ["--update-lanes", "99"], "--update-lanes 99 out of range 1..65"),
         ("accelerator", ["--pivots", "40"], "--pivots 40 out of range"),

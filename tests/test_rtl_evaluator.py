@@ -9,6 +9,8 @@ The cocotb tests (tests/test_cocotb_evaluator.py) run many more configurations a
 digits network on Icarus and Verilator; these are the fast checks of the same behaviour.
 """
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -19,7 +21,12 @@ from pentegg.rtl.evaluator.evaluator import PopulationEvaluator
 from pentegg.rtl.evaluator.noise_fill import noise_fill_cycles
 from pentegg.sim import harness
 from pentegg.sim.collisions import CollisionMonitor
-from pentegg.sim.evaluator_bench import EvalJob, evaluator_watches, run_amaranth
+from pentegg.sim.evaluator_bench import (
+    EvalJob,
+    evaluator_watches,
+    run_amaranth,
+    run_amaranth_jobs,
+)
 from pentegg.sim.evaluator_model import schedule
 from pentegg.sim.scoreboard import Scoreboard
 
@@ -1115,3 +1122,116 @@ def test_noise_read_address_copies_give_golden_scores_in_the_same_cycles(monkeyp
         cycles.append(res["cycles"])
     assert cycles[0] == cycles[1], cycles
     _wide_cycles_ok(cfg, job.batch, dut.params, shared, cycles[1], cycles[2])
+
+
+def _next_step_jobs(cfg, rng, steps, batch, shared):
+    """Jobs of consecutive ES steps of one network: each with weights of its own (as
+    an update leaves them), inputs of its own, the same configuration."""
+    jobs = []
+    step0 = int(rng.integers(0, 60000))
+    for t in range(steps):
+        w = init_state(dataclasses.replace(cfg, seed=int(rng.integers(1 << 32)))).weights
+        job = _random_inputs_job(cfg, rng, batch, shared)
+        job.weights, job.step = w, step0 + t
+        jobs.append(job)
+    return jobs
+
+
+@pytest.mark.parametrize(
+    ("mode", "shared", "population"),
+    [
+        ("lowrank", False, 4),  # one round
+        ("lowrank", True, 4),
+        ("lowrank", False, 10),  # three rounds, the last of one pair
+        ("quantized", True, 4),
+        ("quantized", False, 6),
+    ],
+)
+def test_noise_made_ahead_for_the_next_step_gives_golden_and_skips_the_first_fill(
+    mode, shared, population
+):
+    """``pre`` makes round 0's noise of ``pre_step`` during an evaluation; the next
+    evaluation, started with ``keep`` at that step, makes no noise for its first round
+    and equals golden (its weights and inputs are new, as after an update). A ``keep``
+    start at a step the fill did not make ahead, and a start without ``keep``, make
+    their noise and equal golden."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator pre {mode} {shared} {population}"))
+    cfg = Config(
+        layers=(5, 6, 3),
+        population=population,
+        rank=4,
+        mode=mode,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+    ).validate()
+    lanes = 2
+    dut = PopulationEvaluator(
+        lanes=lanes,
+        max_layers=2,
+        max_width=8,
+        rank=4,
+        mode=mode,
+        max_batch=8,
+        noise_buffers=2,
+    )
+    a, b, c, d = _next_step_jobs(cfg, rng, 4, batch=3, shared=shared)
+    d.step = c.step + 5  # not the step made ahead
+    e = _next_step_jobs(cfg, rng, 1, batch=3, shared=shared)[0]
+    e.step = d.step  # the step d's own round 0 made, but without keep
+    runs = [
+        (a, {"pre": 1, "pre_step": b.step}),
+        (b, {"keep": 1, "pre": 1, "pre_step": c.step}),
+        (c, {"keep": 1, "pre": 1, "pre_step": c.step + 1}),
+        (d, {"keep": 1}),
+        (e, {}),
+    ]
+    res = run_amaranth_jobs(runs, dut, max_cycles=400_000)
+    for (job, inputs), r in zip(runs, res, strict=True):
+        check_equals_golden(job, r, f"step {job.step} {inputs}")
+    cold = [
+        run_amaranth(
+            job,
+            PopulationEvaluator(
+                lanes=lanes,
+                max_layers=2,
+                max_width=8,
+                rank=4,
+                mode=mode,
+                max_batch=8,
+                noise_buffers=2,
+            ),
+        )["cycles"]
+        for job in (b, c)
+    ]
+    # the warm runs save round 0's fill (a low-rank fill of two lanes is about 115
+    # cycles for 5-6-3 at rank 4, a quantized one more); d and e make theirs
+    saved = [cold[0] - res[1]["cycles"], cold[1] - res[2]["cycles"]]
+    fill = noise_fill_cycles(cfg.layers, min(lanes, population // 2))
+    assert min(saved) >= fill - 30, (saved, fill)
+    assert res[3]["cycles"] > res[2]["cycles"] + fill - 30
+    assert res[4]["cycles"] > res[2]["cycles"] + fill - 30
+
+
+@pytest.mark.parametrize("shared", [False, True], ids=["member", "shared"])
+def test_keep_reuses_a_single_rounds_noise_for_the_same_step_with_one_buffer(shared):
+    """One noise buffer, one round (as an RL policy's evaluations of one ES step, a
+    batch of observations at a time): a start with ``keep`` at the step whose noise the
+    buffer holds makes none and equals golden; at the next step it makes it."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator keep one buffer {shared}"))
+    cfg = Config(
+        layers=(4, 7, 2),
+        population=6,
+        rank=4,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+    ).validate()
+    dut = PopulationEvaluator(lanes=3, max_layers=2, max_width=8, rank=4, max_batch=8)
+    a, b, c = (_random_inputs_job(cfg, rng, 2, shared) for _ in range(3))
+    a.step, b.step, c.step = 40, 40, 41
+    runs = [(a, {}), (b, {"keep": 1}), (c, {"keep": 1})]
+    res = run_amaranth_jobs(runs, dut, max_cycles=400_000)
+    for (job, inputs), r in zip(runs, res, strict=True):
+        check_equals_golden(job, r, f"step {job.step} {inputs}")
+    fill = noise_fill_cycles(cfg.layers, 3)
+    assert res[0]["cycles"] - res[1]["cycles"] >= fill - 30
+    assert res[2]["cycles"] - res[1]["cycles"] >= fill - 30

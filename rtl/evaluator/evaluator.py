@@ -89,6 +89,18 @@ class PopulationEvaluator(wiring.Component):
     shared : In(1)
         1: every member sees the samples ``batch_index[0..batch-1]`` of the sample memory
         and is scored; 0: per-member inputs on ``inp``, logits on ``logits``.
+    keep : In(1)
+        With ``start``: ``n_layers``, ``widths``, ``population``, ``seed`` and
+        ``sigma_shift`` are those of the evaluation before (no reset since), so the
+        noise the fill made last for round 0 of ``step`` (that evaluation's own, or the
+        one ``pre`` made ahead) is still right: the first round uses it and makes none.
+        0: every evaluation makes all its noise (the noise of spec 2 is a function of
+        those inputs, ``step`` and the pair: nothing else decides whether it is reused).
+    pre : In(1), pre_step : In(16)
+        With ``noise_buffers=2``, during an evaluation: once the last round's noise is
+        made, the fill makes round 0's of ES step ``pre_step`` into the free buffer,
+        while the evaluation runs, for the next evaluation (started with ``keep`` and
+        ``step = pre_step``). ``busy`` stays high until that fill has ended.
     busy : Out(1)
     error : Out(9)
         Flags of ``ERROR_FLAGS`` (sequencer.py); set a cycle after ``start`` instead of
@@ -166,6 +178,9 @@ class PopulationEvaluator(wiring.Component):
                 "seed": In(32),
                 "step": In(16),
                 "shared": In(1),
+                "keep": In(1),
+                "pre": In(1),
+                "pre_step": In(16),
                 "busy": Out(1),
                 "error": Out(len(ERROR_FLAGS)),
                 "w_addr": Out(self.waddr_bits),
@@ -267,6 +282,9 @@ class PopulationEvaluator(wiring.Component):
             "act_shifts",
             "margin",
             "step",
+            "keep",
+            "pre",
+            "pre_step",
         ):
             m.d.comb += getattr(seq, name).eq(getattr(self, name))
         m.d.comb += [self.busy.eq(seq.busy), self.error.eq(seq.error)]
@@ -614,7 +632,7 @@ class PopulationEvaluator(wiring.Component):
         m.d.comb += [
             fill.start.eq(fill_go),
             fill.seed.eq(self.seed),
-            fill.step.eq(self.step),
+            fill.step.eq(seq.fill_step),
             fill.first_pair.eq(seq.fill_pair),
             fill.lanes_active.eq(seq.fill_active),
             fill.n_layers.eq(self.n_layers),

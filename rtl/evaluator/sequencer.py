@@ -87,7 +87,13 @@ class Sequencer(wiring.Component):
         with these inputs (as the evaluator's command queue and the WeightStreamer give
         them); the emit decision is a flip-flop of its own, set from them.
     fill_start : Out(1), fill_busy : In(1), first_pair : Out(11), lanes_active : Out(...)
-        The noise fill of each round.
+        The noise fill of each round; ``fill_step`` (Out(16), a register loaded with
+        each fill's start) the ES step whose noise it makes.
+    keep : In(1), pre : In(1), pre_step : In(16)
+        Noise made ahead (:class:`~pentegg.rtl.evaluator.evaluator.PopulationEvaluator`):
+        ``keep`` with ``start`` lets the first round use the noise the fill last made
+        for round 0 of ``step`` (no fill); ``pre`` makes round 0 of ``pre_step`` into
+        the free buffer after the last round's fill (two noise buffers).
     load_start : Out(1), rounds : Out(12)
         The loader's start (a registered strobe: the cycle the first round begins, after
         the configuration phase; it also clears the finalizer's block count).
@@ -132,6 +138,10 @@ class Sequencer(wiring.Component):
                 "fill_pair": Out(12),
                 "fill_active": Out(range(p.lanes + 1)),
                 "fill_buf": Out(1),
+                "fill_step": Out(16),
+                "keep": In(1),
+                "pre": In(1),
+                "pre_step": In(16),
                 "nbuf": Out(1),
                 "first_pair": Out(11),
                 "lanes_active": Out(range(p.lanes + 1)),
@@ -451,17 +461,51 @@ class Sequencer(wiring.Component):
                 mm.d.comb += bk_u_next.eq(1)
                 mm.d.sync += [u_addr.eq(0), naddr.eq(ub_base), lp.eq(u_single)]
 
+        # ---- noise made ahead. The tag names the buffer holding round 0's noise of
+        # ES step c_step (as the fill made it, for the run-time inputs of its time):
+        # set when a round-0 fill starts, cleared when another fill starts into that
+        # buffer and at a start without `keep`. A start with `keep` whose step is the
+        # tag's skips round 0's fill (`hit`: a register, final long before PH_ROUND,
+        # as the configuration phase takes cycles after PH_CHECK, and nothing else
+        # changes the tag before round 0's fill)
+        c_valid = Signal()
+        c_step = Signal(16, reset_less=True)
+        c_buf = Signal(reset_less=True)
+        hit = Signal()
+        first = Signal()  # round 0's noise not yet made or found
+        active0 = Signal(range(L + 1), reset_less=True)  # round 0's lanes
+        m.d.sync += hit.eq(self.keep & c_valid & (c_step == self.step))
+        fill_step = Signal(16, reset_less=True)
+        m.d.comb += self.fill_step.eq(fill_step)
+
+        def start_fill(mm, pair, active, buf, step, round0):
+            """Start the fill of the round at ``pair`` (``active`` lanes) into ``buf``
+            for ES step ``step``; ``round0`` (bool or a signal): it is round 0."""
+            mm.d.comb += self.fill_start.eq(1)
+            mm.d.sync += [
+                fill_pair.eq(pair),
+                fill_active.eq(active),
+                fill_buf.eq(buf),
+                fill_step.eq(step),
+            ]
+            tag = [c_valid.eq(1), c_step.eq(step), c_buf.eq(buf)]
+            if round0 is True:
+                mm.d.sync += tag
+            else:
+                with mm.If(round0):
+                    mm.d.sync += tag
+                with mm.Elif(c_buf == buf):
+                    mm.d.sync += c_valid.eq(0)
+
         def prefill(mm, current, buf):
             # two buffers: fill the round after `current` (if any) into `buf`, the buffer
-            # `current` does not read, while `current` runs
+            # `current` does not read, while `current` runs; after the last round's,
+            # with `pre`, round 0 of step `pre_step` (the next evaluation's)
             if p.noise_buffers == 2:
                 with mm.If(current + L < pairs):
-                    mm.d.comb += self.fill_start.eq(1)
-                    mm.d.sync += [
-                        fill_pair.eq(current + L),
-                        fill_active.eq(active_of(current + L)),
-                        fill_buf.eq(buf),
-                    ]
+                    start_fill(mm, current + L, active_of(current + L), buf, self.step, False)
+                with mm.Elif(self.pre):
+                    start_fill(mm, 0, active0, buf, self.pre_step, True)
 
         # rounds = ceil(pairs / lanes), counted during the configuration phase
         rounds = Signal(12)
@@ -527,6 +571,8 @@ class Sequencer(wiring.Component):
                 m.d.sync += blk_m1.eq(-1)
                 with m.If(self.start):
                     m.d.sync += [busy.eq(1), phase.eq(PH_CHECK)]
+                    with m.If(~self.keep):
+                        m.d.sync += c_valid.eq(0)
             with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
                 m.d.sync += self.error.eq(err_r)
                 with m.If(err_r.any()):
@@ -556,6 +602,8 @@ class Sequencer(wiring.Component):
                     rnd.eq(0),
                     first_pair.eq(0),
                     lanes_active.eq(active_of(0)),
+                    active0.eq(active_of(0)),
+                    first.eq(1),
                     gs.eq(0),
                     nbuf.eq(0),
                 ]
@@ -617,13 +665,14 @@ class Sequencer(wiring.Component):
                     ]
             with m.Case(PH_ROUND):  # the previous round drained: fill the noise
                 with m.If(self.drained & ~self.fill_busy):
-                    m.d.comb += self.fill_start.eq(1)
-                    m.d.sync += [
-                        phase.eq(PH_FILL),
-                        fill_pair.eq(first_pair),
-                        fill_active.eq(lanes_active),
-                        fill_buf.eq(nbuf),
-                    ]
+                    m.d.sync += first.eq(0)
+                    with m.If(first & hit):  # round 0's noise is in buffer c_buf
+                        m.d.sync += nbuf.eq(c_buf)
+                        begin_emit(m)
+                        prefill(m, first_pair, ~c_buf)
+                    with m.Else():
+                        m.d.sync += phase.eq(PH_FILL)
+                        start_fill(m, first_pair, lanes_active, nbuf, self.step, first)
             with m.Case(PH_FILL):
                 with m.If(~self.fill_busy):
                     begin_emit(m)
@@ -645,8 +694,8 @@ class Sequencer(wiring.Component):
                         prefill(m, first_pair + L, nbuf)  # the buffer just finished
                     else:
                         m.d.sync += phase.eq(PH_ROUND)
-            with m.Case(PH_END):
-                with m.If(self.drained):
+            with m.Case(PH_END):  # (a fill still running is the next evaluation's)
+                with m.If(self.drained & ~self.fill_busy):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
         if p.wide:
             # ``lay`` and the sample count (``leave`` above): outside the emit (a
