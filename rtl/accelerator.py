@@ -382,6 +382,15 @@ class Accelerator(wiring.Component):
             ev.shared.eq(regs.shared),
             ev.b_base.eq(ctl.batch_base),
         ]
+        # noise made ahead (docs/rtl.md, "Noise made ahead"): an evaluation may use the
+        # noise an evaluation before it made (keep) unless the host has written a
+        # register the noise depends on since that one started; a TRAIN run's
+        # evaluations make the next step's first round ahead (pre; two noise buffers)
+        noise_same = Signal()
+        m.d.sync += noise_same.eq((noise_same | ctl.ev_start) & ~regs.noise_w)
+        m.d.comb += ev.keep.eq(noise_same)
+        if self.evaluator.params.noise_buffers == 2:
+            m.d.comb += [ev.pre.eq(ctl.training), ev.pre_step.eq(regs.step + 1)]
         for i, w in enumerate(widths):
             m.d.comb += ev.widths[i].eq(w)
         for l in range(self.max_layers):

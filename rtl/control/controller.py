@@ -105,6 +105,10 @@ class Controller(wiring.Component):
         same value as the state's phase every cycle): a memory port's multiplexer takes
         one flip-flop per choice, not a decode.
     cycles, eval_cycles, shape_cycles, update_cycles : Out(32)
+    training : Out(1)
+        The run (or the last one) is a TRAIN run (a register set with the run): its
+        steps come one after another, so its evaluations make the next step's noise
+        ahead.
     """
 
     def __init__(self, eval_error_bits: int = 9):
@@ -145,6 +149,7 @@ class Controller(wiring.Component):
                 "eval_cycles": Out(32),
                 "shape_cycles": Out(32),
                 "update_cycles": Out(32),
+                "training": Out(1),
             }
         )
 
@@ -275,6 +280,7 @@ class Controller(wiring.Component):
                 with m.If(self.run):
                     m.d.sync += [
                         kind.eq(self.run_kind),
+                        self.training.eq(self.run_kind == RUN_KINDS["train"]),
                         left.eq(self.steps),
                         left_one.eq(self.steps == 1),
                         self.error.eq(0),

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Signal
 from amaranth.lib import wiring
 from amaranth.lib.wiring import In, Out
 
 from ..params import check_int
 
-__all__ = ["ID_VALUE", "Register", "RegisterFile", "register_map"]
+__all__ = ["ID_VALUE", "NOISE_REGISTERS", "Register", "RegisterFile", "register_map"]
 
 #: Read-only value of register ``id``: "PEGG".
 ID_VALUE = 0x5045_4747
@@ -34,6 +34,11 @@ class Register:
     access: str  # "rw": written by the host, "ro": driven by the accelerator
     reset: int = 0
     doc: str = ""
+
+
+#: The registers (besides the widths) that the noise of spec 2 depends on: a write to
+#: one of them means the evaluator's noise must be made again (``noise_w``).
+NOISE_REGISTERS = ("population", "n_layers", "sigma_shift", "seed")
 
 
 def register_map(max_layers: int) -> list[Register]:
@@ -98,6 +103,9 @@ class RegisterFile(wiring.Component):
         excepted, a constant).
     step_wr : In(1), step_next : In(16)
         The controller's write of ``step`` (it counts the steps run).
+    noise_w : Out(1)
+        A host write to a register the evaluator's noise depends on (``population``,
+        ``n_layers``, ``sigma_shift``, ``seed``, a width), the cycle before it lands.
     """
 
     def __init__(self, max_layers: int):
@@ -110,6 +118,7 @@ class RegisterFile(wiring.Component):
             "r_data": Out(32),
             "step_wr": In(1),
             "step_next": In(16),
+            "noise_w": Out(1),
         }
         for r in self.regs:
             if r.name == "id":
@@ -121,6 +130,7 @@ class RegisterFile(wiring.Component):
         m = Module()
         w_data = Signal(32, reset_less=True)  # the write's value, a cycle late
         m.d.sync += w_data.eq(self.w_data)
+        noise_w = []
         for r in self.regs:
             if r.access != "rw":
                 continue
@@ -130,9 +140,12 @@ class RegisterFile(wiring.Component):
             m.d.comb += getattr(self, r.name).eq(reg)
             with m.If(hit):
                 m.d.sync += reg.eq(w_data[: r.width])
+            if r.name in NOISE_REGISTERS or r.name.startswith("width"):
+                noise_w.append(hit)
             if r.name == "step":
                 with m.If(self.step_wr):
                     m.d.sync += reg.eq(self.step_next)
+        m.d.comb += self.noise_w.eq(Cat(*noise_w).any())
         # the read in two registered stages: the registers of each address row (the
         # address's high nibble) by its low nibble, then the row. The whole selection in
         # one cycle, from the command decoder's head into the response register, was the

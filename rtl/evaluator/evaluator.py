@@ -90,10 +90,11 @@ class PopulationEvaluator(wiring.Component):
         1: every member sees the samples ``batch_index[0..batch-1]`` of the sample memory
         and is scored; 0: per-member inputs on ``inp``, logits on ``logits``.
     keep : In(1)
-        With ``start``: ``n_layers``, ``widths``, ``population``, ``seed`` and
-        ``sigma_shift`` are those of the evaluation before (no reset since), so the
-        noise the fill made last for round 0 of ``step`` (that evaluation's own, or the
-        one ``pre`` made ahead) is still right: the first round uses it and makes none.
+        Taken with ``start`` (it need not stay stable): ``n_layers``, ``widths``,
+        ``population``, ``seed`` and ``sigma_shift`` are those of the evaluation before
+        (no reset since), so the noise the fill made last for round 0 of ``step`` (that
+        evaluation's own, or the one ``pre`` made ahead) is still right: the first
+        round uses it and makes none.
         0: every evaluation makes all its noise (the noise of spec 2 is a function of
         those inputs, ``step`` and the pair: nothing else decides whether it is reused).
     pre : In(1), pre_step : In(16)

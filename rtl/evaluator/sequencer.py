@@ -474,7 +474,8 @@ class Sequencer(wiring.Component):
         hit = Signal()
         first = Signal()  # round 0's noise not yet made or found
         active0 = Signal(range(L + 1), reset_less=True)  # round 0's lanes
-        m.d.sync += hit.eq(self.keep & c_valid & (c_step == self.step))
+        keep = Signal()  # `keep`, taken with `start`
+        m.d.sync += hit.eq(keep & c_valid & (c_step == self.step))
         fill_step = Signal(16, reset_less=True)
         m.d.comb += self.fill_step.eq(fill_step)
 
@@ -570,7 +571,7 @@ class Sequencer(wiring.Component):
                 # endpoints past 8 ns at 87e4c97, seed 3, up to 8.84 ns)
                 m.d.sync += blk_m1.eq(-1)
                 with m.If(self.start):
-                    m.d.sync += [busy.eq(1), phase.eq(PH_CHECK)]
+                    m.d.sync += [busy.eq(1), phase.eq(PH_CHECK), keep.eq(self.keep)]
                     with m.If(~self.keep):
                         m.d.sync += c_valid.eq(0)
             with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
