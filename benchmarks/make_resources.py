@@ -88,6 +88,17 @@ ROWS: list[tuple[str, str, list[str]]] = [
                 ["--freq", "125", "--seed", "3", "--timing-weight", "30"],
                 "seed 3, placer timing weight 30",
             ),
+            # two noise buffers: the next step's first round made ahead (gmacs from
+            # the evaluation that finds it made, "Noise made ahead" in docs/rtl.md)
+            (
+                "ecp5-85",
+                128,
+                [
+                    *("--param", "noise_buffers=2", "--freq", "125"),
+                    *("--seed", "3", "--timing-weight", "30"),
+                ],
+                "noise buffers 2, seed 3, placer timing weight 30",
+            ),
         )
     ],
     *[
@@ -138,6 +149,12 @@ ROWS: list[tuple[str, str, list[str]]] = [
             (12, ("--group", "4"), "group 4, "),
         )
     ],
+    # ... and with one generator, its fill made during the step before (two buffers)
+    (
+        "evaluator-cycles",
+        "lanes 128, member inputs, noise buffers 2, the next step's noise made ahead, batch 16",
+        _bench_evaluator(128, 16, "member", None, "--noise-buffers", "2", "--ahead"),
+    ),
 ]
 
 
