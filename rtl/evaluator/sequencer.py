@@ -549,7 +549,13 @@ class Sequencer(wiring.Component):
             m.d.sync += c_fa_inc.eq(((c_fan1 + ~cl_last) >> 1) << (r.bit_length() - 1))
         m.d.sync += c_fan1_ge5.eq(widths[cl + 1] >= 4)
         m.d.sync += self.load_start.eq(0)  # a strobe (set below)
-        with m.If(self.bad_label):
+        # the loader's flag is this run's from the cycle after load_start (the loader
+        # clears it then): before, it is the last run's, and a run after one with a bad
+        # label reported flag 8 too (its labels in range or not)
+        labels_now = Signal()
+        with m.If(self.load_start):
+            m.d.sync += labels_now.eq(1)
+        with m.If(self.bad_label & labels_now):
             m.d.sync += self.error[8].eq(1)
 
         # Wide builds: the emit's first block and its sample count load in every cycle
@@ -571,7 +577,12 @@ class Sequencer(wiring.Component):
                 # endpoints past 8 ns at 87e4c97, seed 3, up to 8.84 ns)
                 m.d.sync += blk_m1.eq(-1)
                 with m.If(self.start):
-                    m.d.sync += [busy.eq(1), phase.eq(PH_CHECK), keep.eq(self.keep)]
+                    m.d.sync += [
+                        busy.eq(1),
+                        phase.eq(PH_CHECK),
+                        keep.eq(self.keep),
+                        labels_now.eq(0),
+                    ]
                     with m.If(~self.keep):
                         m.d.sync += c_valid.eq(0)
             with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
