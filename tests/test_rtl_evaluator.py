@@ -887,6 +887,27 @@ def test_a_label_at_or_past_the_classes_sets_flag_8_and_the_run_ends(past, wide,
     assert res["error"] == 1 << 8, f"error {res['error']:#x}"
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+def test_a_run_after_one_with_a_bad_label_sets_no_flag_and_equals_golden(wide, monkeypatch):
+    """Flag 8 is the run's own: the run after one with a label past the classes, its
+    labels in range, ends without it and with golden's scores (the loader's flag of the
+    run before is not read before this run's load starts)."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
+    rng = np.random.default_rng(harness.pick_seed("evaluator after a bad label"))
+    cfg = Config(layers=(5, 4, 3), population=6, rank=4, sigma_shift=0).validate()
+    labels = rng.integers(0, 3, 4)
+    labels[2] = 3
+    bad = shared_job(cfg, rng, 3, labels=labels, batch_idx=np.array([0, 2, 1]))
+    good = shared_job(cfg, rng, 3)
+    dut = PopulationEvaluator(lanes=2, max_width=8)
+    res = run_amaranth_jobs([(bad, {}), (good, {}), (bad, {})], dut, max_cycles=200_000)
+    assert [r["error"] for r in res] == [1 << 8, 0, 1 << 8]
+    check_equals_golden(good, res[1], "the run after a bad label")
+
+
 @pytest.mark.parametrize("shared", [True, False])
 def test_the_shortest_samples_end_the_batch_and_the_run_at_their_last_sample(shared):
     """One layer of two outputs, quantized: a sample is two one-pass blocks (both members'
@@ -1138,24 +1159,32 @@ def _next_step_jobs(cfg, rng, steps, batch, shared):
 
 
 @pytest.mark.parametrize(
-    ("mode", "shared", "population"),
+    ("mode", "shared", "population", "lanes", "wide"),
     [
-        ("lowrank", False, 4),  # one round
-        ("lowrank", True, 4),
-        ("lowrank", False, 10),  # three rounds, the last of one pair
-        ("quantized", True, 4),
-        ("quantized", False, 6),
+        ("lowrank", False, 4, 2, False),  # one round
+        ("lowrank", True, 4, 2, False),
+        ("lowrank", False, 10, 2, False),  # three rounds, the last of one pair
+        ("quantized", True, 4, 2, False),
+        ("quantized", False, 6, 2, False),
+        ("lowrank", False, 4, 3, False),  # one round of 2 pairs on 3 lanes
+        ("lowrank", True, 10, 2, True),  # the wide builds' forms
+        ("quantized", False, 4, 3, True),
     ],
 )
 def test_noise_made_ahead_for_the_next_step_gives_golden_and_skips_the_first_fill(
-    mode, shared, population
+    mode, shared, population, lanes, wide, monkeypatch
 ):
     """``pre`` makes round 0's noise of ``pre_step`` during an evaluation; the next
     evaluation, started with ``keep`` at that step, makes no noise for its first round
     and equals golden (its weights and inputs are new, as after an update). A ``keep``
     start at a step the fill did not make ahead, and a start without ``keep``, make
     their noise and equal golden."""
-    rng = np.random.default_rng(harness.pick_seed(f"evaluator pre {mode} {shared} {population}"))
+    from pentegg.rtl.evaluator import params as params_mod
+
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
+    key = f"evaluator pre {mode} {shared} {population} {lanes} {wide}"
+    rng = np.random.default_rng(harness.pick_seed(key))
     cfg = Config(
         layers=(5, 6, 3),
         population=population,
@@ -1164,7 +1193,6 @@ def test_noise_made_ahead_for_the_next_step_gives_golden_and_skips_the_first_fil
         seed=int(rng.integers(1 << 32)),
         init="random",
     ).validate()
-    lanes = 2
     dut = PopulationEvaluator(
         lanes=lanes,
         max_layers=2,
@@ -1174,6 +1202,7 @@ def test_noise_made_ahead_for_the_next_step_gives_golden_and_skips_the_first_fil
         max_batch=8,
         noise_buffers=2,
     )
+    assert dut.params.wide == wide
     a, b, c, d = _next_step_jobs(cfg, rng, 4, batch=3, shared=shared)
     d.step = c.step + 5  # not the step made ahead
     e = _next_step_jobs(cfg, rng, 1, batch=3, shared=shared)[0]
@@ -1235,3 +1264,28 @@ def test_keep_reuses_a_single_rounds_noise_for_the_same_step_with_one_buffer(sha
     fill = noise_fill_cycles(cfg.layers, 3)
     assert res[0]["cycles"] - res[1]["cycles"] >= fill - 30
     assert res[2]["cycles"] - res[1]["cycles"] >= fill - 30
+
+
+@pytest.mark.parametrize("noise_buffers", [1, 2])
+def test_keep_after_a_later_round_overwrote_round_0_makes_the_noise_again(noise_buffers):
+    """Three rounds (population 10 on 2 lanes): a later round's fill overwrites the
+    buffer that held round 0's noise (one buffer: round 1's; two: round 2's), so a
+    ``keep`` start at the same step finds no noise made and makes it: golden's results,
+    no cycles saved."""
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator keep overwritten {noise_buffers}"))
+    cfg = Config(
+        layers=(4, 5, 3),
+        population=10,
+        rank=4,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+    ).validate()
+    dut = PopulationEvaluator(
+        lanes=2, max_layers=2, max_width=8, rank=4, max_batch=8, noise_buffers=noise_buffers
+    )
+    a, b = (_random_inputs_job(cfg, rng, 2, False) for _ in range(2))
+    a.step = b.step = 77
+    res = run_amaranth_jobs([(a, {}), (b, {"keep": 1})], dut, max_cycles=400_000)
+    for job, r in zip((a, b), res, strict=True):
+        check_equals_golden(job, r, f"noise buffers {noise_buffers}")
+    assert res[1]["cycles"] >= res[0]["cycles"] - 8, [r["cycles"] for r in res]
