@@ -387,7 +387,9 @@ class Accelerator(wiring.Component):
         # register the noise depends on since that one started; a TRAIN run's
         # evaluations make the next step's first round ahead (pre; two noise buffers)
         noise_same = Signal()
-        m.d.sync += noise_same.eq((noise_same | ctl.ev_start) & ~regs.noise_w)
+        # (RESET clears it as it clears the evaluator's tag: the registers return to
+        # their reset values without a write)
+        m.d.sync += noise_same.eq((noise_same | ctl.ev_start) & ~regs.noise_w & ~self.reset)
         m.d.comb += ev.keep.eq(noise_same)
         if self.evaluator.params.noise_buffers == 2:
             m.d.comb += [ev.pre.eq(ctl.training), ev.pre_step.eq(regs.step + 1)]

@@ -470,9 +470,9 @@ def test_a_reset_during_a_step_leaves_nothing_that_changes_the_next_step(group):
 
 def test_an_evaluation_keeps_its_noise_only_without_a_noise_register_written_since():
     """The evaluator's ``keep`` at each evaluation's start: 0 for the first after a reset
-    and after any host write of a register the noise depends on (seed, population,
-    n_layers, sigma_shift, a width: even of the value it holds), 1 after writes of
-    others (steps, margin) or none."""
+    (the domain's, and the Device's RESET) and after any host write of a register the
+    noise depends on (seed, population, n_layers, sigma_shift, a width: even of the
+    value it holds), 1 after writes of others (steps, margin) or none."""
     rng = np.random.default_rng(harness.pick_seed("accelerator keep"))
     cfg = Config(layers=(3, 4, 2), population=6, seed=int(rng.integers(1 << 32))).validate()
     job = random_job(rng, cfg, samples=5, batch=3, steps=1)
@@ -498,14 +498,31 @@ def test_an_evaluation_keeps_its_noise_only_without_a_noise_register_written_sin
         [],
     ]
 
-    async def script(send):
-        await send(load_words(job, ml, steps=1))
-        await send(ap.run("init"))
-        await wait_idle(send, ml)
-        for words in [[], *writes]:
-            await send(words)
+    async def bench(ctx):
+        send = sender(ctx, dut)
+
+        async def load_and_eval(words_before):
+            await send(load_words(job, ml, steps=1))
+            await send(ap.run("init"))
+            await wait_idle(send, ml)
+            for words in words_before:
+                await send(words)
+                await send(ap.run("eval"))
+                await wait_idle(send, ml)
+
+        await load_and_eval([[], *writes])
+        ctx.set(dut.reset, 1)  # RESET: the registers to their reset values, no write
+        await ctx.tick()
+        ctx.set(dut.reset, 0)
+        await ctx.tick().repeat(2)
+        for _ in range(2):  # the registers' reset values (a network the build holds)
             await send(ap.run("eval"))
             await wait_idle(send, ml)
 
-    run_on(dut, script, processes=[starts])
-    assert seen == [0, 1, 0, 1, 0, 0, 1, 0, 0, 1], seen
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_process(starts)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen[:10] == [0, 1, 0, 1, 0, 0, 1, 0, 0, 1], seen
+    assert seen[10:] == [0, 1], seen
