@@ -89,15 +89,17 @@ ROWS: list[tuple[str, str, list[str]]] = [
                 "seed 3, placer timing weight 30",
             ),
             # two noise buffers: the next step's first round made ahead (gmacs from
-            # the evaluation that finds it made, "Noise made ahead" in docs/rtl.md)
+            # the evaluation that finds it made, "Noise made ahead" in docs/rtl.md);
+            # noise_depth 256 (the digits network's 217 slots) keeps the two buffers in
+            # the one buffer's 64 DP16KD (the default depth's 1,024 words took 128)
             (
                 "ecp5-85",
                 128,
                 [
-                    *("--param", "noise_buffers=2", "--freq", "125"),
-                    *("--seed", "3", "--timing-weight", "30"),
+                    *("--param", "noise_buffers=2", "--param", "noise_depth=256"),
+                    *("--freq", "125", "--seed", "3", "--timing-weight", "30"),
                 ],
-                "noise buffers 2, seed 3, placer timing weight 30",
+                "noise buffers 2, noise_depth 256, seed 3, placer timing weight 30",
             ),
         )
     ],
