@@ -87,8 +87,8 @@ class Sequencer(wiring.Component):
         with these inputs (as the evaluator's command queue and the WeightStreamer give
         them); the emit decision is a flip-flop of its own, set from them.
     fill_start : Out(1), fill_busy : In(1), first_pair : Out(11), lanes_active : Out(...)
-        The noise fill of each round; ``fill_step`` (Out(16), a register loaded with
-        each fill's start) the ES step whose noise it makes.
+        The noise fill of each round; ``fill_pre`` (Out(1), a register loaded with each
+        fill's start): it makes the noise of step ``pre_step``, not ``step``.
     keep : In(1), pre : In(1), pre_step : In(16)
         Noise made ahead (:class:`~pentegg.rtl.evaluator.evaluator.PopulationEvaluator`):
         ``keep`` with ``start`` lets the first round use the noise the fill last made
@@ -138,7 +138,7 @@ class Sequencer(wiring.Component):
                 "fill_pair": Out(12),
                 "fill_active": Out(range(p.lanes + 1)),
                 "fill_buf": Out(1),
-                "fill_step": Out(16),
+                "fill_pre": Out(1),
                 "keep": In(1),
                 "pre": In(1),
                 "pre_step": In(16),
@@ -476,37 +476,61 @@ class Sequencer(wiring.Component):
         active0 = Signal(range(L + 1), reset_less=True)  # round 0's lanes
         keep = Signal()  # `keep`, taken with `start`
         m.d.sync += hit.eq(keep & c_valid & (c_step == self.step))
-        fill_step = Signal(16, reset_less=True)
-        m.d.comb += self.fill_step.eq(fill_step)
+        fill_pre = Signal()
+        m.d.comb += self.fill_pre.eq(fill_pre)
 
-        def start_fill(mm, pair, active, buf, step, round0):
-            """Start the fill of the round at ``pair`` (``active`` lanes) into ``buf``
-            for ES step ``step``; ``round0`` (bool or a signal): it is round 0."""
+        def start_fill(mm, pair, active, buf, round0, pre):
+            """Start the fill of the round at ``pair`` (``active`` lanes) into ``buf``;
+            ``round0`` (a signal): it is round 0; ``pre`` (bool or a signal, round 0
+            only): of step ``pre_step``, not ``step``."""
             mm.d.comb += self.fill_start.eq(1)
             mm.d.sync += [
                 fill_pair.eq(pair),
                 fill_active.eq(active),
                 fill_buf.eq(buf),
-                fill_step.eq(step),
+                fill_pre.eq(pre),
             ]
-            tag = [c_valid.eq(1), c_step.eq(step), c_buf.eq(buf)]
-            if round0 is True:
-                mm.d.sync += tag
-            else:
-                with mm.If(round0):
-                    mm.d.sync += tag
-                with mm.Elif(c_buf == buf):
-                    mm.d.sync += c_valid.eq(0)
+            with mm.If(round0):
+                mm.d.sync += [c_valid.eq(1), c_buf.eq(buf)]
+                if pre is False:
+                    mm.d.sync += c_step.eq(self.step)
+                else:
+                    mm.d.sync += c_step.eq(self.pre_step)
+            with mm.Elif(c_buf == buf):
+                mm.d.sync += c_valid.eq(0)
 
-        def prefill(mm, current, buf):
-            # two buffers: fill the round after `current` (if any) into `buf`, the buffer
-            # `current` does not read, while `current` runs; after the last round's,
-            # with `pre`, round 0 of step `pre_step` (the next evaluation's)
+        # prefill (two buffers): the fill of the round after this one into the buffer
+        # this round does not read, while it runs, or after the last round (with `pre`)
+        # round 0's of step `pre_step`, the next evaluation's. Requested when a round's
+        # emit begins (pf_pending) and started three cycles later (pf_wait) from
+        # registers of first_pair's values (which the round's start may just have
+        # changed): no adder or compare of first_pair lies before the fill's registers
+        # (first_pair's add and compare through the prefill's choice into fill_pair and
+        # fill_active were the 128-lane evaluator's critical path at 164a886, seed 3:
+        # 10.51 ns). PH_NEXT and PH_END wait for a pending prefill to start.
+        if p.noise_buffers == 2:
+            pf_pending = Signal()
+            pf_wait = Signal(2)
+            pf_more = Signal()  # a round follows this one
+            pf_pair = Signal(12, reset_less=True)
+            pf_active = Signal(range(L + 1), reset_less=True)
+            m.d.sync += [
+                pf_more.eq(left_next > 0),
+                pf_pair.eq(Mux(left_next > 0, first_pair + L, 0)),
+                pf_active.eq(Mux(left_next > 0, next_active, active0)),
+            ]
+            with m.If(pf_wait != 0):
+                m.d.sync += pf_wait.eq(pf_wait - 1)
+            with m.If(pf_pending & (pf_wait == 0) & ~self.fill_busy):
+                m.d.sync += pf_pending.eq(0)
+                with m.If(pf_more | self.pre):
+                    start_fill(m, pf_pair, pf_active, ~nbuf, ~pf_more, ~pf_more)
+        else:
+            pf_pending = Const(0)
+
+        def prefill(mm):
             if p.noise_buffers == 2:
-                with mm.If(current + L < pairs):
-                    start_fill(mm, current + L, active_of(current + L), buf, self.step, False)
-                with mm.Elif(self.pre):
-                    start_fill(mm, 0, active0, buf, self.pre_step, True)
+                mm.d.sync += [pf_pending.eq(1), pf_wait.eq(3)]
 
         # rounds = ceil(pairs / lanes), counted during the configuration phase
         rounds = Signal(12)
@@ -681,19 +705,19 @@ class Sequencer(wiring.Component):
                     with m.If(first & hit):  # round 0's noise is in buffer c_buf
                         m.d.sync += nbuf.eq(c_buf)
                         begin_emit(m)
-                        prefill(m, first_pair, ~c_buf)
+                        prefill(m)
                     with m.Else():
                         m.d.sync += phase.eq(PH_FILL)
-                        start_fill(m, first_pair, lanes_active, nbuf, self.step, first)
+                        start_fill(m, first_pair, lanes_active, nbuf, first, False)
             with m.Case(PH_FILL):
                 with m.If(~self.fill_busy):
                     begin_emit(m)
-                    prefill(m, first_pair, ~nbuf)
+                    prefill(m)
             with m.Case(PH_EMIT):
                 emit_v = locals()
                 self._emit(m, p, emit_v)
             with m.Case(PH_NEXT):
-                with m.If(self.drained & ~self.fill_busy):
+                with m.If(self.drained & ~self.fill_busy & ~pf_pending):
                     m.d.sync += [
                         rnd.eq(rnd + 1),
                         first_pair.eq(first_pair + L),
@@ -703,11 +727,11 @@ class Sequencer(wiring.Component):
                         # the next round's noise is in the other buffer already
                         m.d.sync += nbuf.eq(~nbuf)
                         begin_emit(m)
-                        prefill(m, first_pair + L, nbuf)  # the buffer just finished
+                        prefill(m)  # into the buffer just finished
                     else:
                         m.d.sync += phase.eq(PH_ROUND)
             with m.Case(PH_END):  # (a fill still running is the next evaluation's)
-                with m.If(self.drained & ~self.fill_busy):
+                with m.If(self.drained & ~self.fill_busy & ~pf_pending):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
         if p.wide:
             # ``lay`` and the sample count (``leave`` above): outside the emit (a
