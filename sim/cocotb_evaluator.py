@@ -206,6 +206,21 @@ def check(dut, job: EvalJob, label: str, err, scores, beats, board: Scoreboard):
         )
 
 
+def build_random_job(rng, p: dict) -> EvalJob:
+    """A random job within the build's elaboration maxima ``p`` (``PENTEGG_TB_MAX_BATCH``
+    samples at most)."""
+    return random_job(
+        rng,
+        max_layers=p["max_layers"],
+        max_width=p["max_width"],
+        rank=p["rank"],
+        digits=p["digits"],
+        lanes=p["lanes"],
+        max_batch=_tb("max_batch", 4),
+        mode=p.get("mode", "lowrank"),
+    )
+
+
 @cocotb.test()
 async def random_jobs(dut):
     """Random run-time configurations, shared and per-member inputs."""
@@ -215,16 +230,7 @@ async def random_jobs(dut):
     board = Scoreboard(f"evaluator {p}", dut._log)
     await setup(dut)
     for n in range(_tb("jobs", 4)):
-        job = random_job(
-            rng,
-            max_layers=p["max_layers"],
-            max_width=p["max_width"],
-            rank=p["rank"],
-            digits=p["digits"],
-            lanes=p["lanes"],
-            max_batch=_tb("max_batch", 4),
-            mode=p.get("mode", "lowrank"),
-        )
+        job = build_random_job(rng, p)
         label = (
             f"job {n}: {job.cfg.mode}, layers {job.cfg.layers}, population "
             f"{job.cfg.population}, batch {job.batch}, "
@@ -270,16 +276,7 @@ async def runs_of_steps(dut):
     board = Scoreboard(f"evaluator runs of steps {p}", dut._log)
     await setup(dut)
     for n in range(_tb("jobs", 2)):
-        job = random_job(
-            rng,
-            max_layers=p["max_layers"],
-            max_width=p["max_width"],
-            rank=p["rank"],
-            digits=p["digits"],
-            lanes=p["lanes"],
-            max_batch=_tb("max_batch", 4),
-            mode=p.get("mode", "lowrank"),
-        )
+        job = build_random_job(rng, p)
         job = dataclasses.replace(job, step=min(job.step, 65534 - steps))
         run = [job]
         for _ in range(steps - 1):

@@ -1145,6 +1145,26 @@ def test_noise_read_address_copies_give_golden_scores_in_the_same_cycles(monkeyp
     _wide_cycles_ok(cfg, job.batch, dut.params, shared, cycles[1], cycles[2])
 
 
+def _keyed_config(rng, layers, population, mode="lowrank") -> Config:
+    """A rank-4 configuration of ``layers`` with a random seed and random initial weights."""
+    return Config(
+        layers=layers,
+        population=population,
+        rank=4,
+        mode=mode,
+        seed=int(rng.integers(1 << 32)),
+        init="random",
+    ).validate()
+
+
+def _runs_equal_golden(runs, dut) -> list[dict]:
+    """Run ``(job, inputs)`` pairs one after the other on ``dut``; each equals golden."""
+    res = run_amaranth_jobs(runs, dut, max_cycles=400_000)
+    for (job, inputs), r in zip(runs, res, strict=True):
+        check_equals_golden(job, r, f"step {job.step} {inputs}")
+    return res
+
+
 def _next_step_jobs(cfg, rng, steps, batch, shared):
     """Jobs of consecutive ES steps of one network: each with weights of its own (as
     an update leaves them), inputs of its own, the same configuration."""
@@ -1185,14 +1205,7 @@ def test_noise_made_ahead_for_the_next_step_gives_golden_and_skips_the_first_fil
         monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
     key = f"evaluator pre {mode} {shared} {population} {lanes} {wide}"
     rng = np.random.default_rng(harness.pick_seed(key))
-    cfg = Config(
-        layers=(5, 6, 3),
-        population=population,
-        rank=4,
-        mode=mode,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-    ).validate()
+    cfg = _keyed_config(rng, (5, 6, 3), population, mode)
     dut = PopulationEvaluator(
         lanes=lanes,
         max_layers=2,
@@ -1214,9 +1227,7 @@ def test_noise_made_ahead_for_the_next_step_gives_golden_and_skips_the_first_fil
         (d, {"keep": 1}),
         (e, {}),
     ]
-    res = run_amaranth_jobs(runs, dut, max_cycles=400_000)
-    for (job, inputs), r in zip(runs, res, strict=True):
-        check_equals_golden(job, r, f"step {job.step} {inputs}")
+    res = _runs_equal_golden(runs, dut)
     cold = [
         run_amaranth(
             job,
@@ -1247,20 +1258,12 @@ def test_keep_reuses_a_single_rounds_noise_for_the_same_step_with_one_buffer(sha
     batch of observations at a time): a start with ``keep`` at the step whose noise the
     buffer holds makes none and equals golden; at the next step it makes it."""
     rng = np.random.default_rng(harness.pick_seed(f"evaluator keep one buffer {shared}"))
-    cfg = Config(
-        layers=(4, 7, 2),
-        population=6,
-        rank=4,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-    ).validate()
+    cfg = _keyed_config(rng, (4, 7, 2), 6)
     dut = PopulationEvaluator(lanes=3, max_layers=2, max_width=8, rank=4, max_batch=8)
     a, b, c = (_random_inputs_job(cfg, rng, 2, shared) for _ in range(3))
     a.step, b.step, c.step = 40, 40, 41
     runs = [(a, {}), (b, {"keep": 1}), (c, {"keep": 1})]
-    res = run_amaranth_jobs(runs, dut, max_cycles=400_000)
-    for (job, inputs), r in zip(runs, res, strict=True):
-        check_equals_golden(job, r, f"step {job.step} {inputs}")
+    res = _runs_equal_golden(runs, dut)
     fill = noise_fill_cycles(cfg.layers, 3)
     assert res[0]["cycles"] - res[1]["cycles"] >= fill - 30
     assert res[2]["cycles"] - res[1]["cycles"] >= fill - 30
@@ -1273,19 +1276,11 @@ def test_keep_after_a_later_round_overwrote_round_0_makes_the_noise_again(noise_
     ``keep`` start at the same step finds no noise made and makes it: golden's results,
     no cycles saved."""
     rng = np.random.default_rng(harness.pick_seed(f"evaluator keep overwritten {noise_buffers}"))
-    cfg = Config(
-        layers=(4, 5, 3),
-        population=10,
-        rank=4,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-    ).validate()
+    cfg = _keyed_config(rng, (4, 5, 3), 10)
     dut = PopulationEvaluator(
         lanes=2, max_layers=2, max_width=8, rank=4, max_batch=8, noise_buffers=noise_buffers
     )
     a, b = (_random_inputs_job(cfg, rng, 2, False) for _ in range(2))
     a.step = b.step = 77
-    res = run_amaranth_jobs([(a, {}), (b, {"keep": 1})], dut, max_cycles=400_000)
-    for job, r in zip((a, b), res, strict=True):
-        check_equals_golden(job, r, f"noise buffers {noise_buffers}")
+    res = _runs_equal_golden([(a, {}), (b, {"keep": 1})], dut)
     assert res[1]["cycles"] >= res[0]["cycles"] - 8, [r["cycles"] for r in res]
