@@ -185,6 +185,7 @@ def run_amaranth(
     logits_ready=None,
     prelude=None,
     inp_gap: int = 0,
+    processes=(),
 ):
     """Run ``job`` on ``dut`` (a PopulationEvaluator) in the Amaranth simulator.
 
@@ -197,6 +198,7 @@ def run_amaranth(
     the same design: what it leaves behind meets the job).
     ``inp_gap``: per-member inputs: cycles without a word offered after each one taken
     (a slow source, so that passes wait for their input slots).
+    ``processes``: async ``ctx -> None`` processes (observers) run alongside.
     """
     return run_amaranth_jobs(
         [(job, {})],
@@ -206,6 +208,7 @@ def run_amaranth(
         logits_ready=logits_ready,
         prelude=prelude,
         inp_gap=inp_gap,
+        processes=processes,
     )[0]
 
 
@@ -218,6 +221,7 @@ def run_amaranth_jobs(
     logits_ready=None,
     prelude=None,
     inp_gap: int = 0,
+    processes=(),
 ) -> list[dict]:
     """Run ``jobs`` one after the other on one ``dut``, as :func:`run_amaranth` runs one:
     each a ``(job, inputs)`` pair, ``inputs`` the values of the evaluator's other inputs
@@ -339,6 +343,8 @@ def run_amaranth_jobs(
     sim.add_clock(1e-6)
     if collisions is not None:
         sim.add_process(collisions.process())
+    for proc in processes:
+        sim.add_process(proc)
     sim.add_process(memory(dut.w_en, dut.w_addr, dut.w_data, "words"))
     sim.add_process(memory(dut.b_en, dut.b_addr, dut.b_data, "bidx"))
     sim.add_process(memory(dut.s_en, dut.s_addr, dut.s_data, "sbytes"))

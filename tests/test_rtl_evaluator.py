@@ -1284,3 +1284,43 @@ def test_keep_after_a_later_round_overwrote_round_0_makes_the_noise_again(noise_
     a.step = b.step = 77
     res = _runs_equal_golden([(a, {}), (b, {"keep": 1})], dut)
     assert res[1]["cycles"] >= res[0]["cycles"] - 8, [r["cycles"] for r in res]
+
+
+@pytest.mark.parametrize("logit_depth", [None, 4])
+def test_the_logits_fifo_does_not_hold_back_the_last_layers_passes(monkeypatch, logit_depth):
+    """Per-member inputs: a last-layer op reserves its two logit beats when issued and
+    writes them four windows later, so a FIFO of 4 beats (two ops) let the finalizer
+    issue an op every eight or nine cycles, and each last-layer pass of the lanes waited
+    for its captures to be taken (``caps``). With the default depth
+    (``LOGIT_FIFO_DEPTH``) no last-layer pass waits, and the logits equal golden; at 4
+    they do wait (the case that shows this test sees the stall). 4 lanes in one group
+    of 4: a 32-input last layer's pass (33 cycles and a flush) outlasts its 4 ops and
+    their latency when nothing holds the issue back (a shorter one does not: there the
+    finalizer's own pace is the limit, whatever the depth)."""
+    from pentegg.rtl.evaluator import finalizer as finalizer_mod
+
+    if logit_depth is not None:
+        monkeypatch.setattr(finalizer_mod, "LOGIT_FIFO_DEPTH", logit_depth)
+    rng = np.random.default_rng(harness.pick_seed("logits fifo depth"))
+    cfg = _keyed_config(rng, (16, 32, 10), 8)
+    job = _random_inputs_job(cfg, rng, 2, shared=False)
+    dut = PopulationEvaluator(lanes=4, max_width=32, max_layers=2, rank=4, group=4)
+    stalls = {"last": 0, "other": 0}
+
+    async def watch(ctx):
+        eng = dut.dbg["eng"]
+        layer = None
+        async for _, _, act, cv, cr, cp in ctx.tick().sample(
+            dut.activity, eng.cmd.valid, eng.cmd.ready, eng.cmd.payload
+        ):
+            if cv and cr:
+                layer = int(cp.rec.layer) if not cp.u else None
+            if act.caps:
+                stalls["last" if layer == cfg.n_layers - 1 else "other"] += 1
+
+    res = run_amaranth(job, dut, max_cycles=200_000, processes=[watch])
+    check_equals_golden(job, res, f"logit_depth {logit_depth}")
+    if logit_depth is None:
+        assert stalls["last"] == 0, f"last-layer passes waited {stalls['last']} cycles"
+    else:
+        assert stalls["last"] > 0, "a FIFO of 4 beats should hold the last layer back"

@@ -99,6 +99,16 @@ def lean_for(platform) -> bool:
     return getattr(platform, "family", None) == "ice40"
 
 
+#: Depth of the logits FIFO. A last-layer op of per-member inputs reserves two beats
+#: when it is issued (a window ahead of P) and writes them in its U window, 16 and 17
+#: cycles later, so at one op every ``T = 4`` cycles about four ops' beats are reserved
+#: or written at once. A depth of 4 (two ops) let the finalizer issue an op only every
+#: eight or nine cycles in the last layer, and each last-layer pass of the lanes waited
+#: for its captures to be taken (``caps`` in ``pentegg bench evaluator``: 2.4 % of the
+#: 8-lane digits evaluation with per-member inputs at 140a708, docs/resources.md; 269
+#: cycles of 12,682 at batch 2, none at a depth of 8).
+LOGIT_FIFO_DEPTH = 8
+
 NO_OTHER = -128  # margin state: no other logit seen yet (logits lie in [-127, 127])
 
 
@@ -214,7 +224,9 @@ class Finalizer(wiring.Component):
     addr_bits : int
         Width of a noise-bank address.
     fifo_depth : int
-        Depth of the logits and terms FIFOs (at least 4).
+        Depth of the terms FIFO, 4..64.
+    logit_depth : int
+        Depth of the logits FIFO, 4..64 (None: :data:`LOGIT_FIFO_DEPTH`).
     lean : bool or None
         The form (the same results in the same cycles). False: each group has its own
         copies of the window counter, the stage ops, the run-time values and the stage
@@ -283,6 +295,7 @@ class Finalizer(wiring.Component):
         p: EvaluatorParams,
         addr_bits: int,
         fifo_depth: int = 4,
+        logit_depth: int | None = None,
         lean: bool | None = None,
         n_copies: int = 1,
     ):
@@ -292,7 +305,10 @@ class Finalizer(wiring.Component):
         self.n_copies = check_int("n_copies", n_copies, 1, 64)
         self.p = p
         self.addr_bits = addr_bits
-        self.fifo_depth = fifo_depth
+        self.fifo_depth = check_int("fifo_depth", fifo_depth, 4, 64)
+        if logit_depth is None:
+            logit_depth = LOGIT_FIFO_DEPTH
+        self.logit_depth = check_int("logit_depth", logit_depth, 4, 64)
         self.T = p.period
         self.G = p.group_lanes
         self.F = p.finalizers
@@ -410,14 +426,14 @@ class Finalizer(wiring.Component):
         # accelerator's LogitWriter) selects a pointer by the beat's lane, and from the
         # FIFO's distributed RAM that was the 128-lane ULX3S build's critical path at
         # 928b7e3 (18.32 ns, 15.47 of it routing)
-        lq = fifo.SyncFIFOBuffered(width=logits_layout(p).size, depth=self.fifo_depth)
+        lq = fifo.SyncFIFOBuffered(width=logits_layout(p).size, depth=self.logit_depth)
         tq = fifo.SyncFIFO(width=terms_layout(p).size, depth=self.fifo_depth)
         m.submodules.logit_fifo, m.submodules.term_fifo = lq, tq
         wiring.connect(m, lq.r_stream, wiring.flipped(self.logits))
         wiring.connect(m, tq.r_stream, wiring.flipped(self.terms))
-        l_res = Signal(range(self.fifo_depth + 1))  # beats reserved, not yet written
+        l_res = Signal(range(self.logit_depth + 1))  # beats reserved, not yet written
         t_res = Signal(range(self.fifo_depth + 1))
-        l_room = (lq.level + l_res + 2) <= self.fifo_depth
+        l_room = (lq.level + l_res + 2) <= self.logit_depth
         t_room = (tq.level + t_res + 1) <= self.fifo_depth
         # An op is issued in a window's last cycle, decided a cycle ahead (T >= 4) and
         # registered: the stage ops, the issue state and the head record hold from cycle
