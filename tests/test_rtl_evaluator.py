@@ -1290,7 +1290,7 @@ def test_keep_after_a_later_round_overwrote_round_0_makes_the_noise_again(noise_
 def test_the_logits_fifo_does_not_hold_back_the_last_layers_passes(monkeypatch, logit_depth):
     """Per-member inputs: a last-layer op reserves its two logit beats when issued and
     writes them four windows later, so a FIFO of 4 beats (two ops) let the finalizer
-    issue an op every eight or nine cycles, and each last-layer pass of the lanes waited
+    issue two ops in five windows, and each last-layer pass of the lanes waited
     for its captures to be taken (``caps``). With the default depth
     (``LOGIT_FIFO_DEPTH``) no last-layer pass waits, and the logits equal golden; at 4
     they do wait (the case that shows this test sees the stall). 4 lanes in one group

@@ -101,12 +101,15 @@ def lean_for(platform) -> bool:
 
 #: Depth of the logits FIFO. A last-layer op of per-member inputs reserves two beats
 #: when it is issued (a window ahead of P) and writes them in its U window, 16 and 17
-#: cycles later, so at one op every ``T = 4`` cycles about four ops' beats are reserved
-#: or written at once. A depth of 4 (two ops) let the finalizer issue an op only every
-#: eight or nine cycles in the last layer, and each last-layer pass of the lanes waited
-#: for its captures to be taken (``caps`` in ``pentegg bench evaluator``: 2.4 % of the
-#: 8-lane digits evaluation with per-member inputs at 140a708, docs/resources.md; 269
-#: cycles of 12,682 at batch 2, none at a depth of 8).
+#: cycles later: at one op a window, the beats of the ops in P, P2, S and U and the
+#: next one's, 10, would be reserved or in the FIFO at the issue's decision. A depth of
+#: 4 (two ops) let the finalizer issue two last-layer ops in five windows (measured in
+#: the simulator, 8 lanes in a group, a 64-input last layer), and each last-layer pass
+#: of the lanes waited for its captures to be taken (``caps`` in ``pentegg bench
+#: evaluator``: 2.4 % of the 8-lane digits evaluation with per-member inputs at
+#: 140a708, docs/resources.md; 269 cycles of 12,682 at batch 2). A depth of 8 issues a
+#: group's 8 ops of a pass in about 9 windows (10 would give one a window): no digits
+#: pass waits any more, the pass (66 cycles) outlasts them.
 LOGIT_FIFO_DEPTH = 8
 
 NO_OTHER = -128  # margin state: no other logit seen yet (logits lie in [-127, 127])
