@@ -21,6 +21,7 @@ from pentegg.rtl.evaluator.loader import InputLoader
 from pentegg.rtl.evaluator.noise_fill import NoiseFill, noise_fill_cycles
 from pentegg.rtl.evaluator.params import EvaluatorParams
 from pentegg.rtl.evaluator.pass_engine import PassEngine
+from pentegg.rtl.evaluator.sequencer import above_const
 from pentegg.rtl.evaluator.skid import SkidBuffer
 from pentegg.rtl.evaluator.weights import WeightStreamer
 from pentegg.sim import harness
@@ -1045,3 +1046,26 @@ def test_score_accumulator_takes_a_beat_every_group_count_cycles():
         if len(writes) == len(want)
         else (len(writes), len(want))
     )
+
+
+@pytest.mark.parametrize(("width", "bounds"), [(4, range(20)), (7, (0, 1, 63, 64, 65, 127, 200))])
+def test_the_bound_checks_compare_bit_by_bit_as_greater_than(width, bounds):
+    """``above_const(v, c)`` (the sequencer's range checks, written as AND and OR of
+    ``v``'s bits so that synthesis keeps them out of adders) is ``v > c`` for every
+    value of ``v``, bounds inside the range, at its edges and past it."""
+    from amaranth import Module, Signal
+
+    v = Signal(width)
+    outs = {c: Signal(name=f"above{c}") for c in bounds}
+    m = Module()
+    m.d.comb += [o.eq(above_const(v, c)) for c, o in outs.items()]
+
+    async def bench(ctx):
+        for x in range(1 << width):
+            ctx.set(v, x)
+            for c, o in outs.items():
+                assert ctx.get(o) == int(x > c), f"v = {x}, bound {c}: got {ctx.get(o)}"
+
+    sim = Simulator(m)
+    sim.add_testbench(bench)
+    sim.run()

@@ -65,6 +65,19 @@ ERROR_FLAGS = {
 }
 
 
+def above_const(value, bound: int):
+    """``value > bound`` (``value`` unsigned, ``bound`` a non-negative constant) as AND
+    and OR of ``value``'s bits, from its top bit down: a compare of a few LUTs that
+    synthesis keeps apart from any adder of the same operand."""
+    bits = [value[k] for k in range(len(value))]
+    if bound >> len(bits):
+        return Const(0)
+    gt = Const(0)
+    for k, b in enumerate(bits):  # gt: value[:k+1] > bound[:k+1], built from bit 0 up
+        gt = (b & gt) if (bound >> k) & 1 else (b | gt)
+    return gt
+
+
 class Sequencer(wiring.Component):
     """Pass commands of one evaluation (module docstring).
 
@@ -171,25 +184,30 @@ class Sequencer(wiring.Component):
         pairs = self.population >> 1
 
         # ---- checks (combinational on the inputs, taken at start)
+        # The bounds are compared bit by bit (above_const), not as `>`: Yosys maps a
+        # compare with a constant that shares its operand with an adder into that
+        # adder's carry chain (widths[1] > max_width with the fill's widths[1] + 1 and
+        # the sequencer's row-pair count: from the register file's width1 through two
+        # chains into err_r was the ULX3S build's only endpoint past 10 ns at 2498e05,
+        # seed 1: 10.18 ns, 7.55 of it routing)
         err = Signal(len(ERROR_FLAGS))
         w_bad = Const(0)
         for i in range(ml + 1):
             wi = widths[i]
             used = 1 if i == 0 else (i <= nl)
-            w_bad = w_bad | (used & ((wi == 0) | (wi > p.max_width)))
-        sh_bad = self.sigma_shift > SIGMA_SHIFT_MAX
+            w_bad = w_bad | (used & ((wi == 0) | above_const(wi, p.max_width)))
+        sh_bad = above_const(self.sigma_shift, SIGMA_SHIFT_MAX)
         for i in range(ml):
-            sh_bad = sh_bad | ((i < nl) & (self.act_shifts[i] > 15))
+            sh_bad = sh_bad | ((i < nl) & above_const(self.act_shifts[i], 15))
+        pop = self.population
         m.d.comb += [
-            err[0].eq((nl == 0) | (nl > ml)),
+            err[0].eq((nl == 0) | above_const(nl, ml)),
             err[1].eq(w_bad),
-            err[2].eq(
-                self.population[0] | (self.population < 2) | (self.population > MAX_POPULATION)
-            ),
-            err[3].eq((self.batch == 0) | (self.batch > p.max_batch)),
+            err[2].eq(pop[0] | ~pop[1:].any() | above_const(pop, MAX_POPULATION)),
+            err[3].eq((self.batch == 0) | above_const(self.batch, p.max_batch)),
             err[4].eq(sh_bad),
-            err[5].eq((self.margin == 0) | (self.margin > MARGIN_MAX)),
-            err[6].eq(self.step > MAX_STEP),
+            err[5].eq((self.margin == 0) | above_const(self.margin, MARGIN_MAX)),
+            err[6].eq(above_const(self.step, MAX_STEP)),
         ]
         # registered: the checks span every width and shift, so they are taken a cycle
         # after `start` (the inputs are stable from `start` until `busy` falls) and no
