@@ -67,8 +67,9 @@ ERROR_FLAGS = {
 
 def above_const(value, bound: int):
     """``value > bound`` (``value`` unsigned, ``bound`` a non-negative constant) as AND
-    and OR of ``value``'s bits, from its top bit down: a compare of a few LUTs that
-    synthesis keeps apart from any adder of the same operand."""
+    and OR of ``value``'s bits, one per bit from bit 0 up (a bit where ``bound`` has 1
+    ANDs, where it has 0 ORs): a compare of a few LUTs that synthesis keeps apart from
+    any adder of the same operand. A bound past ``value``'s range gives 0."""
     bits = [value[k] for k in range(len(value))]
     if bound >> len(bits):
         return Const(0)
