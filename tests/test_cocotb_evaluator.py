@@ -141,7 +141,8 @@ def test_cocotb_verilator_digits_network_and_large_batches():
 )
 def test_cocotb_icarus_runs_of_steps_with_noise_made_ahead(params):
     """Two noise buffers, runs of three consecutive ES steps: each evaluation made ahead
-    (``pre`` / ``keep``) equals golden and takes fewer cycles than from cold."""
+    (``pre`` / ``keep``) equals golden and makes no noise for its first round (one
+    noise fill fewer than from cold)."""
     params = {**params, "noise_buffers": 2}
     harness.run(
         "evaluator",
