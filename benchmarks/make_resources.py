@@ -157,6 +157,19 @@ ROWS: list[tuple[str, str, list[str]]] = [
         "lanes 128, member inputs, noise buffers 2, the next step's noise made ahead, batch 16",
         _bench_evaluator(128, 16, "member", None, "--noise-buffers", "2", "--ahead"),
     ),
+    # an evaluation within a training run (the accelerator's TRAIN makes each step's first
+    # round ahead with two buffers) at the default group, one E generator: per-member
+    # inputs, both modes
+    *[
+        (
+            "evaluator-cycles",
+            f"lanes {lanes}, member inputs, {mode}, noise buffers 2, "
+            "the next step's noise made ahead, batch 16",
+            _bench_evaluator(lanes, 16, "member", mode, "--noise-buffers", "2", "--ahead"),
+        )
+        for mode in ("lowrank", "quantized")
+        for lanes in (8, 16)
+    ],
 ]
 
 
