@@ -159,7 +159,7 @@ ROWS: list[tuple[str, str, list[str]]] = [
     ),
     # an evaluation within a training run (the accelerator's TRAIN makes each step's first
     # round ahead with two buffers) at the default group, one E generator: per-member
-    # inputs, both modes
+    # inputs, both modes; and quantized mode's from cold at the default group
     *[
         (
             "evaluator-cycles",
@@ -168,6 +168,14 @@ ROWS: list[tuple[str, str, list[str]]] = [
             _bench_evaluator(lanes, 16, "member", mode, "--noise-buffers", "2", "--ahead"),
         )
         for mode in ("lowrank", "quantized")
+        for lanes in (8, 16)
+    ],
+    *[
+        (
+            "evaluator-cycles",
+            f"lanes {lanes}, member inputs, quantized, noise buffers 2, batch 16",
+            _bench_evaluator(lanes, 16, "member", "quantized", "--noise-buffers", "2"),
+        )
         for lanes in (8, 16)
     ],
 ]
