@@ -22,7 +22,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 
 from pentegg.golden import Config, init_state
 from pentegg.rtl.evaluator.evaluator import out_logits_layout
-from pentegg.rtl.evaluator.params import EvaluatorParams
+from pentegg.rtl.evaluator.params import MAX_STEP, EvaluatorParams
 from pentegg.rtl.evaluator.pass_engine import ACTIVITY_LAYOUT
 from pentegg.sim.evaluator_bench import EvalJob, random_job
 from pentegg.sim.evaluator_system import LOAD_TARGETS
@@ -283,7 +283,8 @@ async def runs_of_steps(dut):
     cocotb.start_soon(count_fills(dut, fills))
     for n in range(_tb("jobs", 2)):
         job = build_random_job(rng, p)
-        job = dataclasses.replace(job, step=min(job.step, 65532 - steps))  # far: + steps + 3
+        # the run's last evaluation is at step + steps + 3, at most MAX_STEP
+        job = dataclasses.replace(job, step=min(job.step, MAX_STEP - steps - 3))
         run = [job]
         for _ in range(steps - 1):
             run.append(next_step_job(run[-1], rng))
