@@ -290,8 +290,7 @@ async def runs_of_steps(dut):
             run.append(next_step_job(run[-1], rng))
         far = next_step_job(run[-1], rng)
         run.append(dataclasses.replace(far, step=far.step + 3))
-        pairs = job.cfg.population // 2
-        rounds = -(-pairs // p["lanes"])
+        rounds = -(-job.cfg.pairs // p["lanes"])  # the sequencer's: ceil(pairs / lanes)
         for t, step_job in enumerate(run):
             inputs = {"keep": int(t > 0)}
             if t < steps - 1:
