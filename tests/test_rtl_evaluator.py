@@ -295,15 +295,21 @@ def _wide_cycles_ok(cfg, batch: int, p, shared: bool, narrow: int, wide: int) ->
     late: its record may then wait for the finalizer's next window (on 5-4-3 with shared
     inputs, 3 lanes: 28 cycles for 18 u-row passes, in whole windows), or cost nothing
     when the lanes wait for the finalizer anyway. ``ceil(rank / 2)`` u-row passes per
-    sample and member sign of each round."""
+    sample and member sign of each round. With per-member inputs the wide loader takes a
+    word every other cycle at most (the accelerator's input register offers no more), so
+    a network whose passes wait for their inputs may take a cycle more per input word:
+    ``rounds * batch * 2 * n_0``."""
     u_blocks = sum(
         kind == "U"
         for kind, _s, _q in schedule(cfg.n_layers, shared, cfg.rank, cfg.mode == "lowrank")
     )
-    passes = -(-cfg.pairs // p.lanes) * batch * u_blocks if cfg.mode == "lowrank" else 0
-    bound = p.period * passes
+    rounds = -(-cfg.pairs // p.lanes)
+    passes = rounds * batch * u_blocks if cfg.mode == "lowrank" else 0
+    words = 0 if shared else rounds * batch * 2 * cfg.layers[0]
+    bound = p.period * passes + words
     assert 0 <= wide - narrow <= bound, (
-        f"narrow {narrow}, wide {wide}, {passes} u-row passes: at most {bound} more"
+        f"narrow {narrow}, wide {wide}, {passes} u-row passes, {words} input words: "
+        f"at most {bound} more"
     )
 
 
@@ -519,7 +525,8 @@ def test_the_wide_forms_give_golden_scores_in_the_narrow_forms_cycles(
     inputs the only case whose scores see the samples through a hidden layer), and on
     one layer (a sample is then one block of layer 0 for both members with shared
     inputs), the scores and logits equal golden's, in the cycles of the narrow forms
-    (and at most a finalizer window per u-row pass, :func:`_wide_cycles_ok`); also on 4
+    (and at most a finalizer window per u-row pass and, with per-member inputs, a cycle
+    per input word: :func:`_wide_cycles_ok`); also on 4
     lanes in two finalizer groups of 2 (the scores' lane index then g's and i's bits side
     by side), the last round's last lane without a pair, and on 5 lanes of one lane
     each (the groups' run-time values then copied from two middle copies)."""
@@ -564,7 +571,8 @@ def test_passes_wait_for_a_slow_input_source_in_both_forms(monkeypatch):
     """Per-member inputs offered one word every 24 cycles, so that the passes wait for
     their input slots: the wide forms (forced on 3 lanes; their pass engine keeps its
     own copy of the loader's slot flags) give golden's scores and logits in the narrow
-    forms' cycles (and at most a finalizer window per u-row pass), which a slot flag
+    forms' cycles (and at most a finalizer window per u-row pass and a cycle per input
+    word), which a slot flag
     that stays set after its release would not."""
     from pentegg.rtl.evaluator import params as params_mod
 

@@ -384,7 +384,20 @@ class InputLoader(wiring.Component):
 
         # words is 1 exactly in phase 3 of a per-member unit while active (set only
         # from phase 0, cleared with the phase's every way out of 3 and by start)
-        m.d.comb += self.inp.ready.eq(words & write_ok & ~self.start)
+        # Wide builds take a word every other cycle at most: a word taken (``took``, a
+        # flip-flop) steps the unit's state in the next cycle, in which the input is not
+        # ready, so that the input's valid reaches only the write's enable and ``took``
+        # (one LUT4 each), not the phase, k and the unit's flags. Decided in the cycle of
+        # the handshake, the input's valid (the test wrapper's register) had the
+        # 128-lane ECP5 evaluator's critical path at fb6b2d7 (seed 1, 110.16 MHz: into
+        # the loader's `phase`, 9.08 ns, 7.02 of it routing). The accelerator's member
+        # input register offers a word every other cycle anyway (StreamRegister).
+        took = Signal()
+        ready = words & write_ok & ~self.start
+        if p.wide:
+            ready = ready & ~took
+            m.d.sync += took.eq(self.inp.valid & ready)
+        m.d.comb += self.inp.ready.eq(ready)
         with m.If(active & ~self.start):
             with m.Switch(phase):
                 with m.Case(0):  # wait for the slot
@@ -484,9 +497,12 @@ class InputLoader(wiring.Component):
             # 128-lane ECP5 evaluator's critical path at 228cec9 with the placer's timing
             # weight 30, seed 1: 8.67 ns, 6.94 of it routing; at seed 3 with the default
             # weight, the same phase from `shared`: 9.04 ns)
-            fire = write_ok & ~self.start & ((words & self.inp.valid) | (at4 & have))
-            with m.If(fire):
-                m.d.comb += w_en.eq(1)
+            # the write's enable in the handshake's cycle (a word) or in the byte's
+            # (a shared sample); the unit's state steps in the cycle after a word
+            # (took) and in the byte's cycle
+            m.d.comb += w_en.eq((self.inp.valid & ready) | (write_ok & ~self.start & at4 & have))
+            step = (took & ~self.start) | (write_ok & ~self.start & at4 & have)
+            with m.If(step):
                 m.d.sync += [
                     have.eq(0),
                     at4.eq(0),
