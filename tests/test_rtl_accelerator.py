@@ -243,12 +243,23 @@ def small_accelerator(lanes, mem_latency, **params) -> Accelerator:
     )
 
 
-@pytest.mark.parametrize("lanes, mem_latency", [(2, 1), (3, 2), (2, 3), (3, 4)])
-def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lanes, mem_latency):
+@pytest.mark.parametrize(
+    "lanes, mem_latency, wide",
+    [(2, 1, False), (3, 2, False), (2, 3, False), (3, 4, False), (3, 2, True)],
+)
+def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(
+    lanes, mem_latency, wide, monkeypatch
+):
     """RUN eval with shared = 0 through the command stream only: inputs written to
     ``member_x``, logits read from ``logits`` equal golden's, batch 2, a population not
     a multiple of 2 lanes, two evaluations back to back; then a run whose logits would
-    not fit ``logit_bytes`` sets error flag 15 and leaves the logits as they were."""
+    not fit ``logit_bytes`` sets error flag 15 and leaves the logits as they were. Also
+    in the evaluator's wide forms (forced on 3 lanes: the loader takes a member input
+    word every other cycle at most, from the accelerator's input register)."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
     rng = np.random.default_rng(harness.pick_seed(f"accelerator per-member {lanes}"))
     cfg = Config(
         layers=(3, 4, 3),
@@ -265,6 +276,7 @@ def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(lan
         member_bytes=128,
         logit_bytes=cfg.population * batch * 3,  # exactly one batch-2 run
     )
+    assert dut.params.wide == wide
     n_y = cfg.population * batch * cfg.layers[-1]
 
     async def script(send):
