@@ -105,15 +105,16 @@ def _second_batch_that_changes_the_scores(job) -> bool:
 
 
 @pytest.mark.parametrize(
-    "layers, update, shaping, init, mem_latency, noise_buffers",
+    "layers, update, shaping, init, mem_latency, noise_buffers, wide",
     [
-        ((3, 4, 2), "latent", "rank", "random", 3, 1),
-        ((2, 3, 3), "pentary", "sign", "zero", 1, 1),
-        ((3, 4, 2), "latent", "rank", "random", 2, 2),
+        ((3, 4, 2), "latent", "rank", "random", 3, 1, False),
+        ((2, 3, 3), "pentary", "sign", "zero", 1, 1, False),
+        ((3, 4, 2), "latent", "rank", "random", 2, 2, False),
+        ((3, 4, 2), "latent", "rank", "random", 3, 2, True),
     ],
 )
 def test_accelerator_trains_bit_exact_with_golden(
-    layers, update, shaping, init, mem_latency, noise_buffers
+    layers, update, shaping, init, mem_latency, noise_buffers, wide, monkeypatch
 ):
     """Two ES steps, every step's weights, latent, scores, g and theta equal to golden's;
     then both in one run from the same start (step t's batch indices at t * batch: the
@@ -123,7 +124,12 @@ def test_accelerator_trains_bit_exact_with_golden(
     RAMs' output registers), the pentary one at the iCE40's (1). With two noise buffers
     each TRAIN run's evaluation makes the next step's first round ahead, and the next
     run's evaluation (no register the noise depends on written between them) uses it:
-    the steps stay golden's and the second step's evaluation is the shorter."""
+    the steps stay golden's and the second step's evaluation is the shorter. Once in the
+    evaluator's wide forms too (forced on 2 lanes; the 128-lane ULX3S build's)."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
     rng = np.random.default_rng(harness.pick_seed(f"accelerator {layers} {update}"))
     cfg = Config(
         layers=layers,
@@ -160,6 +166,7 @@ def test_accelerator_trains_bit_exact_with_golden(
         mem_latency=mem_latency,
         noise_buffers=noise_buffers,
     )
+    assert dut.params.wide == wide
     n_w = sum(len(pack(w)) for w in ref[0][0].weights)
     eval_cycles = []
     n_v = sum(w.size for w in ref[0][0].weights)

@@ -298,7 +298,10 @@ def _wide_cycles_ok(cfg, batch: int, p, shared: bool, narrow: int, wide: int) ->
     sample and member sign of each round. With per-member inputs the wide loader takes a
     word every other cycle at most (the accelerator's input register offers no more), so
     a network whose passes wait for their inputs may take a cycle more per input word:
-    ``rounds * batch * 2 * n_0``."""
+    ``rounds * batch * 2 * n_0``. With shared inputs the wide finalizer writes each
+    sample's score term a cycle later (a second register per group), so each round
+    drains a cycle later, and the next round's first op may then wait for the
+    finalizer's next window: at most ``T`` per round."""
     u_blocks = sum(
         kind == "U"
         for kind, _s, _q in schedule(cfg.n_layers, shared, cfg.rank, cfg.mode == "lowrank")
@@ -306,10 +309,11 @@ def _wide_cycles_ok(cfg, batch: int, p, shared: bool, narrow: int, wide: int) ->
     rounds = -(-cfg.pairs // p.lanes)
     passes = rounds * batch * u_blocks if cfg.mode == "lowrank" else 0
     words = 0 if shared else rounds * batch * 2 * cfg.layers[0]
-    bound = p.period * passes + words
+    drains = rounds if shared else 0
+    bound = p.period * (passes + drains) + words
     assert 0 <= wide - narrow <= bound, (
-        f"narrow {narrow}, wide {wide}, {passes} u-row passes, {words} input words: "
-        f"at most {bound} more"
+        f"narrow {narrow}, wide {wide}, {passes} u-row passes, {words} input words, "
+        f"{drains} rounds' terms: at most {bound} more"
     )
 
 

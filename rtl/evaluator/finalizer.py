@@ -541,9 +541,10 @@ class Finalizer(wiring.Component):
         with m.Elif(bump):
             m.d.sync += blocks_done.eq(blocks_done + 1)
         t_pend0 = Signal()  # a term's registers are loading this cycle
+        t_pend1 = Signal()  # (wide builds) ... its second registers
         t_pend = Signal()  # a term to be written this cycle
         in_flight = Cat(
-            opP.valid, opP2.valid, opS.valid, opU.valid, blk_end_valid, t_pend0, t_pend
+            opP.valid, opP2.valid, opS.valid, opU.valid, blk_end_valid, t_pend0, t_pend1, t_pend
         ).any()
         m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)
 
@@ -753,10 +754,16 @@ class Finalizer(wiring.Component):
         # (each group's margin logic had run into the one FIFO's storage: 147 of its
         # write-data endpoints past 10 ns in the 128-lane evaluator at 045385e); the
         # reservation is released by the write itself
+        # (wide builds: three cycles, the groups' terms through a second register)
         tg = u_state & opU.rec.last_row & (wc == 3)
         t_op0 = Signal(op_layout, reset_less=True)
         t_op = Signal(op_layout, reset_less=True)
-        m.d.sync += [t_pend0.eq(tg), t_op0.eq(opU), t_pend.eq(t_pend0), t_op.eq(t_op0)]
+        m.d.sync += [t_pend0.eq(tg), t_op0.eq(opU)]
+        if p.wide:
+            t_op1 = Signal(op_layout, reset_less=True)
+            m.d.sync += [t_pend1.eq(t_pend0), t_op1.eq(t_op0), t_pend.eq(t_pend1), t_op.eq(t_op1)]
+        else:
+            m.d.sync += [t_pend.eq(t_pend0), t_op.eq(t_op0)]
         m.d.comb += [
             term_beat.i.eq(t_op.i),
             term_beat.s.eq(t_op.rec.s),
@@ -1598,6 +1605,15 @@ class Finalizer(wiring.Component):
         term = Mux(no_other, rt.margin, Mux(diff > rt.margin, rt.margin, diff))
         term_r = sig(term_beat.term[g].shape(), "term_r")
         m.d.sync += term_r.eq(term)
+        if p.wide:
+            # wide builds: a second register, the one beside the shared FIFO, so that
+            # the group's compare and choice end at a register of its own (into the
+            # one beside the FIFO: 8 of the 128-lane ECP5 evaluator's 30 endpoints
+            # past 8 ns at 7a63f84, seed 1, its critical path, 8.42 ns, 6.48 of it
+            # routing). The terms are written a cycle later (Finalizer: t_pend)
+            term_r2 = sig(term_beat.term[g].shape(), "term_r2")
+            m.d.sync += term_r2.eq(term_r)
+            term_r = term_r2
         m.d.comb += term_beat.term[g].eq(term_r)
 
         for b in range(2):
