@@ -529,8 +529,8 @@ def test_the_wide_forms_give_golden_scores_in_the_narrow_forms_cycles(
     inputs the only case whose scores see the samples through a hidden layer), and on
     one layer (a sample is then one block of layer 0 for both members with shared
     inputs), the scores and logits equal golden's, in the cycles of the narrow forms
-    (and at most a finalizer window per u-row pass and, with per-member inputs, a cycle
-    per input word: :func:`_wide_cycles_ok`); also on 4
+    (and at most a finalizer window per u-row pass, with per-member inputs a cycle per
+    input word, with shared inputs a window per round: :func:`_wide_cycles_ok`); also on 4
     lanes in two finalizer groups of 2 (the scores' lane index then g's and i's bits side
     by side), the last round's last lane without a pair, and on 5 lanes of one lane
     each (the groups' run-time values then copied from two middle copies)."""

@@ -541,10 +541,10 @@ class Finalizer(wiring.Component):
         with m.Elif(bump):
             m.d.sync += blocks_done.eq(blocks_done + 1)
         t_pend0 = Signal()  # a term's registers are loading this cycle
-        t_pend1 = Signal()  # (wide builds) ... its second registers
+        t_pend1 = [Signal(name="t_pend1")] if p.wide else []  # ... its second (wide builds)
         t_pend = Signal()  # a term to be written this cycle
         in_flight = Cat(
-            opP.valid, opP2.valid, opS.valid, opU.valid, blk_end_valid, t_pend0, t_pend1, t_pend
+            opP.valid, opP2.valid, opS.valid, opU.valid, blk_end_valid, t_pend0, *t_pend1, t_pend
         ).any()
         m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)
 
@@ -761,7 +761,12 @@ class Finalizer(wiring.Component):
         m.d.sync += [t_pend0.eq(tg), t_op0.eq(opU)]
         if p.wide:
             t_op1 = Signal(op_layout, reset_less=True)
-            m.d.sync += [t_pend1.eq(t_pend0), t_op1.eq(t_op0), t_pend.eq(t_pend1), t_op.eq(t_op1)]
+            m.d.sync += [
+                t_pend1[0].eq(t_pend0),
+                t_op1.eq(t_op0),
+                t_pend.eq(t_pend1[0]),
+                t_op.eq(t_op1),
+            ]
         else:
             m.d.sync += [t_pend.eq(t_pend0), t_op.eq(t_op0)]
         m.d.comb += [

@@ -392,9 +392,9 @@ class InputLoader(wiring.Component):
         # 128-lane ECP5 evaluator's critical path at fb6b2d7 (seed 1, 110.16 MHz: into
         # the loader's `phase`, 9.08 ns, 7.02 of it routing). The accelerator's member
         # input register offers a word every other cycle anyway (StreamRegister).
-        took = Signal()
         ready = words & write_ok & ~self.start
         if p.wide:
+            took = Signal()
             ready = ready & ~took
             m.d.sync += took.eq(self.inp.valid & ready)
         m.d.comb += self.inp.ready.eq(ready)
@@ -500,8 +500,9 @@ class InputLoader(wiring.Component):
             # the write's enable in the handshake's cycle (a word) or in the byte's
             # (a shared sample); the unit's state steps in the cycle after a word
             # (took) and in the byte's cycle
-            m.d.comb += w_en.eq((self.inp.valid & ready) | (write_ok & ~self.start & at4 & have))
-            step = (took & ~self.start) | (write_ok & ~self.start & at4 & have)
+            byte_fire = write_ok & ~self.start & at4 & have
+            m.d.comb += w_en.eq((self.inp.valid & ready) | byte_fire)
+            step = (took & ~self.start) | byte_fire
             with m.If(step):
                 m.d.sync += [
                     have.eq(0),
