@@ -215,6 +215,10 @@ class Sequencer(wiring.Component):
         # comparison of them lies before the configuration registers' enables
         err_r = Signal.like(err)
         m.d.sync += err_r.eq(err)
+        # and their OR, a flip-flop of its own: PH_CHECK's choice takes one flag, not
+        # the nine registers' OR before the phase
+        err_any = Signal()
+        m.d.sync += err_any.eq(err.any())
 
         # ---- per-layer constants
         wbase = Array(Signal(self.waddr_bits, name=f"wbase{l}") for l in range(ml))
@@ -551,6 +555,33 @@ class Sequencer(wiring.Component):
             if p.noise_buffers == 2:
                 mm.d.sync += [pf_pending.eq(1), pf_wait.eq(3)]
 
+        # The waiting phases (PH_ROUND, PH_FILL, PH_NEXT, PH_END) leave on ``go``, a
+        # flip-flop set from their condition a cycle before (the fill idle; and, but in
+        # PH_FILL, everything after the sequencer drained and no prefill pending), not
+        # on the condition itself: the phase's next value takes one flag where it took
+        # the three registers' logic (drained, the fill's busy and the prefill's
+        # pending through the phase's choice into the phase were the 128-lane ECP5
+        # evaluator's critical path at bb32401, seed 1: 8.52 ns, 4 of its 5 endpoints
+        # past 8 ns the phase). ``go`` is a one-cycle pulse (it is 0 after a cycle it
+        # was 1): the cycle after it the phase may be another waiting phase, whose
+        # condition it must not claim. A condition met in a waiting phase stays met
+        # there (only the sequencer pushes commands and starts fills, and it does
+        # neither while waiting), so acting a cycle later is acting on a true
+        # condition; each waiting phase takes one cycle more.
+        go = Signal()
+        m.d.sync += go.eq(
+            ~go
+            & ~self.fill_busy
+            & (
+                (phase == PH_FILL)
+                | (
+                    ((phase == PH_ROUND) | (phase == PH_NEXT) | (phase == PH_END))
+                    & self.drained
+                    & ~pf_pending
+                )
+            )
+        )
+
         # rounds = ceil(pairs / lanes), counted during the configuration phase
         rounds = Signal(12)
         c_left = Signal(13)
@@ -630,7 +661,7 @@ class Sequencer(wiring.Component):
                         m.d.sync += c_valid.eq(0)
             with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
                 m.d.sync += self.error.eq(err_r)
-                with m.If(err_r.any()):
+                with m.If(err_any):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
                 with m.Else():
                     m.d.sync += phase.eq(PH_CFG_DIV)
@@ -719,7 +750,7 @@ class Sequencer(wiring.Component):
                         phase.eq(PH_CFG_DIV),
                     ]
             with m.Case(PH_ROUND):  # the previous round drained: fill the noise
-                with m.If(self.drained & ~self.fill_busy):
+                with m.If(go):
                     m.d.sync += first.eq(0)
                     with m.If(first & hit):  # round 0's noise is in buffer c_buf
                         m.d.sync += nbuf.eq(c_buf)
@@ -729,14 +760,14 @@ class Sequencer(wiring.Component):
                         m.d.sync += phase.eq(PH_FILL)
                         start_fill(m, first_pair, lanes_active, nbuf, first, False)
             with m.Case(PH_FILL):
-                with m.If(~self.fill_busy):
+                with m.If(go):
                     begin_emit(m)
                     prefill(m)
             with m.Case(PH_EMIT):
                 emit_v = locals()
                 self._emit(m, p, emit_v)
             with m.Case(PH_NEXT):
-                with m.If(self.drained & ~self.fill_busy & ~pf_pending):
+                with m.If(go):
                     m.d.sync += [
                         rnd.eq(rnd + 1),
                         first_pair.eq(first_pair + L),
@@ -750,7 +781,7 @@ class Sequencer(wiring.Component):
                     else:
                         m.d.sync += phase.eq(PH_ROUND)
             with m.Case(PH_END):  # (a fill still running is the next evaluation's)
-                with m.If(self.drained & ~self.fill_busy & ~pf_pending):
+                with m.If(go):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
         if p.wide:
             # ``lay`` and the sample count (``leave`` above): outside the emit (a
@@ -769,6 +800,14 @@ class Sequencer(wiring.Component):
             # past 8 ns at 4fb8872, seed 3, 8.45 ns)
             with m.If(ok & lp & leave_last):
                 m.d.sync += [b.eq(Mux(emit_v["b_last"], 0, b + 1)), gs.eq(gs + 1)]
+            # the emit ends with the batch's last sample: the phase's next value from
+            # the same flip-flops and the round's flag, not from the block's kind,
+            # member and layer under the emit decision (the sample's end as _emit
+            # finds it; the phase had 4 of the 128-lane ECP5 evaluator's 5 endpoints
+            # past 8 ns at bb32401, seed 1). ``leave_last`` is 0 outside the emit
+            # (first_block clears it in every cycle there), so no phase decode.
+            with m.If(ok & lp & leave_last & emit_v["b_last"]):
+                m.d.sync += phase.eq(Mux(emit_v["rnd_last"], PH_END, PH_NEXT))
         return m
 
     def _emit(self, m, p, v):
@@ -794,6 +833,7 @@ class Sequencer(wiring.Component):
         rnd_last = Signal()
         m.d.sync += [b_last.eq(b + 1 == self.batch), rnd_last.eq(rnd + 1 == rounds)]
         v["b_last"] = b_last
+        v["rnd_last"] = rnd_last
         wide = p.wide
         leave, leave_last = v["leave"], v["leave_last"]
         PH_END, PH_NEXT = v["PH_END"], v["PH_NEXT"]
@@ -955,12 +995,9 @@ class Sequencer(wiring.Component):
                     first_block(m)
                     if not wide:  # wide builds: elaborate (``leave_last``)
                         m.d.sync += [b.eq(b + 1), gs.eq(gs + 1)]
-                    with m.If(b_last):
-                        if not wide:
+                    if not wide:  # wide builds: elaborate (``leave_last``)
+                        with m.If(b_last):
                             m.d.sync += b.eq(0)
-                        with m.If(rnd_last):
-                            m.d.sync += phase.eq(PH_END)
-                        with m.Else():
                             # the round's outputs still leave the finalizer: the next
                             # round's pairs are counted once they have (PH_NEXT)
-                            m.d.sync += phase.eq(PH_NEXT)
+                            m.d.sync += phase.eq(Mux(rnd_last, PH_END, PH_NEXT))
