@@ -215,10 +215,13 @@ class Sequencer(wiring.Component):
         # comparison of them lies before the configuration registers' enables
         err_r = Signal.like(err)
         m.d.sync += err_r.eq(err)
-        # and their OR, a flip-flop of its own: PH_CHECK's choice takes one flag, not
-        # the nine registers' OR before the phase
+        # and their OR, a flip-flop of err_r's (PH_CHECK's choice takes one flag, not the
+        # nine registers' OR before the phase), read in PH_CHECK's second cycle
+        # (``chk_wait``): as a flip-flop of the checks themselves it was the 128-lane
+        # ECP5 evaluator's critical path at b81f202, seed 1 (8.22 ns, from the widths)
         err_any = Signal()
-        m.d.sync += err_any.eq(err.any())
+        m.d.sync += err_any.eq(err_r.any())
+        chk_wait = Signal()
 
         # ---- per-layer constants
         wbase = Array(Signal(self.waddr_bits, name=f"wbase{l}") for l in range(ml))
@@ -654,14 +657,17 @@ class Sequencer(wiring.Component):
                     m.d.sync += [
                         busy.eq(1),
                         phase.eq(PH_CHECK),
+                        chk_wait.eq(1),
                         keep.eq(self.keep),
                         labels_now.eq(0),
                     ]
                     with m.If(~self.keep):
                         m.d.sync += c_valid.eq(0)
             with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
-                m.d.sync += self.error.eq(err_r)
-                with m.If(err_any):
+                m.d.sync += [self.error.eq(err_r), chk_wait.eq(0)]
+                with m.If(chk_wait):  # err_any is err_r's OR from the next cycle
+                    pass
+                with m.Elif(err_any):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
                 with m.Else():
                     m.d.sync += phase.eq(PH_CFG_DIV)
