@@ -559,8 +559,8 @@ class Sequencer(wiring.Component):
                 mm.d.sync += [pf_pending.eq(1), pf_wait.eq(3)]
 
         # The waiting phases (PH_ROUND, PH_FILL, PH_NEXT, PH_END) leave on ``go``, a
-        # flip-flop set from their condition a cycle before (the fill idle; and, but in
-        # PH_FILL, everything after the sequencer drained and no prefill pending), not
+        # flip-flop set from their condition a cycle before (the fill idle and, in every
+        # one but PH_FILL, everything after the sequencer drained and no prefill pending), not
         # on the condition itself: the phase's next value takes one flag where it took
         # the three registers' logic (drained, the fill's busy and the prefill's
         # pending through the phase's choice into the phase were the 128-lane ECP5
@@ -665,12 +665,11 @@ class Sequencer(wiring.Component):
                         m.d.sync += c_valid.eq(0)
             with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
                 m.d.sync += [self.error.eq(err_r), chk_wait.eq(0)]
-                with m.If(chk_wait):  # err_any is err_r's OR from the next cycle
-                    pass
-                with m.Elif(err_any):
-                    m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
-                with m.Else():
-                    m.d.sync += phase.eq(PH_CFG_DIV)
+                with m.If(~chk_wait):  # err_any is err_r's OR from the second cycle
+                    with m.If(err_any):
+                        m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
+                    with m.Else():
+                        m.d.sync += phase.eq(PH_CFG_DIV)
                 # the configuration's and the first round's registers load whether or not
                 # a check failed (after a failure nothing reads them, and the next start
                 # loads them again): their enables are the phase's decode alone, not
@@ -1001,7 +1000,6 @@ class Sequencer(wiring.Component):
                     first_block(m)
                     if not wide:  # wide builds: elaborate (``leave_last``)
                         m.d.sync += [b.eq(b + 1), gs.eq(gs + 1)]
-                    if not wide:  # wide builds: elaborate (``leave_last``)
                         with m.If(b_last):
                             m.d.sync += b.eq(0)
                             # the round's outputs still leave the finalizer: the next
