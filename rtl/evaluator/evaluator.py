@@ -574,9 +574,10 @@ class PopulationEvaluator(wiring.Component):
         # into the noise fill's counters, 15.23 ns, 12.96 of it routing). The sequencer
         # waits on it only in a phase entered after its last push; a cycle that pushes
         # is not drained, nor one with a command in the stage or anywhere in the queue
-        # (its level, not its output's valid, which comes two cycles after the write):
+        # (its level, not its output's valid, which comes two cycles after the write),
+        # nor one with a beat in the finalizer's output FIFOs (`holding`, likewise):
         # the registered value, the condition a cycle ago, never calls a command done
-        # before the engine has taken it
+        # before the engine has taken it, nor a score before the score unit has it
         drained = Signal()
         m.d.sync += drained.eq(
             ~seq.cmd.valid
@@ -585,8 +586,7 @@ class PopulationEvaluator(wiring.Component):
             & (cmdq.r_level == 0)
             & fin.idle
             & ~sc.busy
-            & ~fin.terms.valid
-            & ~fin.logits.valid
+            & ~fin.holding
         )
         # the fill busy as the sequencer sees it: a register of the fill's busy flag, the
         # bank writes in flight and a start in this cycle, so that the sequencer waits a

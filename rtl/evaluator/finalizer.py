@@ -227,7 +227,7 @@ class Finalizer(wiring.Component):
     addr_bits : int
         Width of a noise-bank address.
     fifo_depth : int
-        Depth of the terms FIFO, 4..64.
+        Depth of the terms FIFO, 4..64 (a SyncFIFOBuffered: its output is a register).
     logit_depth : int
         Depth of the logits FIFO, 4..64 (None: :data:`LOGIT_FIFO_DEPTH`).
     lean : bool or None
@@ -287,6 +287,10 @@ class Finalizer(wiring.Component):
         Strobe at the start of an evaluation (the finalizer is idle): ``blocks_done = 0``.
     idle : Out(1)
         No record waiting, no op in flight.
+    holding : Out(1)
+        A logit or term beat reserved or in its FIFO, not yet read (the FIFOs' outputs
+        are registers: a beat written into an empty FIFO is valid two cycles later, and
+        ``holding`` covers the cycle between).
 
     Throughput: one op (one lane, both rows) per ``T`` cycles; a pass of ``G`` lanes
     takes ``G * T`` cycles (``2 G T`` for a record for both members) plus BIAS ops and
@@ -297,7 +301,7 @@ class Finalizer(wiring.Component):
         self,
         p: EvaluatorParams,
         addr_bits: int,
-        fifo_depth: int = 4,
+        fifo_depth: int = 8,
         logit_depth: int | None = None,
         lean: bool | None = None,
         n_copies: int = 1,
@@ -347,6 +351,7 @@ class Finalizer(wiring.Component):
                 "blocks_done": Out(16),
                 "clear": In(1),
                 "idle": Out(1),
+                "holding": Out(1),
             }
         )
 
@@ -430,14 +435,23 @@ class Finalizer(wiring.Component):
         # FIFO's distributed RAM that was the 128-lane ULX3S build's critical path at
         # 928b7e3 (18.32 ns, 15.47 of it routing)
         lq = fifo.SyncFIFOBuffered(width=logits_layout(p).size, depth=self.logit_depth)
-        tq = fifo.SyncFIFO(width=terms_layout(p).size, depth=self.fifo_depth)
+        # the terms leave from a register too: their reader (the score unit) takes a
+        # beat when its last group's term is issued (a flip-flop of its own), and with
+        # the FIFO's valid from its level that take ran back into the level, out to the
+        # score unit and back: 4 of the 128-lane ECP5 evaluator's 5 endpoints past 8 ns
+        # at 72951b7 (seed 1, 8.32 ns, 7.09 of it routing); its valid now is a
+        # flip-flop, and the take reaches only the FIFO's read side
+        tq = fifo.SyncFIFOBuffered(width=terms_layout(p).size, depth=self.fifo_depth)
         m.submodules.logit_fifo, m.submodules.term_fifo = lq, tq
         wiring.connect(m, lq.r_stream, wiring.flipped(self.logits))
         wiring.connect(m, tq.r_stream, wiring.flipped(self.terms))
         l_res = Signal(range(self.logit_depth + 1))  # beats reserved, not yet written
-        t_res = Signal(range(self.fifo_depth + 1))
         l_room = (lq.level + l_res + 2) <= self.logit_depth
-        t_room = (tq.level + t_res + 1) <= self.fifo_depth
+        # terms reserved or in the FIFO (the reservations and the FIFO's level in one
+        # count, which a write leaves as it is): room for one more is one compare of a
+        # flip-flop, not the FIFO's level (an adder of its own) through a second adder
+        t_used = Signal(range(self.fifo_depth + 1))
+        t_room = t_used < self.fifo_depth
         # An op is issued in a window's last cycle, decided a cycle ahead (T >= 4) and
         # registered: the stage ops, the issue state and the head record hold from cycle
         # T - 2 to T - 1 (the head changes only when a record is taken, in the last
@@ -549,8 +563,8 @@ class Finalizer(wiring.Component):
         m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)
 
         # reservations: taken with the go, from flags registered with it (the head's
-        # decode into makes_term, then t_res's adder: 3 of the 128-lane ECP5 evaluator's
-        # 167 endpoints past 8 ns at 2c1ce90, seed 3, 9.31 ns)
+        # decode into makes_term, then the reservation count's adder: 3 of the 128-lane
+        # ECP5 evaluator's 167 endpoints past 8 ns at 2c1ce90, seed 3, 9.31 ns)
         l_take = Signal()
         t_take = Signal()
         m.d.sync += [
@@ -558,9 +572,9 @@ class Finalizer(wiring.Component):
             t_take.eq((wc == T - 2) & go_if & makes_term),
         ]
         l_put = Signal(2)
-        t_put = Signal()
         m.d.sync += l_res.eq(l_res + Mux(l_take, 2, 0) - l_put[0] - l_put[1])
-        m.d.sync += t_res.eq(t_res + t_take - t_put)
+        m.d.sync += t_used.eq(t_used + t_take - (self.terms.valid & self.terms.ready))
+        m.d.comb += self.holding.eq((t_used != 0) | (l_res != 0) | (lq.level != 0))
 
         # ---- P: reads
         p_reads = opP.valid & (wc < r)
@@ -752,8 +766,8 @@ class Finalizer(wiring.Component):
         ]
         # terms: written two cycles after the op's wc 3, from the groups' term registers
         # (each group's margin logic had run into the one FIFO's storage: 147 of its
-        # write-data endpoints past 10 ns in the 128-lane evaluator at 045385e); the
-        # reservation is released by the write itself
+        # write-data endpoints past 10 ns in the 128-lane evaluator at 045385e); its
+        # reservation counts in t_used until the score unit takes the beat
         # (wide builds: three cycles, the groups' terms through a second register)
         tg = u_state & opU.rec.last_row & (wc == 3)
         t_op0 = Signal(op_layout, reset_less=True)
@@ -775,7 +789,6 @@ class Finalizer(wiring.Component):
             term_beat.first.eq(t_op.rec.first_sample),
             tq.w_data.eq(term_beat.as_value()),
             tq.w_en.eq(t_pend),
-            t_put.eq(t_pend),
         ]
         return m
 
