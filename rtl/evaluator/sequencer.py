@@ -94,6 +94,10 @@ class Sequencer(wiring.Component):
         parameter is out of range ``busy`` falls with it (and nothing runs).
     cmd : Out(stream.Signature(command_layout))
         Pass commands for the PassEngine.
+    emitting : Out(1)
+        The phase is the emit (``phase == PH_EMIT``, a decode of the phase register):
+        ``cmd.valid`` may rise only then. The evaluator's ``drained`` reads it, not
+        ``cmd.valid`` (which comes from the WeightStreamer's ready).
     wcmd : Out(stream.Signature(weight pass layout))
         Two-row passes for the WeightStreamer, in the order of the layer passes.
     cmd_room_next : In(1), wcmd_room_next : In(1)
@@ -144,6 +148,7 @@ class Sequencer(wiring.Component):
                 "busy": Out(1),
                 "error": Out(len(ERROR_FLAGS)),
                 "cmd": Out(stream.Signature(cmd_layout)),
+                "emitting": Out(1),
                 "wcmd": Out(stream.Signature(wpass_layout)),
                 "cmd_room_next": In(1),
                 "wcmd_room_next": In(1),
@@ -305,6 +310,7 @@ class Sequencer(wiring.Component):
         ok = Signal(init=1)
         m.d.sync += ok.eq(self.cmd_room_next & (bk_u_next | self.wcmd_room_next))
         self.dbg.update(ok=ok, phase=phase, PH_EMIT=PH_EMIT)
+        m.d.comb += self.emitting.eq(phase == PH_EMIT)
         ps = Signal(wb + 1)  # pass index: q (U) or t (L)
         pos_word = Signal(self.waddr_bits)
         pos_off = Signal(3)
