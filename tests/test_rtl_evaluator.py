@@ -375,6 +375,68 @@ def test_the_emit_decision_equals_the_push_in_every_emit_cycle(mode, shared, lan
     check_equals_golden(job, res, f"evaluator emit decision {mode} shared={shared}")
 
 
+class _DrainedMonitor:
+    """Every cycle the evaluator's registered ``drained`` is 1, the finalizer's term and
+    logit FIFOs are empty and the score unit is idle; counts the cycles checked and the
+    cycles a beat waited in a FIFO (so that the check is not vacuous)."""
+
+    def __init__(self, dut):
+        self.dut, self.bad, self.drained, self.waiting = dut, [], 0, 0
+
+    def process(self):
+        async def proc(ctx):
+            d = self.dut.dbg
+            fifos = d["fin"].fifos
+            sigs = (d["drained"], fifos["terms"].level, fifos["logits"].level, d["sc"].busy)
+            cycle = 0
+            async for _, _, drained, t_level, l_level, sc_busy in ctx.tick().sample(*sigs):
+                self.waiting += bool(t_level or l_level)
+                if drained:
+                    self.drained += 1
+                    if (t_level or l_level or sc_busy) and not self.bad:
+                        self.bad.append((cycle, int(t_level), int(l_level), int(sc_busy)))
+                cycle += 1
+
+        return proc
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+@pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
+def test_drained_never_holds_while_a_beat_waits_for_the_score_unit_or_the_logits_reader(
+    shared, wide, monkeypatch
+):
+    """The sequencer leaves a round (and the evaluation) on ``drained``: it must not be 1
+    while a score term or a logit beat is in the finalizer's FIFOs or the score unit is
+    busy. The FIFOs' outputs are registers (``SyncFIFOBuffered``): a beat written into
+    an empty FIFO is valid two cycles later. The finalizer's ``holding`` covers the cycle
+    between; so, on these networks, does its ``idle`` (the op's end-of-block flag holds
+    a window past the write, ``T`` >= 4 cycles), so that this check also passes without
+    ``holding``: it guards the whole of ``drained``, not that one term."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    monkeypatch.setattr(params_mod, "WIDE_LANES", 1 if wide else params_mod.WIDE_LANES)
+    rng = np.random.default_rng(harness.pick_seed(f"evaluator drained {shared} {wide}"))
+    cfg = Config(
+        layers=(5, 4, 3),
+        population=14,  # 7 pairs: three rounds on 3 lanes, the last part-full
+        rank=4,
+        sigma_shift=1,
+        act_shifts=(1, 0),
+        init="random",
+        seed=int(rng.integers(1 << 32)),
+    ).validate()
+    job = _random_inputs_job(cfg, rng, 2, shared)
+    dut = PopulationEvaluator(lanes=3, max_width=8, max_layers=2, rank=4, mem_latency=2)
+    mon = _DrainedMonitor(dut)
+    res = run_amaranth(job, dut, max_cycles=100_000, collisions=mon)
+    assert not mon.bad, (
+        f"first cycle drained with a beat left (cycle, term FIFO level, logit FIFO level, "
+        f"score unit busy): {mon.bad[0]}"
+    )
+    assert mon.drained > 0 and mon.waiting > 0, (mon.drained, mon.waiting)
+    check_equals_golden(job, res, f"evaluator drained shared={shared} wide={wide}")
+
+
 def test_a_u_row_pass_two_after_a_record_does_not_take_the_bank_read_of_its_last_op():
     """Per-member inputs, rank 16 (T = 16), 2 lanes in one finalizer group: u-row passes
     q and q + 2 read the same noise bank, and the last STORE op of q's record reads its

@@ -583,6 +583,7 @@ class PopulationEvaluator(wiring.Component):
         # the phase through it into `drained` was the 128-lane ECP5 evaluator's critical
         # path at 06a19d8, seed 1, 8.91 ns, 7.2 of it routing, 5 levels)
         drained = Signal()
+        self.dbg.update(drained=drained, sc=sc)
         m.d.sync += drained.eq(
             ~seq.emitting
             & ~cmd_staged

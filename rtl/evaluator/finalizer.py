@@ -443,6 +443,7 @@ class Finalizer(wiring.Component):
         # flip-flop, and the take reaches only the FIFO's read side
         tq = fifo.SyncFIFOBuffered(width=terms_layout(p).size, depth=self.fifo_depth)
         m.submodules.logit_fifo, m.submodules.term_fifo = lq, tq
+        self.fifos = {"logits": lq, "terms": tq}  # for observers (tests)
         wiring.connect(m, lq.r_stream, wiring.flipped(self.logits))
         wiring.connect(m, tq.r_stream, wiring.flipped(self.terms))
         l_res = Signal(range(self.logit_depth + 1))  # beats reserved, not yet written
