@@ -446,11 +446,14 @@ class Finalizer(wiring.Component):
         self.fifos = {"logits": lq, "terms": tq}  # for observers (tests)
         wiring.connect(m, lq.r_stream, wiring.flipped(self.logits))
         wiring.connect(m, tq.r_stream, wiring.flipped(self.terms))
-        l_res = Signal(range(self.logit_depth + 1))  # beats reserved, not yet written
-        l_room = (lq.level + l_res + 2) <= self.logit_depth
-        # terms reserved or in the FIFO (the reservations and the FIFO's level in one
-        # count, which a write leaves as it is): room for one more is one compare of a
-        # flip-flop, not the FIFO's level (an adder of its own) through a second adder
+        # beats reserved or in the FIFO, logits and terms each in one count (the
+        # reservations and the FIFO's level, which a write leaves as it is): the room is
+        # one compare of a flip-flop, not the FIFO's level (an adder of its own) through
+        # a second adder (the logits FIFO's level through its valid into the issue's
+        # early and l_take was the 128-lane ECP5 evaluator's critical path at 646a25d,
+        # seed 3, 8.12 ns)
+        l_used = Signal(range(self.logit_depth + 1))
+        l_room = l_used <= self.logit_depth - 2
         t_used = Signal(range(self.fifo_depth + 1))
         t_room = t_used < self.fifo_depth
         # An op is issued in a window's last cycle, decided a cycle ahead (T >= 4) and
@@ -573,9 +576,12 @@ class Finalizer(wiring.Component):
             t_take.eq((wc == T - 2) & go_if & makes_term),
         ]
         l_put = Signal(2)
-        m.d.sync += l_res.eq(l_res + Mux(l_take, 2, 0) - l_put[0] - l_put[1])
+        # (l_put[0], a write, moves a beat from the reservations into the FIFO; l_put[1],
+        # a one-row op's only beat, gives back its second reservation)
+        l_read = self.logits.valid & self.logits.ready
+        m.d.sync += l_used.eq(l_used + Mux(l_take, 2, 0) - l_put[1] - l_read)
         m.d.sync += t_used.eq(t_used + t_take - (self.terms.valid & self.terms.ready))
-        m.d.comb += self.holding.eq((t_used != 0) | (l_res != 0) | (lq.level != 0))
+        m.d.comb += self.holding.eq((t_used != 0) | (l_used != 0))
 
         # ---- P: reads
         p_reads = opP.valid & (wc < r)
