@@ -391,13 +391,20 @@ class Sequencer(wiring.Component):
         # registered from the widths (they hold through a run), so that entering a layer
         # selects registers by the layer, not the width's adder and compare after its
         # selection (into lay_t_last: 2 of the 128-lane ECP5 evaluator's 33 endpoints
-        # past 8 ns at 3d72357, seed 3; 14 of 329 at c0a017a)
+        # past 8 ns at 3d72357, seed 3; 14 of 329 at c0a017a). They take the widths
+        # through a register of their own (w_hold, so two cycles behind the inputs:
+        # read from PH_EMIT on, six or more after `start`): from the inputs themselves,
+        # ABC reused their adders' sums in the checks, and a width's input through
+        # t_last_of's adders into err_r was the 128-lane ECP5 evaluator's critical path
+        # at d93ac8c (seed 3, 7.89 ns) and at 7da465b (seed 3, 8.19 ns)
         t_last_of = Array(Signal(wb + 1, name=f"t_last_of{l}") for l in range(p.max_layers))
         one_pass_of = Array(Signal(name=f"one_pass_of{l}") for l in range(p.max_layers))
         for l in range(p.max_layers):
+            w_hold = Signal.like(widths[l + 1], name=f"w_hold{l}", reset_less=True)
             m.d.sync += [
-                t_last_of[l].eq(((widths[l + 1] + 1) >> 1) - 1),
-                one_pass_of[l].eq(widths[l + 1] <= 2),
+                w_hold.eq(widths[l + 1]),
+                t_last_of[l].eq(((w_hold + 1) >> 1) - 1),
+                one_pass_of[l].eq(w_hold <= 2),
             ]
 
         def consts_of(l):
