@@ -619,22 +619,31 @@ class Finalizer(wiring.Component):
         # evaluator's 535 endpoints past 8 ns at bd4c05d, seed 3)
         if self.n_copies == 1:
             m.d.comb += self.n_addrs[0].eq(n_ptr_next)
+        # Each copy's n_ptr + 1 is formed from its own registers, not from the copy's
+        # next address (which leaves for its slices' address registers): naddr + 1
+        # registered beside naddr, n_ptr + 1 held through a STORE op, n_ptr + 1 + 1
+        # otherwise (n_ptr1 = n_ptr + 1 from the reset on). From the next address through the adder, a copy's last-count flag
+        # into its n_ptr1 was the 128-lane ECP5 evaluator's critical path at 228cec9
+        # (seed 1, 8.51 ns; 8 of its 44 endpoints past 8 ns) and at 7da465b (seed 1,
+        # 8.11 ns; 4 of 5)
         for c in range(self.n_copies if self.n_copies > 1 else 0):
             keep = {REPLICA_ATTR: 1}
             cp = [
                 Signal(self.addr_bits, name=f"n_ptr_c{c}", attrs=keep),
-                Signal(self.addr_bits, name=f"n_ptr1_c{c}", attrs=keep),
+                Signal(self.addr_bits, init=1, name=f"n_ptr1_c{c}", attrs=keep),
                 Signal(name=f"last_wc_f_c{c}", attrs=keep),
                 Signal(self.addr_bits, name=f"new_naddr_c{c}", attrs=keep),
                 Signal(init=KIND_STORE == 0, name=f"is_store_P_c{c}", attrs=keep),
+                Signal(self.addr_bits, name=f"new_naddr1_c{c}", attrs=keep),
             ]
-            ptr_c, ptr1_c, last_c, naddr_c, store_c = cp
+            ptr_c, ptr1_c, last_c, naddr_c, store_c, naddr1_c = cp
             nxt_c = Mux(last_c, naddr_c, Mux(store_c, ptr_c, ptr1_c))
             m.d.sync += [
                 ptr_c.eq(nxt_c),
-                ptr1_c.eq(nxt_c + 1),
+                ptr1_c.eq(Mux(last_c, naddr1_c, Mux(store_c, ptr1_c, ptr1_c + 1))),
                 last_c.eq(wc == T - 2),
                 naddr_c.eq(new.rec.naddr),
+                naddr1_c.eq(new.rec.naddr + 1),
             ]
             new_store = new.kind == KIND_STORE
             if p.wide:
