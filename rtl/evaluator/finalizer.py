@@ -622,10 +622,10 @@ class Finalizer(wiring.Component):
         # Each copy's n_ptr + 1 is formed from its own registers, not from the copy's
         # next address (which leaves for its slices' address registers): naddr + 1
         # registered beside naddr, n_ptr + 1 held through a STORE op, n_ptr + 1 + 1
-        # otherwise (n_ptr1 = n_ptr + 1 from the reset on). From the next address through the adder, a copy's last-count flag
-        # into its n_ptr1 was the 128-lane ECP5 evaluator's critical path at 228cec9
-        # (seed 1, 8.51 ns; 8 of its 44 endpoints past 8 ns) and at 7da465b (seed 1,
-        # 8.11 ns; 4 of 5)
+        # otherwise (n_ptr1 = n_ptr + 1 from the reset on). From the next address
+        # through the adder, a copy's last-count flag into its n_ptr1 was the 128-lane
+        # ECP5 evaluator's critical path at 228cec9 (seed 1, 8.51 ns; 8 of its 44
+        # endpoints past 8 ns) and at 7da465b (seed 1, 8.11 ns; 4 of 5)
         for c in range(self.n_copies if self.n_copies > 1 else 0):
             keep = {REPLICA_ATTR: 1}
             cp = [
