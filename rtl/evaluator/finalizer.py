@@ -70,6 +70,7 @@ from ..bram import NO_RW_CHECK, RWWatch
 from ..params import check_int
 from .params import BIAS, EvaluatorParams
 from .pass_engine import LATENCY, REPLICA_ATTR
+from .skid import SkidBuffer
 
 __all__ = [
     "KIND_ACT",
@@ -376,23 +377,29 @@ class Finalizer(wiring.Component):
         # choice into the noise address copies' new_naddr_c (loaded every cycle, taken
         # at the window's end) recur among the 128-lane ECP5 evaluator's endpoints past
         # 8 ns (seed 3: 13 at 98e1bb6, 8.56 ns; 6 at 9fe00a1; 1 at 87e4c97)
+        # The records wait in a two-word register stage (SkidBuffer), not a SyncFIFO of
+        # depth 2: the same room (ready while fewer than two wait, a flip-flop) and
+        # latency (a record written is the head the next cycle), so the same cycles, but
+        # the head is a register, not the FIFO memory's read at its read pointer: from
+        # that pointer through the read and the issue's conditions into `early` was the
+        # 128-lane ECP5 evaluator's critical path at 6135e01 (seed 1, 8.95 ns, 7 levels;
+        # go, l_take and t_take 3 more of its 8 endpoints past 8 ns)
         rs = self.rec_layout.size
-        q = fifo.SyncFIFO(width=rs + self.addr_bits, depth=2)
-        m.submodules.records = q
+        m.submodules.records = q = SkidBuffer(rs + self.addr_bits)
         m.d.comb += [
-            q.w_data.eq(Cat(self.rec.payload, self.rec.payload.naddr + r)),
-            q.w_en.eq(self.rec.valid),
-            self.rec.ready.eq(q.w_rdy),
+            q.i.payload.eq(Cat(self.rec.payload, self.rec.payload.naddr + r)),
+            q.i.valid.eq(self.rec.valid),
+            self.rec.ready.eq(q.i.ready),
         ]
         head = Signal(self.rec_layout)
         head_bias_naddr = Signal(self.addr_bits)
-        m.d.comb += [head.eq(q.r_data[:rs]), head_bias_naddr.eq(q.r_data[rs:])]
+        m.d.comb += [head.eq(q.o.payload[:rs]), head_bias_naddr.eq(q.o.payload[rs:])]
         iss_i = Signal(range(G + 1))
         iss_bias = Signal()  # issuing the BIAS ops of the head record
         iss_s = Signal()  # a record for both members: issuing member 2j+1's ops
         new = Signal(op_layout)
         m.d.comb += [
-            new.valid.eq(q.r_rdy),
+            new.valid.eq(q.o.valid),
             new.i.eq(iss_i),
             new.kind.eq(Mux(iss_bias, KIND_BIAS, head.kind)),
             new.rec.eq(head),
@@ -473,8 +480,16 @@ class Finalizer(wiring.Component):
         # then likewise its BIAS ops if any
         last_op = iss_i == G - 1
         last_member = iss_s | ~head.both
-        rec_done = go & last_op & last_member & (iss_bias | ~head.bias_after)
-        m.d.comb += q.r_en.eq(rec_done)
+        # the take is decided with the go (a cycle ahead, from the same conditions, which
+        # hold from T - 2 to T - 1) and registered: it is the record stage's main
+        # register's enable, and live (go through the issue state and the head) it put
+        # the whole issue into that register's load (5aff328, seed 1: 84 endpoints past
+        # 8 ns, 58 of them the stage's)
+        rec_done = Signal()
+        m.d.sync += rec_done.eq(
+            (wc == T - 2) & go_if & last_op & last_member & (iss_bias | ~head.bias_after)
+        )
+        m.d.comb += q.o.ready.eq(rec_done)
         with m.If(go):
             with m.If(last_op):
                 m.d.sync += iss_i.eq(0)
@@ -564,7 +579,7 @@ class Finalizer(wiring.Component):
         in_flight = Cat(
             opP.valid, opP2.valid, opS.valid, opU.valid, blk_end_valid, t_pend0, *t_pend1, t_pend
         ).any()
-        m.d.comb += self.idle.eq(~q.r_rdy & ~in_flight)
+        m.d.comb += self.idle.eq(~q.o.valid & ~in_flight)
 
         # reservations: taken with the go, from flags registered with it (the head's
         # decode into makes_term, then the reservation count's adder: 3 of the 128-lane
