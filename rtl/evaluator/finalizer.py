@@ -373,10 +373,11 @@ class Finalizer(wiring.Component):
 
         # ---- the issuer: records -> ops
         # each record with its bias row pair's noise address (naddr + r) beside it, added
-        # as it enters the record stage, not after: the FIFO read it was, the add and the bias
-        # choice into the noise address copies' new_naddr_c (loaded every cycle, taken
-        # at the window's end) recur among the 128-lane ECP5 evaluator's endpoints past
-        # 8 ns (seed 3: 13 at 98e1bb6, 8.56 ns; 6 at 9fe00a1; 1 at 87e4c97)
+        # as it enters the record stage, not after: the head's read (then a FIFO's), the
+        # add and the bias choice into the noise address copies' new_naddr_c (loaded
+        # every cycle, taken at the window's end) recur among the 128-lane ECP5
+        # evaluator's endpoints past 8 ns (seed 3: 13 at 98e1bb6, 8.56 ns; 6 at 9fe00a1;
+        # 1 at 87e4c97)
         # The records wait in a two-word register stage (SkidBuffer), not a SyncFIFO of
         # depth 2: the same room (ready while fewer than two wait, a flip-flop) and
         # latency (a record written is the head the next cycle), so the same cycles, but
