@@ -801,6 +801,13 @@ class Sequencer(wiring.Component):
             with m.Case(PH_END):  # (a fill still running is the next evaluation's)
                 with m.If(go):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
+        # the pass and weight commands' payloads, outside the phase's decode: only their
+        # valids are the emit's (under PH_EMIT, every payload bit was 0 outside it, and
+        # Yosys made that the synchronous reset of the command stage's and the weight
+        # streamer's registers: ``phase != PH_EMIT`` from one LUT into 103 flip-flops'
+        # LSR, the 128-lane ECP5 evaluator's critical path at 67321b1, seed 3: 11.07 ns,
+        # 9.88 of it routing)
+        m.d.comb += emit_v["payload"]
         if p.wide:
             # ``lay`` and the sample count (``leave`` above): outside the emit (a
             # cycle behind the phase: the emit's first block leaves no layer, and its
@@ -881,7 +888,8 @@ class Sequencer(wiring.Component):
         off_zero = v["off_zero"]
         word1 = pos_word + lay["q1"] + over1
         off1 = Mux(over1, pos_off + lay["r1"] - 5, pos_off + lay["r1"])
-        m.d.comb += [
+        payload = v["payload"] = []  # (elaborate adds them outside the phase's switch)
+        payload += [
             cmd.u.eq(bk_u),
             cmd.n.eq(Mux(bk_u, n0, lay["n"])),
             cmd.in_region.eq(in_region),
@@ -917,15 +925,15 @@ class Sequencer(wiring.Component):
         # per-member mode: the release belongs to each member's own slot (L0 of s);
         # shared mode: to member 2j+1's L0 (both members read the sample's slot), or to
         # the layer-0 block for both
-        m.d.comb += cmd.release.eq(~bk_u & (bk_l == 0) & last_pass & (~shared | bk_s | both))
+        payload.append(cmd.release.eq(~bk_u & (bk_l == 0) & last_pass & (~shared | bk_s | both)))
         if wide:
             # the engine's u_mac (command_layout): a u-row pass has n0 inputs, never 0
             # in a run (the checks refuse a width of 0), so it is bk_u itself (with the
             # compare, n0 from the run's inputs across the chip into the command stage
             # was the 128-lane ECP5 evaluator's critical path at bf20b5e, seed 3: 9.4 ns)
-            m.d.comb += cmd.u_mac.eq(bk_u)
+            payload.append(cmd.u_mac.eq(bk_u))
         wcmd = self.wcmd.payload
-        m.d.comb += [
+        payload += [
             wcmd.word0.eq(pos_word),
             wcmd.off0.eq(pos_off),
             wcmd.word1.eq(word1),
@@ -934,9 +942,9 @@ class Sequencer(wiring.Component):
             wcmd.two.eq(two),
         ]
         ok = v["ok"]  # the emit decision (elaborate)
+        payload.append(self.cmd.payload.eq(cmd))
         m.d.comb += [
             self.cmd.valid.eq(bk_u | self.wcmd.ready),
-            self.cmd.payload.eq(cmd),
             self.wcmd.valid.eq(~bk_u & self.cmd.ready),
         ]
 
