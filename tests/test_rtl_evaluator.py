@@ -264,18 +264,22 @@ def test_a_round_that_begins_with_room_after_one_that_ended_without_pushes_its_f
 class _EmitDecisionMonitor:
     """Every cycle the sequencer is in PH_EMIT, its registered emit decision ``ok`` (what
     enables the cursors, the block registers and the phase) equals the push's condition
-    ``cmd.valid & cmd.ready``; counts the cycles checked and the pushes."""
+    ``cmd.valid & cmd.ready``; in every cycle, its flip-flop ``in_emit`` (what the emit's
+    registers take) equals ``phase == PH_EMIT`` (``bad_flag``: the first cycle it does
+    not). Counts the cycles checked and the pushes."""
 
     def __init__(self, dut):
-        self.dut, self.bad, self.emits, self.pushes = dut, [], 0, 0
+        self.dut, self.bad, self.bad_flag, self.emits, self.pushes = dut, [], [], 0, 0
 
     def process(self):
         async def proc(ctx):
             seq = self.dut.dbg["seq"]
             d = seq.dbg
-            sigs = (d["ok"], d["phase"], seq.cmd.valid, seq.cmd.ready)
+            sigs = (d["ok"], d["phase"], d["in_emit"], seq.cmd.valid, seq.cmd.ready)
             cycle = 0
-            async for _, _, ok, phase, valid, ready in ctx.tick().sample(*sigs):
+            async for _, _, ok, phase, in_emit, valid, ready in ctx.tick().sample(*sigs):
+                if bool(in_emit) != (phase == d["PH_EMIT"]) and not self.bad_flag:
+                    self.bad_flag.append((cycle, int(phase), int(in_emit)))
                 if phase == d["PH_EMIT"]:
                     self.emits += 1
                     push = bool(valid and ready)
@@ -330,19 +334,27 @@ def _random_inputs_job(cfg, rng, batch, shared, step=None) -> EvalJob:
 
 
 @pytest.mark.parametrize(
-    ("mode", "shared", "lanes", "noise_buffers"),
+    ("mode", "shared", "lanes", "noise_buffers", "wide"),
     [
-        ("quantized", False, 4, 2),
-        ("quantized", True, 3, 1),
-        ("lowrank", True, 3, 2),
-        ("lowrank", False, 2, 1),
+        ("quantized", False, 4, 2, False),
+        ("quantized", True, 3, 1, True),
+        ("lowrank", True, 3, 2, False),
+        ("lowrank", False, 2, 1, False),
+        ("lowrank", False, 3, 2, True),
     ],
 )
-def test_the_emit_decision_equals_the_push_in_every_emit_cycle(mode, shared, lanes, noise_buffers):
+def test_the_emit_decision_equals_the_push_in_every_emit_cycle(
+    mode, shared, lanes, noise_buffers, wide, monkeypatch
+):
     """The sequencer's ``ok`` is a flip-flop of the next cycle's room; in every PH_EMIT
     cycle, the first of each round included, it must be what the push is. Loaded in
     PH_EMIT alone (54e5111) it kept the last round's decision into the next round's
-    first cycle (a pass pushed twice or lost) whenever the room changed in between."""
+    first cycle (a pass pushed twice or lost) whenever the room changed in between.
+    The emit's own flag ``in_emit`` must be the phase's decode in every cycle, in the
+    narrow and the wide forms (they leave the emit in different places)."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    monkeypatch.setattr(params_mod, "WIDE_LANES", 1 if wide else params_mod.WIDE_LANES)
     rng = np.random.default_rng(harness.pick_seed(f"evaluator emit decision {mode} {shared}"))
     layers, pop = (7, 5, 3), 4 * lanes + 2  # three rounds, the last part-full
     cfg = Config(
@@ -369,6 +381,7 @@ def test_the_emit_decision_equals_the_push_in_every_emit_cycle(mode, shared, lan
     mon = _EmitDecisionMonitor(dut)
     res = run_amaranth(job, dut, max_cycles=200_000, collisions=mon)
     assert not mon.bad, f"first difference (cycle, ok, cmd.valid, cmd.ready): {mon.bad[0]}"
+    assert not mon.bad_flag, f"first difference (cycle, phase, in_emit): {mon.bad_flag[0]}"
     assert mon.pushes > 0 and mon.emits > mon.pushes, (
         f"{mon.emits} emit cycles, {mon.pushes} pushes: no cycle without room was checked"
     )

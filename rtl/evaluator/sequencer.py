@@ -95,7 +95,7 @@ class Sequencer(wiring.Component):
     cmd : Out(stream.Signature(command_layout))
         Pass commands for the PassEngine.
     emitting : Out(1)
-        The phase is the emit (``phase == PH_EMIT``, a decode of the phase register):
+        The phase is the emit (``phase == PH_EMIT``, a flip-flop of its own):
         ``cmd.valid`` may rise only then. The evaluator's ``drained`` reads it, not
         ``cmd.valid`` (which comes from the WeightStreamer's ready).
     wcmd : Out(stream.Signature(weight pass layout))
@@ -309,8 +309,15 @@ class Sequencer(wiring.Component):
         # command twice (or, the other way round, none)
         ok = Signal(init=1)
         m.d.sync += ok.eq(self.cmd_room_next & (bk_u_next | self.wcmd_room_next))
-        self.dbg.update(ok=ok, phase=phase, PH_EMIT=PH_EMIT)
-        m.d.comb += self.emitting.eq(phase == PH_EMIT)
+        # ``in_emit``: the phase is PH_EMIT (``phase == PH_EMIT`` in every cycle), a
+        # flip-flop of its own, set and cleared where the phase enters and leaves the
+        # emit. The emit's registers take it, not the phase's decode: through a LUT of
+        # the phase's four bits (and ABC's logic beside it) the phase crossed the
+        # sequencer into ``naddr``, the 128-lane ECP5 evaluator's critical path at
+        # de10e19, seeds 1 and 3 (8.59 and 8.1 ns, 6.6 and 6.12 of it routing)
+        in_emit = Signal()
+        self.dbg.update(ok=ok, phase=phase, PH_EMIT=PH_EMIT, in_emit=in_emit)
+        m.d.comb += self.emitting.eq(in_emit)
         ps = Signal(wb + 1)  # pass index: q (U) or t (L)
         pos_word = Signal(self.waddr_bits)
         pos_off = Signal(3)
@@ -455,7 +462,7 @@ class Sequencer(wiring.Component):
         leave_last = Signal()
         emit_d = Signal()
         if p.wide:
-            m.d.sync += emit_d.eq(phase == PH_EMIT)
+            m.d.sync += emit_d.eq(in_emit)
             for name, l in (("0", 0), ("nx", Mux(lay["last"], 0, bk_l + 1))):
                 one, vals = consts_of(l)
                 regs = {k: Signal.like(lay[k], name=f"lay{name}_{k}", reset_less=True) for k in lay}
@@ -477,7 +484,7 @@ class Sequencer(wiring.Component):
                 mm.d.sync += [lay[k].eq(vals[k]) for k in lay]
 
         def begin_emit(mm):
-            mm.d.sync += phase.eq(PH_EMIT)
+            mm.d.sync += [phase.eq(PH_EMIT), in_emit.eq(1)]
             if not p.wide:
                 mm.d.sync += b.eq(0)
                 first_block(mm)
@@ -656,9 +663,10 @@ class Sequencer(wiring.Component):
         # enable, the 128-lane ECP5 evaluator's critical path at d1d3a78, seed 1:
         # 8.27 ns; bk_l, lay_n and lay_out were 6 of its 10 endpoints past 8 ns)
         if p.wide:
-            with m.If(phase != PH_EMIT):
+            with m.If(~in_emit):
                 first_block(m)
 
+        emit_v = locals()  # (for _emit, below)
         with m.Switch(phase):
             with m.Case(PH_IDLE):
                 # the block count restarts in every idle cycle, not in PH_CHECK's
@@ -781,9 +789,6 @@ class Sequencer(wiring.Component):
                 with m.If(go):
                     begin_emit(m)
                     prefill(m)
-            with m.Case(PH_EMIT):
-                emit_v = locals()
-                self._emit(m, p, emit_v)
             with m.Case(PH_NEXT):
                 with m.If(go):
                     m.d.sync += [
@@ -801,6 +806,9 @@ class Sequencer(wiring.Component):
             with m.Case(PH_END):  # (a fill still running is the next evaluation's)
                 with m.If(go):
                     m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
+        # PH_EMIT (after the switch: the wide forms' statements below take precedence)
+        with m.If(in_emit):
+            self._emit(m, p, emit_v)
         # the pass and weight commands' payloads, outside the phase's decode: only their
         # valids are the emit's (under PH_EMIT, every payload bit was 0 outside it, and
         # Yosys made that the synchronous reset of the command stage's and the weight
@@ -832,7 +840,7 @@ class Sequencer(wiring.Component):
             # past 8 ns at bb32401, seed 1). ``leave_last`` is 0 outside the emit
             # (first_block clears it in every cycle there), so no phase decode.
             with m.If(ok & lp & leave_last & emit_v["b_last"]):
-                m.d.sync += phase.eq(Mux(emit_v["rnd_last"], PH_END, PH_NEXT))
+                m.d.sync += [phase.eq(Mux(emit_v["rnd_last"], PH_END, PH_NEXT)), in_emit.eq(0)]
         return m
 
     def _emit(self, m, p, v):
@@ -861,7 +869,7 @@ class Sequencer(wiring.Component):
         v["rnd_last"] = rnd_last
         wide = p.wide
         leave, leave_last = v["leave"], v["leave_last"]
-        PH_END, PH_NEXT = v["PH_END"], v["PH_NEXT"]
+        PH_END, PH_NEXT, in_emit = v["PH_END"], v["PH_NEXT"], v["in_emit"]
         first_block, enter_layer, lay = v["first_block"], v["enter_layer"], v["lay"]
         shared = self.shared
         quant = p.mode == "quantized"
@@ -1025,4 +1033,7 @@ class Sequencer(wiring.Component):
                             m.d.sync += b.eq(0)
                             # the round's outputs still leave the finalizer: the next
                             # round's pairs are counted once they have (PH_NEXT)
-                            m.d.sync += phase.eq(Mux(rnd_last, PH_END, PH_NEXT))
+                            m.d.sync += [
+                                phase.eq(Mux(rnd_last, PH_END, PH_NEXT)),
+                                in_emit.eq(0),
+                            ]
