@@ -809,12 +809,12 @@ class Sequencer(wiring.Component):
         # PH_EMIT (after the switch: the wide forms' statements below take precedence)
         with m.If(in_emit):
             self._emit(m, p, emit_v)
-        # the pass and weight commands' payloads, outside the phase's decode: only their
-        # valids are the emit's (under PH_EMIT, every payload bit was 0 outside it, and
-        # Yosys made that the synchronous reset of the command stage's and the weight
-        # streamer's registers: ``phase != PH_EMIT`` from one LUT into 103 flip-flops'
-        # LSR, the 128-lane ECP5 evaluator's critical path at 67321b1, seed 3: 11.07 ns,
-        # 9.88 of it routing)
+        # the pass and weight commands' payloads, outside the emit's condition: only
+        # their valids are the emit's (in the switch's PH_EMIT case, every payload bit
+        # was 0 outside the emit, and Yosys made that the synchronous reset of the
+        # command stage's and the weight streamer's registers: ``phase != PH_EMIT``
+        # from one LUT into 103 flip-flops' LSR, the 128-lane ECP5 evaluator's critical
+        # path at 67321b1, seed 3: 11.07 ns, 9.88 of it routing)
         m.d.comb += emit_v["payload"]
         if p.wide:
             # ``lay`` and the sample count (``leave`` above): outside the emit (a
