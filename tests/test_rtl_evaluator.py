@@ -355,7 +355,8 @@ def test_the_emit_decision_equals_the_push_in_every_emit_cycle(
     from pentegg.rtl.evaluator import params as params_mod
 
     monkeypatch.setattr(params_mod, "WIDE_LANES", 1 if wide else params_mod.WIDE_LANES)
-    rng = np.random.default_rng(harness.pick_seed(f"evaluator emit decision {mode} {shared}"))
+    label = f"evaluator emit decision {mode} {shared} {lanes} {wide}"
+    rng = np.random.default_rng(harness.pick_seed(label))
     layers, pop = (7, 5, 3), 4 * lanes + 2  # three rounds, the last part-full
     cfg = Config(
         layers=layers,
