@@ -528,12 +528,13 @@ def test_updater_runtime_errors():
 
 @pytest.mark.parametrize("latent_bits", [3, 4, 8])
 def test_updater_latent_every_v_move_and_shift(latent_bits):
-    """Every V in [-Vmax, Vmax] with every move, at every latent_shift: V and W equal
-    golden's apply_latent (the PQUANT thresholds of each shift, saturation at +-Vmax)."""
+    """Every V of latent_bits (-Vmax - 1, which only a host's write puts there, too) with
+    every move, at every latent_shift: V and W equal golden's apply_latent (the PQUANT
+    thresholds of each shift, saturation at +-Vmax)."""
     vmax = (1 << (latent_bits - 1)) - 1
-    vs = np.tile(np.arange(-vmax, vmax + 1), 3)
-    mv = np.repeat([-1, 0, 1], 2 * vmax + 1)
-    fan = 2 * vmax + 1
+    vs = np.tile(np.arange(-vmax - 1, vmax + 1), 3)
+    mv = np.repeat([-1, 0, 1], 2 * vmax + 2)
+    fan = 2 * vmax + 2
     out = 3
     theta = 5
     z = (mv * (theta + 1)).reshape(out, fan)

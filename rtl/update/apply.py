@@ -324,10 +324,23 @@ class WeightUpdater(wiring.Component):
         code = Signal(3)  # the new W digit, in stage 3
         if latent:
             vmax = (1 << (self.latent_bits - 1)) - 1
-            vsum = Signal(signed(self.latent_bits + 1))
+            vsum = Signal(signed(self.latent_bits))
             m.d.comb += vsum.eq(s2_old + s2_move)
+            # saturation decided from the old V and the move, beside the adder, not from
+            # its sum: V + move leaves [-Vmax, Vmax] only at V = Vmax with +1, V = -Vmax
+            # with -1, or V = -Vmax - 1 (a host's write) with 0 or -1. (Compared after the
+            # sum, the adder's carry chain fed a comparator's: the 128-lane ULX3S build's
+            # critical path at de10e19, seed 1, 9.98 ns.)
+            hi = Signal()
+            lo = Signal()
+            m.d.comb += [
+                hi.eq((s2_old == vmax) & (s2_move == 1)),
+                lo.eq(
+                    ((s2_old == -vmax) & (s2_move == -1)) | ((s2_old == -vmax - 1) & (s2_move != 1))
+                ),
+            ]
             s3_v = Signal(signed(self.latent_bits))
-            m.d.sync += s3_v.eq(Mux(vsum > vmax, vmax, Mux(vsum < -vmax, -vmax, vsum)))
+            m.d.sync += s3_v.eq(Mux(hi, vmax, Mux(lo, -vmax, vsum)))
             s3_n = Signal(ab)
             m.d.sync += s3_n.eq(s2_n)
             # ---- stage 3: V written, W = PQUANT(V, q) as comparisons of V with the
