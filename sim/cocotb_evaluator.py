@@ -69,8 +69,17 @@ def set_run_inputs(dut, job: EvalJob) -> None:
 def state(dut) -> str:
     """Where a run stands, for a failure message."""
     ev = dut.ev
+    out = []
+    try:  # the sequencer's phase: its one-hot flip-flops, the one set
+        seq = ev.seq
+        names = ["idle", "check", "cfg_div", "cfg_rows", "cfg_next", "round", "fill"]
+        names += ["end", "next"]
+        on = [n for n in names if int(getattr(seq, f"ph_{n}").value)]
+        on += ["emit"] if int(seq.in_emit.value) else []
+        out.append(f"sequencer phase {'+'.join(on) or 'none'}")
+    except (AttributeError, ValueError):
+        out.append("sequencer phase ?")
     probes = {
-        "sequencer phase": ("seq", "phase"),
         "pass engine busy": ("engine", "busy"),
         "finalizer idle": ("fin", "idle"),
         "noise fill busy": ("fill", "busy"),
@@ -82,7 +91,6 @@ def state(dut) -> str:
         "op_U": ("fin", "op_U"),
         "block ends": ("fin", "ends_block"),
     }
-    out = []
     for name, (sub, sig) in probes.items():
         try:
             out.append(f"{name} {getattr(getattr(ev, sub), sig).value}")

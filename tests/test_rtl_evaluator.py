@@ -264,9 +264,9 @@ def test_a_round_that_begins_with_room_after_one_that_ended_without_pushes_its_f
 class _EmitDecisionMonitor:
     """Every cycle the sequencer is in PH_EMIT, its registered emit decision ``ok`` (what
     enables the cursors, the block registers and the phase) equals the push's condition
-    ``cmd.valid & cmd.ready``; in every cycle, its flip-flop ``in_emit`` (what the emit's
-    registers take) equals ``phase == PH_EMIT`` (``bad_flag``: the first cycle it does
-    not). Counts the cycles checked and the pushes."""
+    ``cmd.valid & cmd.ready``; in every cycle, its one-hot phase ``ph`` has exactly one
+    flip-flop set (``bad_flag``: the first cycle it has not). Counts the cycles checked
+    and the pushes."""
 
     def __init__(self, dut):
         self.dut, self.bad, self.bad_flag, self.emits, self.pushes = dut, [], [], 0, 0
@@ -275,12 +275,12 @@ class _EmitDecisionMonitor:
         async def proc(ctx):
             seq = self.dut.dbg["seq"]
             d = seq.dbg
-            sigs = (d["ok"], d["phase"], d["in_emit"], seq.cmd.valid, seq.cmd.ready)
+            sigs = (d["ok"], d["ph"], seq.cmd.valid, seq.cmd.ready)
             cycle = 0
-            async for _, _, ok, phase, in_emit, valid, ready in ctx.tick().sample(*sigs):
-                if bool(in_emit) != (phase == d["PH_EMIT"]) and not self.bad_flag:
-                    self.bad_flag.append((cycle, int(phase), int(in_emit)))
-                if phase == d["PH_EMIT"]:
+            async for _, _, ok, ph, valid, ready in ctx.tick().sample(*sigs):
+                if bin(ph).count("1") != 1 and not self.bad_flag:
+                    self.bad_flag.append((cycle, f"{ph:010b}"))
+                if (ph >> d["PH_EMIT"]) & 1:
                     self.emits += 1
                     push = bool(valid and ready)
                     self.pushes += push
@@ -382,7 +382,7 @@ def test_the_emit_decision_equals_the_push_in_every_emit_cycle(
     mon = _EmitDecisionMonitor(dut)
     res = run_amaranth(job, dut, max_cycles=200_000, collisions=mon)
     assert not mon.bad, f"first difference (cycle, ok, cmd.valid, cmd.ready): {mon.bad[0]}"
-    assert not mon.bad_flag, f"first difference (cycle, phase, in_emit): {mon.bad_flag[0]}"
+    assert not mon.bad_flag, f"first cycle not one-hot (cycle, ph): {mon.bad_flag[0]}"
     assert mon.pushes > 0 and mon.emits > mon.pushes, (
         f"{mon.emits} emit cycles, {mon.pushes} pushes: no cycle without room was checked"
     )

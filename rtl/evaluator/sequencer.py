@@ -95,7 +95,7 @@ class Sequencer(wiring.Component):
     cmd : Out(stream.Signature(command_layout))
         Pass commands for the PassEngine.
     emitting : Out(1)
-        The phase is the emit (``phase == PH_EMIT``, a flip-flop of its own):
+        The phase is the emit (PH_EMIT's flip-flop of the one-hot phase):
         ``cmd.valid`` may rise only then. The evaluator's ``drained`` reads it, not
         ``cmd.valid`` (which comes from the WeightStreamer's ready).
     wcmd : Out(stream.Signature(weight pass layout))
@@ -130,7 +130,7 @@ class Sequencer(wiring.Component):
         self.noise_bits = noise_bits
         self.waddr_bits = waddr_bits
         # internal signals for tests (filled by elaborate): the emit decision ``ok``,
-        # the phase and PH_EMIT's code
+        # the one-hot phase ``ph`` (bit PH_EMIT is ``in_emit``)
         self.dbg = {}
         ml = p.max_layers
         super().__init__(
@@ -238,7 +238,27 @@ class Sequencer(wiring.Component):
         m.d.comb += ub_base.eq(n0 * u_cols)
 
         # ---- state
-        phase = Signal(4)
+        # The phase, one-hot: a flip-flop per phase, ``ph[PH_X]`` (PH_EMIT's is
+        # ``in_emit``, below). A transition clears its own phase's flip-flop and sets
+        # the next one's (``goto``), so that each flip-flop's enable is the OR of the
+        # ways into and out of its own phase, each a flip-flop of the phase it comes
+        # from and that way's flags. As a 4-bit code every transition loaded all four
+        # bits: their enable was the OR of every transition's condition under the
+        # code's decode, the 128-lane ECP5 evaluator's critical path at f265b7c, seed
+        # 2 (8.52 ns, 6.89 of it routing, 5 levels; the phase 4 of its 8 endpoints
+        # past 8 ns).
+        PH_NAMES = (
+            "idle",
+            "cfg_div",
+            "cfg_rows",
+            "cfg_next",
+            "round",
+            "fill",
+            "emit",
+            "end",
+            "next",
+            "check",
+        )
         (
             PH_IDLE,
             PH_CFG_DIV,
@@ -250,7 +270,16 @@ class Sequencer(wiring.Component):
             PH_END,
             PH_NEXT,
             PH_CHECK,
-        ) = range(10)
+        ) = range(len(PH_NAMES))
+        ph = [
+            Signal(name="in_emit" if i == PH_EMIT else f"ph_{n}", init=i == PH_IDLE)
+            for i, n in enumerate(PH_NAMES)
+        ]
+
+        def goto(mm, frm, to):
+            """Leave phase ``frm`` for phase ``to`` (in a branch taken in ``frm`` only)."""
+            mm.d.sync += [ph[frm].eq(0), ph[to].eq(1)]
+
         cl = Signal(4)  # layer in the configuration phase
         c_rem = Signal(wb + 2)
         c_q = Signal(wb)
@@ -309,14 +338,13 @@ class Sequencer(wiring.Component):
         # command twice (or, the other way round, none)
         ok = Signal(init=1)
         m.d.sync += ok.eq(self.cmd_room_next & (bk_u_next | self.wcmd_room_next))
-        # ``in_emit``: the phase is PH_EMIT (``phase == PH_EMIT`` in every cycle), a
-        # flip-flop of its own, set and cleared where the phase enters and leaves the
-        # emit. The emit's registers take it, not the phase's decode: through a LUT of
-        # the phase's four bits (and ABC's logic beside it) the phase crossed the
-        # sequencer into ``naddr``, the 128-lane ECP5 evaluator's critical path at
-        # de10e19, seeds 1 and 3 (8.59 and 8.1 ns, 6.6 and 6.12 of it routing)
-        in_emit = Signal()
-        self.dbg.update(ok=ok, phase=phase, PH_EMIT=PH_EMIT, in_emit=in_emit)
+        # ``in_emit``: the phase is PH_EMIT, its flip-flop of the one-hot phase. The
+        # emit's registers take it, not a decode of a phase code: through a LUT of a
+        # 4-bit code (and ABC's logic beside it) the phase crossed the sequencer into
+        # ``naddr``, the 128-lane ECP5 evaluator's critical path at de10e19, seeds 1
+        # and 3 (8.59 and 8.1 ns, 6.6 and 6.12 of it routing)
+        in_emit = ph[PH_EMIT]
+        self.dbg.update(ok=ok, ph=Cat(*ph), PH_EMIT=PH_EMIT, in_emit=in_emit)
         m.d.comb += self.emitting.eq(in_emit)
         ps = Signal(wb + 1)  # pass index: q (U) or t (L)
         pos_word = Signal(self.waddr_bits)
@@ -483,8 +511,8 @@ class Sequencer(wiring.Component):
             if not p.wide:  # wide builds: below (``leave``)
                 mm.d.sync += [lay[k].eq(vals[k]) for k in lay]
 
-        def begin_emit(mm):
-            mm.d.sync += [phase.eq(PH_EMIT), in_emit.eq(1)]
+        def begin_emit(mm, frm):
+            goto(mm, frm, PH_EMIT)
             if not p.wide:
                 mm.d.sync += b.eq(0)
                 first_block(mm)
@@ -596,12 +624,8 @@ class Sequencer(wiring.Component):
             ~go
             & ~self.fill_busy
             & (
-                (phase == PH_FILL)
-                | (
-                    ((phase == PH_ROUND) | (phase == PH_NEXT) | (phase == PH_END))
-                    & self.drained
-                    & ~pf_pending
-                )
+                ph[PH_FILL]
+                | ((ph[PH_ROUND] | ph[PH_NEXT] | ph[PH_END]) & self.drained & ~pf_pending)
             )
         )
 
@@ -666,146 +690,156 @@ class Sequencer(wiring.Component):
             with m.If(~in_emit):
                 first_block(m)
 
+        def leave_emit(mm):
+            """The batch's last sample ends the emit: PH_END after the run's last round,
+            PH_NEXT before it (in a branch taken in PH_EMIT only, where both are 0)."""
+            rnd_last = emit_v["rnd_last"]  # (set by _emit)
+            mm.d.sync += [in_emit.eq(0), ph[PH_END].eq(rnd_last), ph[PH_NEXT].eq(~rnd_last)]
+
         emit_v = locals()  # (for _emit, below)
-        with m.Switch(phase):
-            with m.Case(PH_IDLE):
-                # the block count restarts in every idle cycle, not in PH_CHECK's
-                # branch without an error (the checks' err_r through that choice into
-                # blk_m1's 16 enables: 15 of the 128-lane ECP5 evaluator's 23
-                # endpoints past 8 ns at 87e4c97, seed 3, up to 8.84 ns)
-                m.d.sync += blk_m1.eq(-1)
-                with m.If(self.start):
-                    m.d.sync += [
-                        busy.eq(1),
-                        phase.eq(PH_CHECK),
-                        chk_wait.eq(1),
-                        keep.eq(self.keep),
-                        labels_now.eq(0),
-                    ]
-                    with m.If(~self.keep):
-                        m.d.sync += c_valid.eq(0)
-            with m.Case(PH_CHECK):  # the checks of the start cycle's inputs, registered
-                m.d.sync += [self.error.eq(err_r), chk_wait.eq(0)]
-                with m.If(~chk_wait):  # err_any is err_r's OR from the second cycle
-                    with m.If(err_any):
-                        m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
-                    with m.Else():
-                        m.d.sync += phase.eq(PH_CFG_DIV)
-                # the configuration's and the first round's registers load whether or not
-                # a check failed (after a failure nothing reads them, and the next start
-                # loads them again): their enables are the phase's decode alone, not
-                # that and the OR of the checks' flags (c_rem and c_q, loaded here and in
-                # two other phases, had 9 and 7 of the 128-lane ECP5 evaluator's 167
-                # endpoints past 8 ns at 2c1ce90, seed 3)
+        with m.If(ph[PH_IDLE]):
+            # the block count restarts in every idle cycle, not in PH_CHECK's
+            # branch without an error (the checks' err_r through that choice into
+            # blk_m1's 16 enables: 15 of the 128-lane ECP5 evaluator's 23
+            # endpoints past 8 ns at 87e4c97, seed 3, up to 8.84 ns)
+            m.d.sync += blk_m1.eq(-1)
+            with m.If(self.start):
+                goto(m, PH_IDLE, PH_CHECK)
                 m.d.sync += [
-                    cl.eq(0),
-                    c_rem.eq(widths[0] + 1),
-                    c_ge5.eq(widths[0] >= 4),
-                    c_q.eq(0),
-                    c_word.eq(0),
-                    c_fa.eq(0 if QUANT else ub_base + u_cols),
-                    c_left.eq(pairs),
-                    rounds.eq(0),
-                    # the first round's state, used from PH_ROUND on, set here rather
-                    # than in PH_CFG_NEXT (behind its compares of cl and c_left:
-                    # into rnd's, first_pair's and lanes_active's enables, 25 of the
-                    # 128-lane ULX3S build's endpoints past 9.3 ns at 3c75e0d, seed
-                    # 1, 10.15 ns, its critical path)
-                    rnd.eq(0),
-                    first_pair.eq(0),
-                    lanes_active.eq(active_of(0)),
-                    active0.eq(active_of(0)),
-                    first.eq(1),
-                    gs.eq(0),
-                    nbuf.eq(0),
+                    busy.eq(1),
+                    chk_wait.eq(1),
+                    keep.eq(self.keep),
+                    labels_now.eq(0),
                 ]
-            with m.Case(PH_CFG_DIV):  # fan // 5 and fan % 5 by subtraction
-                if QUANT:  # a row of E slots: the layer's fan
-                    m.d.sync += c_fa_inc.eq(widths[cl] + 1)
-                with m.If(c_ge5):
-                    m.d.sync += [c_rem.eq(c_rem - 5), c_ge5.eq(c_rem >= 10), c_q.eq(c_q + 1)]
+                with m.If(~self.keep):
+                    m.d.sync += c_valid.eq(0)
+        with m.If(ph[PH_CHECK]):  # the checks of the start cycle's inputs, registered
+            m.d.sync += [self.error.eq(err_r), chk_wait.eq(0)]
+            with m.If(~chk_wait):  # err_any is err_r's OR from the second cycle
+                with m.If(err_any):
+                    m.d.sync += busy.eq(0)
+                    goto(m, PH_CHECK, PH_IDLE)
                 with m.Else():
-                    m.d.sync += [
-                        q1[cl].eq(c_q),
-                        r1[cl].eq(c_rem),
-                        wbase[cl].eq(c_word),
-                        fstart[cl].eq(c_fa),
-                        c_off.eq(0),
-                        c_r4.eq(0),
-                        c_rows.eq(widths[cl + 1]),
-                        c_more.eq(widths[cl + 1] != 0),
-                        phase.eq(PH_CFG_ROWS),
-                    ]
-            with m.Case(PH_CFG_ROWS):  # the matrix: out rows of fan digits
-                # c_q and c_rem hold the layer's fan // 5 and fan % 5 here (as q1[cl],
-                # r1[cl]), in registers of their own: no choice by cl before the adders
-                # (through it into c_word: 2 of the 128-lane ULX3S build's endpoints
-                # past 9.3 ns at f3eb1f7, seed 1)
-                with m.If(c_more):
-                    rem = c_rem[:3]
-                    over = (c_off + rem) >= 5
-                    m.d.sync += [
-                        c_rows.eq(c_rows - 1),
-                        c_more.eq(c_rows != 1),
-                        c_word.eq(c_word + c_q + over),
-                        c_off.eq(Mux(over, c_off + rem - 5, c_off + rem)),
-                    ]
-                    if QUANT:
-                        m.d.sync += c_r4.eq(c_r4 + 1)
-                        with m.If(c_r4 == 0):
-                            m.d.sync += c_fa.eq(c_fa + c_fa_inc)
-                with m.Else():
-                    m.d.sync += [c_word.eq(c_word + (c_off != 0)), phase.eq(PH_CFG_NEXT)]
-                    fa = c_fa if QUANT else c_fa + c_fa_inc  # c_fa in PH_CFG_NEXT
-                    m.d.sync += c_fa_over.eq(fa > p.noise_bank_depth)
-                    if not QUANT:
-                        m.d.sync += c_fa.eq(fa)
-            with m.Case(PH_CFG_NEXT):
-                with m.If(cl_last):
-                    m.d.sync += self.noise_needed.eq(c_fa)
-                    with m.If(c_fa_over):
-                        m.d.sync += [self.error[7].eq(1), phase.eq(PH_END)]
-                    with m.Elif(c_left_zero):  # the rounds are counted
-                        m.d.sync += [phase.eq(PH_ROUND), self.load_start.eq(1)]
-                with m.Else():
-                    m.d.sync += [
-                        cl.eq(cl + 1),
-                        c_rem.eq(c_fan1),
-                        c_ge5.eq(c_fan1_ge5),
-                        c_q.eq(0),
-                        phase.eq(PH_CFG_DIV),
-                    ]
-            with m.Case(PH_ROUND):  # the previous round drained: fill the noise
-                with m.If(go):
-                    m.d.sync += first.eq(0)
-                    with m.If(first & hit):  # round 0's noise is in buffer c_buf
-                        m.d.sync += nbuf.eq(c_buf)
-                        begin_emit(m)
-                        prefill(m)
-                    with m.Else():
-                        m.d.sync += phase.eq(PH_FILL)
-                        start_fill(m, first_pair, lanes_active, nbuf, first, False)
-            with m.Case(PH_FILL):
-                with m.If(go):
-                    begin_emit(m)
+                    goto(m, PH_CHECK, PH_CFG_DIV)
+            # the configuration's and the first round's registers load whether or not
+            # a check failed (after a failure nothing reads them, and the next start
+            # loads them again): their enables are the phase's decode alone, not
+            # that and the OR of the checks' flags (c_rem and c_q, loaded here and in
+            # two other phases, had 9 and 7 of the 128-lane ECP5 evaluator's 167
+            # endpoints past 8 ns at 2c1ce90, seed 3)
+            m.d.sync += [
+                cl.eq(0),
+                c_rem.eq(widths[0] + 1),
+                c_ge5.eq(widths[0] >= 4),
+                c_q.eq(0),
+                c_word.eq(0),
+                c_fa.eq(0 if QUANT else ub_base + u_cols),
+                c_left.eq(pairs),
+                rounds.eq(0),
+                # the first round's state, used from PH_ROUND on, set here rather
+                # than in PH_CFG_NEXT (behind its compares of cl and c_left:
+                # into rnd's, first_pair's and lanes_active's enables, 25 of the
+                # 128-lane ULX3S build's endpoints past 9.3 ns at 3c75e0d, seed
+                # 1, 10.15 ns, its critical path)
+                rnd.eq(0),
+                first_pair.eq(0),
+                lanes_active.eq(active_of(0)),
+                active0.eq(active_of(0)),
+                first.eq(1),
+                gs.eq(0),
+                nbuf.eq(0),
+            ]
+        with m.If(ph[PH_CFG_DIV]):  # fan // 5 and fan % 5 by subtraction
+            if QUANT:  # a row of E slots: the layer's fan
+                m.d.sync += c_fa_inc.eq(widths[cl] + 1)
+            with m.If(c_ge5):
+                m.d.sync += [c_rem.eq(c_rem - 5), c_ge5.eq(c_rem >= 10), c_q.eq(c_q + 1)]
+            with m.Else():
+                m.d.sync += [
+                    q1[cl].eq(c_q),
+                    r1[cl].eq(c_rem),
+                    wbase[cl].eq(c_word),
+                    fstart[cl].eq(c_fa),
+                    c_off.eq(0),
+                    c_r4.eq(0),
+                    c_rows.eq(widths[cl + 1]),
+                    c_more.eq(widths[cl + 1] != 0),
+                ]
+                goto(m, PH_CFG_DIV, PH_CFG_ROWS)
+        with m.If(ph[PH_CFG_ROWS]):  # the matrix: out rows of fan digits
+            # c_q and c_rem hold the layer's fan // 5 and fan % 5 here (as q1[cl],
+            # r1[cl]), in registers of their own: no choice by cl before the adders
+            # (through it into c_word: 2 of the 128-lane ULX3S build's endpoints
+            # past 9.3 ns at f3eb1f7, seed 1)
+            with m.If(c_more):
+                rem = c_rem[:3]
+                over = (c_off + rem) >= 5
+                m.d.sync += [
+                    c_rows.eq(c_rows - 1),
+                    c_more.eq(c_rows != 1),
+                    c_word.eq(c_word + c_q + over),
+                    c_off.eq(Mux(over, c_off + rem - 5, c_off + rem)),
+                ]
+                if QUANT:
+                    m.d.sync += c_r4.eq(c_r4 + 1)
+                    with m.If(c_r4 == 0):
+                        m.d.sync += c_fa.eq(c_fa + c_fa_inc)
+            with m.Else():
+                m.d.sync += c_word.eq(c_word + (c_off != 0))
+                goto(m, PH_CFG_ROWS, PH_CFG_NEXT)
+                fa = c_fa if QUANT else c_fa + c_fa_inc  # c_fa in PH_CFG_NEXT
+                m.d.sync += c_fa_over.eq(fa > p.noise_bank_depth)
+                if not QUANT:
+                    m.d.sync += c_fa.eq(fa)
+        with m.If(ph[PH_CFG_NEXT]):
+            with m.If(cl_last):
+                m.d.sync += self.noise_needed.eq(c_fa)
+                with m.If(c_fa_over):
+                    m.d.sync += self.error[7].eq(1)
+                    goto(m, PH_CFG_NEXT, PH_END)
+                with m.Elif(c_left_zero):  # the rounds are counted
+                    m.d.sync += self.load_start.eq(1)
+                    goto(m, PH_CFG_NEXT, PH_ROUND)
+            with m.Else():
+                m.d.sync += [
+                    cl.eq(cl + 1),
+                    c_rem.eq(c_fan1),
+                    c_ge5.eq(c_fan1_ge5),
+                    c_q.eq(0),
+                ]
+                goto(m, PH_CFG_NEXT, PH_CFG_DIV)
+        with m.If(ph[PH_ROUND]):  # the previous round drained: fill the noise
+            with m.If(go):
+                m.d.sync += first.eq(0)
+                with m.If(first & hit):  # round 0's noise is in buffer c_buf
+                    m.d.sync += nbuf.eq(c_buf)
+                    begin_emit(m, PH_ROUND)
                     prefill(m)
-            with m.Case(PH_NEXT):
-                with m.If(go):
-                    m.d.sync += [
-                        rnd.eq(rnd + 1),
-                        first_pair.eq(first_pair + L),
-                        lanes_active.eq(next_active),
-                    ]
-                    if p.noise_buffers == 2:
-                        # the next round's noise is in the other buffer already
-                        m.d.sync += nbuf.eq(~nbuf)
-                        begin_emit(m)
-                        prefill(m)  # into the buffer just finished
-                    else:
-                        m.d.sync += phase.eq(PH_ROUND)
-            with m.Case(PH_END):  # (a fill still running is the next evaluation's)
-                with m.If(go):
-                    m.d.sync += [busy.eq(0), phase.eq(PH_IDLE)]
+                with m.Else():
+                    goto(m, PH_ROUND, PH_FILL)
+                    start_fill(m, first_pair, lanes_active, nbuf, first, False)
+        with m.If(ph[PH_FILL]):
+            with m.If(go):
+                begin_emit(m, PH_FILL)
+                prefill(m)
+        with m.If(ph[PH_NEXT]):
+            with m.If(go):
+                m.d.sync += [
+                    rnd.eq(rnd + 1),
+                    first_pair.eq(first_pair + L),
+                    lanes_active.eq(next_active),
+                ]
+                if p.noise_buffers == 2:
+                    # the next round's noise is in the other buffer already
+                    m.d.sync += nbuf.eq(~nbuf)
+                    begin_emit(m, PH_NEXT)
+                    prefill(m)  # into the buffer just finished
+                else:
+                    goto(m, PH_NEXT, PH_ROUND)
+        with m.If(ph[PH_END]):  # (a fill still running is the next evaluation's)
+            with m.If(go):
+                m.d.sync += busy.eq(0)
+                goto(m, PH_END, PH_IDLE)
         # PH_EMIT (after the switch: the wide forms' statements below take precedence)
         with m.If(in_emit):
             self._emit(m, p, emit_v)
@@ -840,7 +874,7 @@ class Sequencer(wiring.Component):
             # past 8 ns at bb32401, seed 1). ``leave_last`` is 0 outside the emit
             # (first_block clears it in every cycle there), so no phase decode.
             with m.If(ok & lp & leave_last & emit_v["b_last"]):
-                m.d.sync += [phase.eq(Mux(emit_v["rnd_last"], PH_END, PH_NEXT)), in_emit.eq(0)]
+                emit_v["leave_emit"](m)
         return m
 
     def _emit(self, m, p, v):
@@ -853,7 +887,7 @@ class Sequencer(wiring.Component):
         pos_word, pos_off, naddr, u_addr = v["pos_word"], v["pos_off"], v["naddr"], v["u_addr"]
         wbase, fstart = v["wbase"], v["fstart"]
         ub_base, n0 = v["ub_base"], v["n0"]
-        rnd, rounds, phase = v["rnd"], v["rounds"], v["phase"]
+        rnd, rounds, leave_emit = v["rnd"], v["rounds"], v["leave_emit"]
         # whether the sample is the batch's last and the round the run's last: flags in
         # registers, not compares in the logic that ends a sample (rnd's compare with
         # rounds through it into the phase was the 128-lane ULX3S build's critical path
@@ -869,7 +903,6 @@ class Sequencer(wiring.Component):
         v["rnd_last"] = rnd_last
         wide = p.wide
         leave, leave_last = v["leave"], v["leave_last"]
-        PH_END, PH_NEXT, in_emit = v["PH_END"], v["PH_NEXT"], v["in_emit"]
         first_block, enter_layer, lay = v["first_block"], v["enter_layer"], v["lay"]
         shared = self.shared
         quant = p.mode == "quantized"
@@ -1033,7 +1066,4 @@ class Sequencer(wiring.Component):
                             m.d.sync += b.eq(0)
                             # the round's outputs still leave the finalizer: the next
                             # round's pairs are counted once they have (PH_NEXT)
-                            m.d.sync += [
-                                phase.eq(Mux(rnd_last, PH_END, PH_NEXT)),
-                                in_emit.eq(0),
-                            ]
+                            leave_emit(m)
