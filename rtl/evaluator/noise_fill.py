@@ -354,20 +354,25 @@ class NoiseFill(wiring.Component):
         # and the flag's enable (k_n0 at 10.02 ns, 2.94 of it the last net, in the
         # 128-lane ULX3S build at 67bdee2, seed 2)
         n0m1 = Signal(self.width_bits + 1)
+        n0z = Signal()  # n_0 == 0
         m.d.sync += [
             l0_outs.eq(self.widths[1]),
             l0_outs1.eq(self.widths[1] + 1),
             l0_last.eq(self.n_layers == 1),
             n0m1.eq(n0 - 1),
+            n0z.eq(n0 == 0),
         ]
         k_n0 = Signal()  # k == n0
+        # k and k_n0 start a lane's U phase at 0 and n_0 == 0: set at the fill's start
+        # and by the U phase's last take (the bias row), which leaves them for the next
+        # lane, not by the move that starts that lane (the write count's compare
+        # through the move, the layer and lane flags into k was the 128-lane ECP5
+        # evaluator's critical path at 17f8417, seed 2: 8.03 ns, 6.31 of it routing)
 
         def start_lane(mm):
             mm.d.sync += [
                 phase_u.eq(1),
                 phase_f.eq(0),
-                k.eq(0),
-                k_n0.eq(n0 == 0),
                 need_b.eq(1),
                 layer.eq(0),
             ]
@@ -406,6 +411,8 @@ class NoiseFill(wiring.Component):
                 u_have.eq(0),
                 writing.eq(0),
                 pair_ready.eq(0),
+                k.eq(0),
+                k_n0.eq(n0 == 0),
             ]
             start_lane(m)
 
@@ -428,8 +435,8 @@ class NoiseFill(wiring.Component):
                 j.eq(0),
                 u_addr.eq(Mux(k_n0, ub_base, k)),
                 u_step.eq(Mux(k_n0, 1, n0)),
-                k.eq(k + 1),
-                k_n0.eq(k == n0m1),
+                k.eq(Mux(k_n0, 0, k + 1)),
+                k_n0.eq(Mux(k_n0, n0z, k == n0m1)),
             ]
             with m.If(k_n0):
                 # the bias row is the last of B_0; f_base follows the Ub slots
