@@ -155,6 +155,18 @@ class Accelerator(wiring.Component):
         member_bytes: int = 4096,
         logit_bytes: int = 1024,
     ):
+        # the parameters that are the top's own first, so that a bad one leaves no
+        # evaluator behind (Amaranth warns of an elaboratable never used)
+        if max_population % 2:
+            raise ValueError(f"max_population={max_population!r} is not an even integer in 2..4096")
+        self.max_population = check_int("max_population", max_population, 2, 4096)
+        self.depths = {
+            "samples": check_int("sample_bytes", sample_bytes, 16, 1 << 20),
+            "labels": check_int("label_words", label_words, 16, 1 << 20),
+            "batch": check_int("batch_words", batch_words, 16, 1 << 20),
+            "member_x": check_int("member_bytes", member_bytes, 16, 1 << 20),
+            "logits": check_int("logit_bytes", logit_bytes, 16, 1 << 20),
+        }
         self.evaluator = PopulationEvaluator(
             lanes=lanes,
             max_layers=max_layers,
@@ -172,18 +184,8 @@ class Accelerator(wiring.Component):
             noise_generators=noise_generators,
         )
         p = self.params = self.evaluator.params
-        if max_population % 2:
-            raise ValueError(f"max_population={max_population!r} is not an even integer in 2..4096")
-        self.max_population = check_int("max_population", max_population, 2, 4096)
         update_lanes = min(lanes, 64) if update_lanes is None else update_lanes
         self.update_lanes = check_int("update_lanes", update_lanes, 1, lanes_max(max_width))
-        self.depths = {
-            "samples": check_int("sample_bytes", sample_bytes, 16, 1 << 20),
-            "labels": check_int("label_words", label_words, 16, 1 << 20),
-            "batch": check_int("batch_words", batch_words, 16, 1 << 20),
-            "member_x": check_int("member_bytes", member_bytes, 16, 1 << 20),
-            "logits": check_int("logit_bytes", logit_bytes, 16, 1 << 20),
-        }
         self.shaper = Shaper(
             max_population=max_population,
             score_bits=max(8, p.score_bits),

@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The Accelerator trains: whole ES steps in the Amaranth simulator, every step's weights,
 latent integers and member scores equal to golden's (small networks; the cocotb tests
 run the larger ones); its per-member path (member_x in, logits out) equals golden's
