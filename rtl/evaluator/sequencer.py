@@ -732,7 +732,7 @@ class Sequencer(wiring.Component):
                     goto(m, PH_CHECK, PH_CFG_DIV)
             # the configuration's and the first round's registers load whether or not
             # a check failed (after a failure nothing reads them, and the next start
-            # loads them again): their enables are the phase's decode alone, not
+            # loads them again): their enables are the phase's flip-flop alone, not
             # that and the OR of the checks' flags (c_rem and c_q, loaded here and in
             # two other phases, had 9 and 7 of the 128-lane ECP5 evaluator's 167
             # endpoints past 8 ns at 2c1ce90, seed 3)
