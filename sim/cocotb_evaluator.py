@@ -24,6 +24,7 @@ from pentegg.golden import Config, init_state
 from pentegg.rtl.evaluator.evaluator import out_logits_layout
 from pentegg.rtl.evaluator.params import MAX_STEP, EvaluatorParams
 from pentegg.rtl.evaluator.pass_engine import ACTIVITY_LAYOUT
+from pentegg.rtl.evaluator.sequencer import PHASES
 from pentegg.sim.evaluator_bench import EvalJob, random_job
 from pentegg.sim.evaluator_system import LOAD_TARGETS
 from pentegg.sim.harness import tb_params, tb_value
@@ -72,10 +73,7 @@ def state(dut) -> str:
     out = []
     try:  # the sequencer's phase: its one-hot flip-flops, the one set
         seq = ev.seq
-        names = ["idle", "check", "cfg_div", "cfg_rows", "cfg_next", "round", "fill"]
-        names += ["end", "next"]
-        on = [n for n in names if int(getattr(seq, f"ph_{n}").value)]
-        on += ["emit"] if int(seq.in_emit.value) else []
+        on = [n for n in PHASES if int(getattr(seq, "in_emit" if n == "emit" else f"ph_{n}").value)]
         out.append(f"sequencer phase {'+'.join(on) or 'none'}")
     except (AttributeError, ValueError):
         out.append("sequencer phase ?")

@@ -52,6 +52,21 @@ def _pair_step_tables() -> tuple[list[int], list[int], list[int]]:
 __all__ = ["ERROR_FLAGS", "Sequencer"]
 
 #: Error flags (bit: meaning), set instead of running (docs/rtl.md).
+#: the phases, in the order of their codes; each is a flip-flop ``ph_<name>`` of the
+#: one-hot phase, but ``emit``'s, which is ``in_emit``
+PHASES = (
+    "idle",
+    "cfg_div",
+    "cfg_rows",
+    "cfg_next",
+    "round",
+    "fill",
+    "emit",
+    "end",
+    "next",
+    "check",
+)
+
 ERROR_FLAGS = {
     0: "layers: n_layers outside 1..max_layers",
     1: "widths: a width outside 1..max_width",
@@ -247,18 +262,6 @@ class Sequencer(wiring.Component):
         # code's decode, the 128-lane ECP5 evaluator's critical path at f265b7c, seed
         # 2 (8.52 ns, 6.89 of it routing, 5 levels; the phase 4 of its 8 endpoints
         # past 8 ns).
-        PH_NAMES = (
-            "idle",
-            "cfg_div",
-            "cfg_rows",
-            "cfg_next",
-            "round",
-            "fill",
-            "emit",
-            "end",
-            "next",
-            "check",
-        )
         (
             PH_IDLE,
             PH_CFG_DIV,
@@ -270,10 +273,10 @@ class Sequencer(wiring.Component):
             PH_END,
             PH_NEXT,
             PH_CHECK,
-        ) = range(len(PH_NAMES))
+        ) = range(len(PHASES))
         ph = [
             Signal(name="in_emit" if i == PH_EMIT else f"ph_{n}", init=i == PH_IDLE)
-            for i, n in enumerate(PH_NAMES)
+            for i, n in enumerate(PHASES)
         ]
 
         def goto(mm, frm, to):
