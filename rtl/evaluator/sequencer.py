@@ -28,6 +28,7 @@ from amaranth.lib.wiring import In, Out
 
 from .finalizer import KIND_ACT, KIND_STORE
 from .params import MARGIN_MAX, MAX_POPULATION, MAX_STEP, SIGMA_SHIFT_MAX, EvaluatorParams
+from .pass_engine import REPLICA_ATTR
 
 
 def _pair_step_tables() -> tuple[list[int], list[int], list[int]]:
@@ -708,6 +709,13 @@ class Sequencer(wiring.Component):
             rnd_last = emit_v["rnd_last"]  # (set by _emit)
             mm.d.sync += [in_emit.eq(0), ph[PH_END].eq(rnd_last), ph[PH_NEXT].eq(~rnd_last)]
 
+        # `shared` from a register of the sequencer's own, loaded in every cycle (a
+        # run's setting, stable from start; the emit is cycles after it), a replica that
+        # Yosys keeps apart from the loader's: the loader's copy through the command
+        # stage's `rec.us` and `both` into `u_addr` was the 128-lane ECP5 evaluator's
+        # critical path at 8b1f311, seed 3 (8.04 ns, 6.16 of it routing)
+        shared_q = Signal(attrs={REPLICA_ATTR: 1})
+        m.d.sync += shared_q.eq(self.shared)
         emit_v = locals()  # (for _emit, below)
         with m.If(ph[PH_IDLE]):
             # the block count restarts in every idle cycle, not in PH_CHECK's
@@ -917,7 +925,7 @@ class Sequencer(wiring.Component):
         wide = p.wide
         leave, leave_last = v["leave"], v["leave_last"]
         first_block, enter_layer, lay = v["first_block"], v["enter_layer"], v["lay"]
-        shared = self.shared
+        shared = v["shared_q"]
         quant = p.mode == "quantized"
 
         cmd = Signal(self.cmd_layout)
