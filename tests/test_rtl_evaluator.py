@@ -350,8 +350,9 @@ def test_the_emit_decision_equals_the_push_in_every_emit_cycle(
     cycle, the first of each round included, it must be what the push is. Loaded in
     PH_EMIT alone (54e5111) it kept the last round's decision into the next round's
     first cycle (a pass pushed twice or lost) whenever the room changed in between.
-    The emit's own flag ``in_emit`` must be the phase's decode in every cycle, in the
-    narrow and the wide forms (they leave the emit in different places)."""
+    Exactly one flip-flop of the one-hot phase (``in_emit`` the emit's) must be set in
+    every cycle, in the narrow and the wide forms (they leave the emit in different
+    places)."""
     from pentegg.rtl.evaluator import params as params_mod
 
     monkeypatch.setattr(params_mod, "WIDE_LANES", 1 if wide else params_mod.WIDE_LANES)

@@ -104,9 +104,9 @@ class PopulationEvaluator(wiring.Component):
         ``step = pre_step``). ``busy`` stays high until that fill has ended.
     busy : Out(1)
     error : Out(9)
-        Flags of ``ERROR_FLAGS`` (sequencer.py); set a cycle after ``start`` instead of
-        running (``busy`` is high for that cycle and falls with them), or (``label``)
-        during the run.
+        Flags of ``ERROR_FLAGS`` (sequencer.py); set two cycles after ``start`` instead
+        of running (``busy`` is high from the cycle after ``start`` and falls a cycle
+        after them), or (``label``) during the run.
     w_addr, w_en, w_data
         Weight memory (16-bit words, spec 1.4).
     b_addr, b_en, b_data / s_addr, s_en, s_data / l_addr, l_en, l_data
@@ -578,10 +578,11 @@ class PopulationEvaluator(wiring.Component):
         # nor one with a beat in the finalizer's output FIFOs (`holding`, likewise):
         # the registered value, the condition a cycle ago, never calls a command done
         # before the engine has taken it, nor a score before the score unit has it. No
-        # cycle of the emit phase is drained (`emitting`, a decode of the sequencer's
-        # phase, not its command's valid: that is the WeightStreamer's ready, and from
-        # the phase through it into `drained` was the 128-lane ECP5 evaluator's critical
-        # path at 06a19d8, seed 1, 8.91 ns, 7.2 of it routing, 5 levels)
+        # cycle of the emit phase is drained (`emitting`, the sequencer's emit
+        # flip-flop `in_emit`, not its command's valid: that is the WeightStreamer's
+        # ready, and from the phase through it into `drained` was the 128-lane ECP5
+        # evaluator's critical path at 06a19d8, seed 1, 8.91 ns, 7.2 of it routing, 5
+        # levels)
         drained = Signal()
         self.dbg.update(drained=drained, sc=sc)
         m.d.sync += drained.eq(

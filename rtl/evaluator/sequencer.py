@@ -52,9 +52,8 @@ def _pair_step_tables() -> tuple[list[int], list[int], list[int]]:
 
 __all__ = ["ERROR_FLAGS", "Sequencer"]
 
-#: Error flags (bit: meaning), set instead of running (docs/rtl.md).
-#: the phases, in the order of their codes; each is a flip-flop ``ph_<name>`` of the
-#: one-hot phase, but ``emit``'s, which is ``in_emit``
+#: The phases, in the order of their bits in the one-hot phase; each is a flip-flop
+#: ``ph_<name>``, but ``emit``'s, which is ``in_emit``
 PHASES = (
     "idle",
     "cfg_div",
@@ -68,6 +67,7 @@ PHASES = (
     "check",
 )
 
+#: Error flags (bit: meaning), set instead of running (docs/rtl.md).
 ERROR_FLAGS = {
     0: "layers: n_layers outside 1..max_layers",
     1: "widths: a width outside 1..max_width",
@@ -106,8 +106,9 @@ class Sequencer(wiring.Component):
         Run-time parameters (spec 9.1).
     busy : Out(1), error : Out(9)
         ``busy`` rises the cycle after ``start``. The checks of the run-time parameters
-        are registered: a cycle later ``error`` holds their result, and when a
-        parameter is out of range ``busy`` falls with it (and nothing runs).
+        are registered and the check phase takes two cycles: two cycles after ``start``
+        ``error`` holds their result, and when a parameter is out of range ``busy``
+        falls a cycle later (and nothing runs).
     cmd : Out(stream.Signature(command_layout))
         Pass commands for the PassEngine.
     emitting : Out(1)
@@ -120,9 +121,13 @@ class Sequencer(wiring.Component):
         ``cmd.ready`` and ``wcmd.ready`` of the next cycle: the readies must be flip-flops
         with these inputs (as the evaluator's command queue and the WeightStreamer give
         them); the emit decision is a flip-flop of its own, set from them.
-    fill_start : Out(1), fill_busy : In(1), first_pair : Out(11), lanes_active : Out(...)
-        The noise fill of each round; ``fill_pre`` (Out(1), a register loaded with each
-        fill's start): it makes the noise of step ``pre_step``, not ``step``.
+    fill_start : Out(1), fill_busy : In(1), fill_pair : Out(12), fill_active : Out(...)
+        The noise fill of each round: its first pair and active lanes; ``fill_buf``
+        (Out(1)) the noise buffer it writes, ``fill_pre`` (Out(1), a register loaded
+        with each fill's start): it makes the noise of step ``pre_step``, not ``step``.
+    first_pair : Out(11), lanes_active : Out(...), nbuf : Out(1)
+        The round being evaluated: its first pair and active lanes (the scores' and
+        logits' member index), and the noise buffer it reads.
     keep : In(1), pre : In(1), pre_step : In(16)
         Noise made ahead (:class:`~pentegg.rtl.evaluator.evaluator.PopulationEvaluator`):
         ``keep`` with ``start`` lets the first round use the noise the fill last made
@@ -482,7 +487,7 @@ class Sequencer(wiring.Component):
         # Wide builds load ``lay`` only when a block that leaves its layer ends (and
         # outside the emit), from the registers of the layer after bk_l (layer 0 after
         # the last): its enable is a LUT of four flip-flops (``ok``, ``lp``, ``leave``
-        # and a copy of the phase's decode a cycle behind), not the emit decision
+        # and ``emit_d``, a copy of ``in_emit`` a cycle behind), not the emit decision
         # through the block's kind, layer and the phase (the phase through bk_s into
         # lay_n was the 128-lane ECP5 evaluator's critical path at b022460, seed 3:
         # 9.14 ns, 7.43 of it routing; the ``lay_*`` registers 22 of its 81 endpoints
@@ -692,10 +697,10 @@ class Sequencer(wiring.Component):
         with m.If(self.bad_label & labels_now):
             m.d.sync += self.error[8].eq(1)
 
-        # Wide builds: the emit's first block and its sample count load in every cycle
-        # outside PH_EMIT (the configuration's values they take are final before PH_EMIT
-        # begins), not in the cycle that begins the emit: their enables are the phase's
-        # decode, not that and the fill's and the drain's flags (entering layer 0 in
+        # Wide builds: the emit's first block loads in every cycle outside PH_EMIT (the
+        # configuration's values it takes are final before PH_EMIT begins), not in the
+        # cycle that begins the emit: its enable is the emit's flip-flop, not that and
+        # the fill's and the drain's flags (entering layer 0 in
         # PH_FILL's and PH_NEXT's branches put phase through four LUTs into lay_out's
         # enable, the 128-lane ECP5 evaluator's critical path at d1d3a78, seed 1:
         # 8.27 ns; bk_l, lay_n and lay_out were 6 of its 10 endpoints past 8 ns)
@@ -861,7 +866,8 @@ class Sequencer(wiring.Component):
             with m.If(go):
                 m.d.sync += busy.eq(0)
                 goto(m, PH_END, PH_IDLE)
-        # PH_EMIT (after the switch: the wide forms' statements below take precedence)
+        # PH_EMIT (after the other phases' blocks: the wide forms' statements below take
+        # precedence)
         with m.If(in_emit):
             self._emit(m, p, emit_v)
         # the pass and weight commands' payloads, outside the emit's condition: only
@@ -950,7 +956,7 @@ class Sequencer(wiring.Component):
         off_zero = v["off_zero"]
         word1 = pos_word + lay["q1"] + over1
         off1 = Mux(over1, pos_off + lay["r1"] - 5, pos_off + lay["r1"])
-        payload = v["payload"] = []  # (elaborate adds them outside the phase's switch)
+        payload = v["payload"] = []  # (elaborate adds them outside the emit's condition)
         payload += [
             cmd.u.eq(bk_u),
             cmd.n.eq(Mux(bk_u, n0, lay["n"])),
