@@ -254,7 +254,14 @@ class Sequencer(wiring.Component):
         q1 = Array(Signal(wb, name=f"q1_{l}") for l in range(ml))  # fan // 5
         r1 = Array(Signal(3, name=f"r1_{l}") for l in range(ml))  # fan % 5
         fstart = Array(Signal(nb + 2, name=f"fstart{l}") for l in range(ml))
-        n0 = widths[0]
+        # n_0 from a register of the sequencer's own, loaded in every cycle (a run's
+        # setting, stable from start: from the next cycle on the register holds the
+        # start cycle's value), a replica that Yosys keeps: the input `widths[0]` (the
+        # test wrapper's register of it, across the chip) through the U rows' address
+        # adder into `u_addr` was the 128-lane ECP5 evaluator's critical path at
+        # 3ff5822, seeds 1 and 3 (8.69 and 8.52 ns)
+        n0 = Signal.like(widths[0], name="n0_q", attrs={REPLICA_ATTR: 1})
+        m.d.sync += n0.eq(widths[0])
         ub_base = Signal(nb + 2)
         m.d.comb += ub_base.eq(n0 * u_cols)
 
