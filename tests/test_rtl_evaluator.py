@@ -1002,38 +1002,45 @@ def test_a_run_after_one_with_a_bad_label_sets_no_flag_and_equals_golden(wide, m
 def test_runs_that_switch_between_shared_and_per_member_inputs_equal_golden(
     mode, wide, monkeypatch
 ):
-    """``shared`` is a run's setting, read from the start on: one evaluator runs shared,
-    per-member, per-member, shared and shared inputs back to back (so that each kind
-    follows the other and itself), and every run equals golden. Layer 0 has two outputs,
-    so that a block of it is one pass and the run's first command already releases the
-    input slot of a per-member run (a copy of ``shared`` in the sequencer loaded only
-    while it emits gives that command the run before's value: the quantized runs fail)."""
+    """``shared`` and ``widths`` are a run's settings, read from the start on: one
+    evaluator runs shared, per-member, per-member, shared and shared inputs back to back
+    (so that each kind follows the other and itself), with an input width ``n_0`` of 5
+    or 7 that changes between most of them, and every run equals golden. Layer 0 has two
+    outputs, so that a block of it is one pass and the run's first command already
+    releases the input slot of a per-member run (a copy of ``shared`` in the sequencer
+    loaded only while it emits gives that command the run before's value: the quantized
+    runs fail)."""
     from pentegg.rtl.evaluator import params as params_mod
 
     if wide:
         monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
     rng = np.random.default_rng(harness.pick_seed(f"evaluator switch inputs {mode} {wide}"))
-    cfg = Config(
-        layers=(5, 2, 3),
-        population=6,
-        rank=4,
-        mode=mode,
-        seed=int(rng.integers(1 << 32)),
-        init="random",
-    ).validate()
-    weights = init_state(cfg).weights
 
-    def member_job():
+    def config(n0):
+        return Config(
+            layers=(n0, 2, 3),
+            population=6,
+            rank=4,
+            mode=mode,
+            seed=int(rng.integers(1 << 32)),
+            init="random",
+        ).validate()
+
+    def member_job(cfg):
         x = rng.integers(-127, 128, (cfg.population, 2, cfg.layers[0]))
-        return EvalJob(cfg, weights, int(rng.integers(0, 1000)), member_x=x)
+        return EvalJob(cfg, init_state(cfg).weights, int(rng.integers(0, 1000)), member_x=x)
 
-    kinds = [True, False, False, True, True]
-    jobs = [shared_job(cfg, rng, batch=2) if k else member_job() for k in kinds]
+    runs = [(True, 5), (False, 7), (False, 5), (True, 5), (True, 7)]
+    jobs = []
+    for kind, n0 in runs:
+        cfg = config(n0)
+        jobs.append(shared_job(cfg, rng, batch=2) if kind else member_job(cfg))
     dut = PopulationEvaluator(lanes=2, max_width=8, max_batch=4, mode=mode)
     assert dut.params.wide == wide
     res = run_amaranth_jobs([(job, {}) for job in jobs], dut, max_cycles=400_000)
     for i, (job, r) in enumerate(zip(jobs, res, strict=True)):
-        check_equals_golden(job, r, f"run {i} ({'shared' if job.shared else 'per-member'})")
+        kind = "shared" if job.shared else "per-member"
+        check_equals_golden(job, r, f"run {i} ({kind}, n_0 {job.cfg.layers[0]})")
 
 
 @pytest.mark.parametrize("shared", [True, False])
