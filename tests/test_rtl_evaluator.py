@@ -564,23 +564,30 @@ def test_the_ice40_forms_give_golden_scores_in_the_same_cycles(shared, monkeypat
     assert cycles[0] == cycles[1], cycles
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
 @pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
 def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_cycles(
-    shared, monkeypatch
+    shared, wide, monkeypatch
 ):
     """The activation memory's write address and select in copies (``act_write_copies``;
     a copy per 16 lanes on a board, here per 2 lanes so that 5 lanes have 3, of 2, 2 and
-    1 lanes): the finalizer's and the loader's writes reach every lane, so the scores and
-    logits equal golden's, in the cycles of one copy."""
+    1 lanes), in the narrow forms and in the wide ones (forced; there the loader's write
+    flag comes in a copy per address copy too, ``aw_en_c``): the finalizer's and the
+    loader's writes reach every lane, so the scores and logits equal golden's, in the
+    cycles of one copy."""
     from pentegg.rtl.evaluator import params as params_mod
 
-    rng = np.random.default_rng(harness.pick_seed(f"evaluator act copies {shared}"))
+    key = f"evaluator act copies {shared}" + (" wide" if wide else "")
+    rng = np.random.default_rng(harness.pick_seed(key))
     job = _small_job(rng, (5, 7, 6, 3), 12, (2, 1, 1), 2, shared, step=5)
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
     cycles = []
     for per_copy in (16, 2):
         monkeypatch.setattr(params_mod, "ACT_WRITE_LANES", per_copy)
         dut = PopulationEvaluator(lanes=5, max_width=8, max_layers=3, rank=4, group=2)
         assert dut.params.act_write_copies == {16: 1, 2: 3}[per_copy]
+        assert dut.params.wide == wide
         res = run_amaranth(job, dut, max_cycles=300_000)
         check_equals_golden(job, res, f"evaluator, a write address copy per {per_copy} lanes")
         cycles.append(res["cycles"])

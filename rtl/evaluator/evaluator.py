@@ -324,7 +324,8 @@ class PopulationEvaluator(wiring.Component):
         # from registers); the choice per copy of the finalizer's address and write flag
         # (act_write_copies: one choice into every slice's address copy took a 7.64 ns
         # route, the 128-lane ULX3S build's critical path at 0fd11e5, seed 2), the
-        # loader's one register into each choice (InputLoader)
+        # loader's one address register into each choice and, in wide builds, its write
+        # flag's copy for that choice (InputLoader.aw_en_c)
         K = p.act_write_copies
         w_sel = [fin.aw_any[c] for c in range(K)]
         m.d.comb += act.w_data.eq(ld.aw_data)  # the finalizer's data too (InputLoader)
@@ -333,7 +334,8 @@ class PopulationEvaluator(wiring.Component):
             m.d.comb += (act.w_addr[c] if K > 1 else act.w_addr).eq(w_addr)
         for j in range(L):
             c = j * K // L
-            m.d.comb += act.w_en[j].eq(Mux(w_sel[c], fin.aw_en[j], ld.aw_en))
+            ld_en = ld.aw_en_c[c] if p.wide else ld.aw_en
+            m.d.comb += act.w_en[j].eq(Mux(w_sel[c], fin.aw_en[j], ld_en))
         slot = data.ArrayLayout(data.ArrayLayout(3, 2), L)
         # low-rank: lanes w .. w + G - 1 share a write enable (``noise_write_lanes``); the
         # bank's word is padded to whole groups, the lanes read their own 6 bits of it
