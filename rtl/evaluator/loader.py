@@ -107,11 +107,7 @@ class InputLoader(wiring.Component):
                 "aw_en": Out(1),
                 "loaded": Out(2),
                 "release": In(2),
-                **(
-                    {"loaded_set": Out(2), "aw_en_c": Out(p.act_write_copies)}
-                    if p.wide
-                    else {}
-                ),
+                **({"loaded_set": Out(2), "aw_en_c": Out(p.act_write_copies)} if p.wide else {}),
             }
         )
 
