@@ -34,7 +34,7 @@ def pytest_configure(config):
 #: workers in collection order (`--dist loadfile --no-loadscope-reorder`), so these go
 #: first and the short files fill in after them. xdist's own order (most tests first) left
 #: the cocotb accelerator file, 10 minutes in 6 tests, to run alone at the end. Measured
-#: at 312e67d (one worker, seconds per file, beside a place and route): 615, 576, 474,
+#: at 3673da5 (one worker, seconds per file, beside a place and route): 615, 576, 474,
 #: 452, 396, 303, 298, 231; the rest 188 and less. A scheduling hint only: a file not
 #: listed keeps its place, a stale entry costs minutes, not a result.
 LONGEST_FILES = (
