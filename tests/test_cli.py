@@ -89,3 +89,35 @@ def test_run_takes_a_venv_given_by_its_absolute_path(tmp_path):
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "stand-in pentegg --version"
+
+
+def test_run_keeps_the_callers_directory_and_resolves_a_relative_venv_from_it(tmp_path):
+    """``./run pentegg`` runs in the directory it is called from, so that relative paths
+    in pentegg's arguments (``--out runs/x``, ``csv:table.csv``) mean what they say there,
+    and a relative ``PENTEGG_VENV`` is taken from there too: a stand-in pentegg prints its
+    working directory."""
+    import hashlib
+    import os
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    work = tmp_path / "work"
+    venv = work / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    stamp = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    (venv / ".pentegg-install").write_text(stamp + "\n")
+    fake = venv / "bin" / "pentegg"
+    fake.write_text('#!/bin/sh\necho "$PWD"\n')
+    fake.chmod(0o755)
+    r = subprocess.run(
+        [str(root / "run"), "pentegg"],
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+        cwd=work,
+        env={**os.environ, "PENTEGG_VENV": "venv"},
+    )
+    assert r.returncode == 0, r.stderr
+    assert Path(r.stdout.strip()).resolve() == work.resolve()
