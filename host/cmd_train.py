@@ -317,7 +317,10 @@ def train_record(args) -> dict:
     meta: dict
     if args.resume:
         state, meta, curve = load_run(args.resume)
-        if meta.get("task") != args.task:
+        # A csv run is the file's content (its sha256, checked below), not the spelling
+        # of its path: csv:./t.csv or an absolute path resume csv:t.csv.
+        csv_run = str(meta.get("task", "")).startswith("csv:") and "csv_sha256" in meta
+        if meta.get("task") != args.task and not (csv_run and args.task.startswith("csv:")):
             raise UsageError(
                 f"--resume {args.resume}: the run trained task "
                 f"'{meta.get('task')}', not '{args.task}'"
@@ -349,6 +352,15 @@ def train_record(args) -> dict:
                 "already (--steps is the total to reach)"
             )
         out = args.out or args.resume
+        if (
+            args.out is not None
+            and args.out.resolve() != args.resume.resolve()
+            and (args.out / STATE_FILE).exists()
+        ):
+            raise UsageError(
+                f"--out {args.out} already holds another run; give an empty directory, "
+                f"or leave out --out to continue in {args.resume}"
+            )
         wall0 = float(meta.get("wall_s", 0.0))
     else:
         task = get_task(args.task, split_seed=args.split_seed or 0)

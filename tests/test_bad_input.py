@@ -243,3 +243,30 @@ def test_a_changed_csv_on_resume_is_named_before_its_labels_are_read(pentegg_cmd
     finally:
         f.write_bytes(saved)
     assert_one_line_error(r, "is not the file the run trained on")
+
+
+def test_resume_into_another_runs_out_directory_is_refused_and_changes_neither(
+    pentegg_cmd, runs, tmp_path
+):
+    """``--resume A --out B`` where B holds another run: refused (a plain ``--out B``
+    is), not B's run silently replaced by A's continuation."""
+    a = copy_run(runs, tmp_path / "a")
+    b = copy_run(runs, tmp_path / "b")
+    before_a, before_b = digest(a), digest(b)
+    r = resume(pentegg_cmd, a, "--steps", "3", "--out", str(b))
+    assert_one_line_error(r, "already holds another run")
+    assert digest(a) == before_a and digest(b) == before_b
+
+
+def test_a_csv_run_resumes_with_its_file_named_by_another_path(pentegg_cmd, runs, tmp_path):
+    """The run trained on ``csv:<abs path>``; resuming with the same file named relative
+    to the working directory (another spelling) continues it: the file's sha256 is what
+    identifies it."""
+    d = copy_run(runs, tmp_path, "csv")
+    r = run(
+        pentegg_cmd, "train", "--task", "csv:./t.csv", "--resume", str(d), "--steps", "3",
+        "--quiet", cwd=runs,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    state, _ = load_state(d / "state.pegg")
+    assert state.step == 3
