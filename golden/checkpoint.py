@@ -59,12 +59,23 @@ def _encode(state: TrainState, meta: dict | None) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
+def new_file_mode() -> int:
+    """The permissions ``open(path, "w")`` would give a new file (0o666 less the umask):
+    a temporary file from ``tempfile.mkstemp`` is 0o600, and a file renamed from it would
+    keep that."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def save_state(path: str | os.PathLike, state: TrainState, meta: dict | None = None) -> None:
-    """Write ``state`` (and JSON-serialisable ``meta``) to ``path`` atomically."""
+    """Write ``state`` (and JSON-serialisable ``meta``) to ``path`` atomically, with the
+    permissions of a new file (:func:`new_file_mode`)."""
     data = _encode(state, meta)
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -61,6 +61,24 @@ def test_json_last_line_has_the_documented_fields(pentegg_cmd, tmp_path):
     assert not [f for f in files if f.endswith(".tmp")]
 
 
+def test_a_runs_files_take_the_umasks_permissions(pentegg_cmd, tmp_path):
+    """state.pegg, curve.csv and run.json are written through temporary files (renamed
+    into place); they get the permissions any new file gets under the umask (0o644 under
+    022), as curve.png does, not mkstemp's owner-only 0o600."""
+    import os
+
+    r = subprocess.run(
+        [*pentegg_cmd, "train", "--task", "xor", "--steps", "2", "--population", "8",
+         "--quiet", "--out", str(tmp_path / "run")],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: os.umask(0o022),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "run").iterdir()}
+    assert {"state.pegg", "curve.csv", "run.json"} <= set(modes)
+    assert modes == dict.fromkeys(modes, 0o644), modes
+
+
 def test_same_seed_same_bits_different_seed_different_bits(pentegg_cmd):
     def trained_sha(seed):
         args = ["train", "--task", "digits", "--steps", "5", *SMALL, "--json", "--seed", seed]
