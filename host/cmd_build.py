@@ -206,9 +206,8 @@ def run_build(args) -> int:
     except ValueError as e:
         raise HardwareError(str(e)) from None
     endpoints = clock.hz / 1e6 if args.endpoints == "clock" else args.endpoints
-    if args.core in board.unfit and not args.force:
-        print(f"pentegg build: error: {board.unfit[args.core]}", file=sys.stderr)
-        return 1
+    if args.core in board.unfit and not args.force:  # a choice of options: exit 2
+        raise HardwareError(board.unfit[args.core])
     build_dir = args.build_dir or f"build/{board.name}"
     check_build_dir(build_dir)
     say = stage_lines("build")

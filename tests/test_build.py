@@ -295,11 +295,12 @@ def assert_no_read_first_emulation(build_dir: Path) -> None:
 
 def test_icebreaker_device_refused(tmp_path):
     """The Device does not fit the UP5K: one line naming the measured need against 5,280
-    logic cells, exit 1, at once (nothing built)."""
+    logic cells, exit 2 (a refused choice of options, as every bad option), at once
+    (nothing built)."""
     r = pentegg(
         "build", "--board", "icebreaker", "--core", "device", "--build-dir", str(tmp_path / "b")
     )
-    assert r.returncode == 1
+    assert r.returncode == 2
     lines = r.stderr.strip().splitlines()
     assert len(lines) == 1, r.stderr
     assert "does not fit" in lines[0] and "5,280" in lines[0] and "--force" in lines[0]
