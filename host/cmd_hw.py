@@ -198,8 +198,11 @@ def run_verilog(args) -> int:
         _quiet_abandoned_elaboration()
         raise HardwareError(str(e)) from None
     if args.output:
-        with open(args.output, "w") as f:
-            f.write(text)
+        try:
+            with open(args.output, "w") as f:
+                f.write(text)
+        except OSError as e:  # no such directory, no permission, a directory
+            raise HardwareError(f"--output {args.output}: cannot write it ({e.strerror})") from None
         print(f"wrote {args.output}", file=sys.stderr)
     else:
         sys.stdout.write(text)

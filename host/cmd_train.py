@@ -46,6 +46,18 @@ def _positive(text: str) -> int:
     return v
 
 
+#: pair-lanes a simulated accelerator may have: the evaluator's range
+#: (rtl/evaluator/params.py checks the same at elaboration)
+LANES_RANGE = (1, 256)
+
+
+def _lanes(text: str) -> int:
+    v = _positive(text)
+    if v > LANES_RANGE[1]:
+        raise argparse.ArgumentTypeError(f"{v} out of range {LANES_RANGE[0]}..{LANES_RANGE[1]}")
+    return v
+
+
 def _batch(text: str) -> int:
     v = _positive(text)
     if v > 65535:
@@ -159,9 +171,11 @@ def add_device_flags(p, default: str | None) -> None:
     )
     p.add_argument(
         "--lanes",
-        type=_positive,
+        type=_lanes,
         default=SIM_LANES,
-        help=f"sim: pair-lanes of the simulated accelerator (default {SIM_LANES})",
+        help=f"sim: pair-lanes of the simulated accelerator, {LANES_RANGE[0]}.."
+        f"{LANES_RANGE[1]}, at most the population's pairs (more are cut to them; "
+        f"default {SIM_LANES})",
     )
     p.add_argument(
         "--timeout",

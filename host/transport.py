@@ -99,12 +99,18 @@ class SimTransport(Transport):
         exe = Path(executable)
         if not exe.is_file():
             raise TransportSpecError(f"simulated device {exe} does not exist")
-        args = [str(exe)]
+        args = [str(exe.absolute())]  # not looked up on PATH
         if run_ahead:
             args += ["--run-ahead", str(int(run_ahead))]
         self.executable = exe
         self.close_timeout = close_timeout
-        self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        try:
+            self._proc = subprocess.Popen(args, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        except OSError as e:  # not executable, not a program for this machine
+            raise TransportSpecError(
+                f"simulated device {exe} cannot run ({e.strerror}): give a harness "
+                "executable built by pentegg (--device sim builds one)"
+            ) from None
         self._in = self._proc.stdin.fileno()
         self._out = self._proc.stdout.fileno()
         os.set_blocking(self._in, False)

@@ -162,12 +162,22 @@ def test_verilog_to_stdout():
             ["build", "--board", "ulx3s-85f", "--param", "lanes=4", "--param", "lanes=8"],
             "--param lanes is given twice",
         ),
+        (
+            ["verilog", "pquant", "-o", "{file}/x.v"],
+            "a-file/x.v: cannot write it (Not a directory)",
+        ),
+        (
+            ["verilog", "pquant", "-o", "{dir}/no-such-dir/x.v"],
+            "no-such-dir/x.v: cannot write it (No such file or directory)",
+        ),
     ],
 )
 def test_errors_are_one_line_exit_2(args, message, tmp_path):
     # a refused synthesis leaves no work directory behind (TMPDIR is this test's own)
     (tmp_path / "a-file").write_text("")
-    args = [a.replace("{file}", str(tmp_path / "a-file")) for a in args]
+    args = [
+        a.replace("{file}", str(tmp_path / "a-file")).replace("{dir}", str(tmp_path)) for a in args
+    ]
     r = pentegg(*args, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()

@@ -218,10 +218,13 @@ def test_parse_spec(spec, parsed):
         ("sim:", "needs a path"),
         ("sim", "needs a device to simulate"),
         ("sim:/nonexistent/device", "does not exist"),
+        ("sim:{not-executable}", "cannot run (Permission denied)"),
         ("serial:/nonexistent/tty", "cannot open serial port /nonexistent/tty"),
     ],
 )
-def test_bad_specs_are_one_line_value_errors(spec, message):
+def test_bad_specs_are_one_line_value_errors(spec, message, tmp_path):
+    (tmp_path / "plain").write_text("not a program\n")
+    spec = spec.replace("{not-executable}", str(tmp_path / "plain"))
     with pytest.raises(TransportSpecError) as e:
         open_transport(spec)
     assert isinstance(e.value, ValueError)

@@ -235,6 +235,8 @@ def test_plot_overlays_runs(pentegg_cmd, tmp_path):
         (["--task", "digits", "--seed", "-1"], "out of range"),
         (["--task", "digits", "--mode", "full"], "invalid choice"),
         (["--task", "digits", "--resume", "/nonexistent/run"], "not a directory"),
+        (["--task", "xor", "--device", "sim", "--lanes", "999"], "999 out of range 1..256"),
+        (["--task", "xor", "--device", "sim", "--lanes", "0"], "must be at least 1"),
     ],
 )
 def test_bad_train_options_one_line_exit_2(pentegg_cmd, args, msg):
