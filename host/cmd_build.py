@@ -252,12 +252,14 @@ def run_build(args) -> int:
     programmed = None
     if args.program and r.timing_met:
         target = args.target or board.default_target
-        if r.firmware:
-            say(f"openFPGALoader: writing the firmware to flash at {r.firmware_offset:#x}")
-        say(f"openFPGALoader: writing {board.bitstream} to {target}")
         try:
             cmds = program(
-                board, r.bitstream, target, firmware=r.firmware, offset=r.firmware_offset
+                board,
+                r.bitstream,
+                target,
+                firmware=r.firmware,
+                offset=r.firmware_offset,
+                progress=say,
             )
         except (ProgramError, ToolNotFound) as e:
             print(f"pentegg build: error: {e}", file=sys.stderr)

