@@ -23,10 +23,14 @@ class UsageError(Exception):
 
 
 class ArgParser(argparse.ArgumentParser):
-    """An ArgumentParser whose errors are one line and exit with code 2."""
+    """An ArgumentParser whose errors are one line and exit with code 2. ``help_command``:
+    the command whose ``--help`` the error points to (default: this parser's ``prog``)."""
+
+    help_command: str | None = None
 
     def error(self, message: str):
-        sys.stderr.write(f"{self.prog}: error: {message} (see {self.prog} --help)\n")
+        see = self.help_command or self.prog
+        sys.stderr.write(f"{self.prog}: error: {message} (see {see} --help)\n")
         raise SystemExit(2)
 
 

@@ -36,9 +36,9 @@ def register(sub) -> None:
     p = sub.add_parser(
         "bench",
         help="benchmarks: figures and ratios, no pass/fail",
-        description="Measure speed and learning. Suites: golden (golden-model "
-        "throughput), seeds (pentegg train over seeds), reference (MLP and "
-        "float EGGROLL rows).",
+        description="Measure speed and learning: the golden model (golden, seeds, "
+        "reference) and the hardware in cycle-exact simulation (evaluator, accelerator, "
+        "link). Figures and ratios, no pass/fail.",
     )
     suites = p.add_subparsers(dest="suite", metavar="SUITE", parser_class=ArgParser, required=True)
 
@@ -200,6 +200,7 @@ def run_seeds(args) -> int:
     sub = ArgParser(prog="pentegg bench seeds").add_subparsers(parser_class=ArgParser)
     tp = add_train_parser(sub)
     tp.prog = "pentegg bench seeds ... TRAIN_OPTIONS"
+    tp.help_command = "pentegg train"  # TRAIN_OPTIONS are train's
     runs = []
     for s in args.seeds:
         targs = tp.parse_args([*opts, "--seed", str(s), "--quiet", "--json"])

@@ -76,10 +76,21 @@ def register(sub) -> None:
     p.add_argument("--program", action="store_true", help="program the board after the build")
     target = p.add_mutually_exclusive_group()
     target.add_argument(
-        "--flash", dest="target", action="store_const", const="flash", help="with --program"
+        "--flash",
+        dest="target",
+        action="store_const",
+        const="flash",
+        help="with --program: write the SPI flash (kept over power cycles; the iCEBreaker's "
+        "default)",
     )
     target.add_argument(
-        "--sram", dest="target", action="store_const", const="sram", help="with --program"
+        "--sram",
+        dest="target",
+        action="store_const",
+        const="sram",
+        help="with --program: load the FPGA's configuration memory only (lost at power off; "
+        "the ULX3S's default; not for the iCEBreaker's compact core, which boots its "
+        "firmware from the flash)",
     )
     p.add_argument(
         "--build-dir", metavar="DIR", help="tool inputs, logs and bitstream (default build/BOARD)"

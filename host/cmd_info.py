@@ -66,7 +66,10 @@ def run(args) -> int:
     w = max(len(k) for k in defaults)
     for k, v in defaults.items():
         print(f"  {k:<{w}}  {v!s:<16} range {RANGES[k]}")
-    print(f"  {'steps':<{w}}  {'':<16} range 0..{MAX_STEP + 1}")
+    print(  # --steps: a run's length; its steps are numbered 0..MAX_STEP (spec 2.3)
+        f"  {'steps':<{w}}  {'':<16} range 1..{MAX_STEP + 1} (a run's steps; step "
+        f"indices 0..{MAX_STEP}, spec 2.3)"
+    )
     print(f"derived widths for layers {tuple(cfg.layers)} (bits, per layer, spec 9.2):")
     for k, v in cfg.widths().items():
         print(f"  {k:<{w}}  {v}")

@@ -148,9 +148,19 @@ def add_model_options(p) -> None:
     p.add_argument("--sigma-shift", type=int, help="noise scale-down shift, 0..8")
     p.add_argument("--tau", type=int, help="update significance threshold, Q4, 0..4095")
     p.add_argument("--latent-bits", type=int, help="latent state width, 3..8")
-    p.add_argument("--latent-shift", type=int, help="latent to weight shift q")
+    p.add_argument(
+        "--latent-shift",
+        type=int,
+        help="latent to weight shift q, 0..q_max with 3*2^q <= 2*(2^(latent_bits-1)-1) "
+        "(0..6 at 8 latent bits)",
+    )
     p.add_argument("--margin", type=int, help="classification hinge margin, 1..254")
-    p.add_argument("--act-shifts", type=_int_list, help="activation shift per layer")
+    p.add_argument(
+        "--act-shifts",
+        type=_int_list,
+        help="activation shift per layer, comma-separated, each 0..15, e.g. 4,4 "
+        "(default ceil(log2(fan)/2))",
+    )
     p.add_argument("--init", choices=("random", "zero"), help="initial weights")
     p.add_argument(
         "--split-seed", type=_seed, help="csv: seed of the 80/20 split (0..2^32-1, default 0)"

@@ -60,6 +60,22 @@ def test_bad_flags_give_one_line_and_exit_2(pentegg_cmd, args):
     assert "error" in r.stderr and "Traceback" not in r.stderr
 
 
+def test_a_bad_train_option_of_bench_seeds_points_to_a_help_that_exists(pentegg_cmd):
+    """TRAIN_OPTIONS are pentegg train's: the error names that command's --help, which
+    runs, not the usage pattern "pentegg bench seeds ... TRAIN_OPTIONS"."""
+    r = run(pentegg_cmd, "bench", "seeds", "0-1", "--task", "xor", "--rank", "x")
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
+    assert r.stderr.rstrip().endswith("(see pentegg train --help)"), r.stderr
+
+
+def test_info_gives_the_range_steps_takes(pentegg_cmd):
+    """`pentegg info`'s steps range is what --steps accepts (1..65535), not the step
+    indices (0..65534)."""
+    line = next(ln for ln in run(pentegg_cmd, "info").stdout.splitlines() if "steps " in ln)
+    assert "range 1..65535" in line, line
+    assert run(pentegg_cmd, "train", "--task", "xor", "--steps", "0").returncode == 2
+
+
 def test_run_takes_a_venv_given_by_its_absolute_path(tmp_path):
     """``PENTEGG_VENV=/abs/path ./run pentegg ...`` runs that environment's pentegg (its
     ``bin`` first on PATH), not one found elsewhere on PATH: a stand-in environment whose
