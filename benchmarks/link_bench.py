@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["board_links", "run"]
+__all__ = ["board_links", "hypothetical_boards", "run"]
 
 
 def board_links(device: str = "sim") -> dict[str, tuple[int, int]]:
@@ -38,6 +38,16 @@ def board_links(device: str = "sim") -> dict[str, tuple[int, int]]:
             for c in [b.clock(None, "compact")]
         }
     return {name: (b.clock_hz, b.baud) for name, b in boards().items()}
+
+
+def hypothetical_boards(device: str = "sim") -> list[str]:
+    """The boards in :func:`board_links` whose build cannot hold the simulated device's
+    core (the accelerator, ``device``, on the iCEBreaker): their predictions are what the
+    core would take at that board's clock and baud rate, not what the board runs."""
+    from pentegg.boards import boards
+
+    core = "compact" if device == "sim-compact" else "device"
+    return [name for name in board_links(device) if core in boards()[name].unfit]
 
 
 #: A STATUS request and its response on the wire (COBS, delimiters): 10 + 22 bytes.
@@ -128,9 +138,18 @@ def run_task(
         + f": device built/opened in {open_s:.1f} s, dataset "
         f"and state loaded in {load['wall_s']:.2f} s ({load['bytes_out']} bytes)"
     )
+    res["hypothetical_boards"] = hypothetical_boards(device)
     for way in ("per_step", "chunked"):
         r = res[way]
-        pred = ", ".join(f"{b} {ms:.1f} ms" for b, ms in r["predicted_ms"].items())
+        pred = ", ".join(
+            f"{b} {ms:.1f} ms"
+            + (
+                " (hypothetical: the accelerator does not fit it)"
+                if b in res["hypothetical_boards"]
+                else ""
+            )
+            for b, ms in r["predicted_ms"].items()
+        )
         log(
             f"  {way:<9} sim {r['wall_s']:.3f} s/step, {r['cycles']:.0f} cycles/step, link "
             f"{r['link_bytes']:.0f} B per step (without the simulation's STATUS polls); "

@@ -240,6 +240,7 @@ def test_bench_link_on_the_compact_device_predicts_the_icebreaker(pentegg_cmd):
         "icebreaker": {"clock_hz": COMPACT_CLOCK_MHZ * 1_000_000, "baud": 3_000_000}
     }
     (task,) = rec["tasks"]
+    assert task["hypothetical_boards"] == []  # the iCEBreaker runs this core
     for way in ("per_step", "chunked"):
         w = task[way]
         assert w["cycles"] > 100_000 and w["link_bytes"] > 0

@@ -562,3 +562,15 @@ def test_memories_counts_grouped_noise_writes_and_no_block_ram_for_the_staging(c
     assert re.search(r"\.noise0: 1\b", out), out  # two 18-bit writes in one block
     assert not re.search(r"noise_stage0\s+\d+\s+\d+\s+\d+\s", out), out
     assert re.search(r"read without a clock \(LUT RAM\): \S+noise_stage0, 12 x \d+ bits", out), out
+
+
+def test_bench_link_marks_the_accelerators_icebreaker_prediction_hypothetical():
+    """``bench link --device sim`` predicts the accelerator's step on every board, the
+    iCEBreaker included, which cannot hold it: that board is named as hypothetical (the
+    JSON's ``hypothetical_boards``, a note beside its figure); the compact device's
+    prediction is for the board that runs it."""
+    from pentegg.benchmarks.link_bench import board_links, hypothetical_boards
+
+    assert set(board_links("sim")) == {"icebreaker", "ulx3s-85f"}
+    assert hypothetical_boards("sim") == ["icebreaker"]
+    assert hypothetical_boards("sim-compact") == []
