@@ -512,7 +512,7 @@ def run_plot(args) -> int:
         raise UsageError(f"-o {out}: is a directory")
     if not out.resolve().parent.is_dir():
         raise UsageError(f"-o {out}: no directory {out.parent}")
-    runs, metric = [], "metric"
+    runs, metrics = [], []
     for d in args.runs:
         f = d / CURVE_FILE if d.is_dir() else d
         if not f.exists():
@@ -523,16 +523,20 @@ def run_plot(args) -> int:
             raise UsageError(f"not a pentegg learning curve: {e}") from None
         if not curve:
             raise UsageError(f"{f}: the learning curve has no points yet")
-        label = str(d)
+        label, metric = str(d), "metric"
         rj = d / RUN_FILE
         if rj.exists():
             try:
                 r = json.loads(rj.read_text())["result"]
-                metric = r.get("metric", metric)
-                label = f"{d.name} ({r['mode']}, {r['update']}, {r['shaping']}, seed {r['seed']})"
+                metric = str(r.get("metric", metric))
+                label = (
+                    f"{d.name} ({r['task']}, {r['mode']}, {r['update']}, {r['shaping']}, "
+                    f"seed {r['seed']})"
+                )
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass  # a run.json that is not pentegg's: the directory names the line
         runs.append((label, curve))
-    plot_curves(runs, args.output, metric)
+        metrics.append(metric)
+    plot_curves(runs, args.output, metrics)
     print(f"wrote {args.output} ({len(runs)} runs)", file=sys.stdout)
     return 0

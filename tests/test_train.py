@@ -244,3 +244,23 @@ def test_bad_train_options_one_line_exit_2(pentegg_cmd, args, msg):
     assert r.returncode == 2, r.stderr
     assert msg in r.stderr and len(r.stderr.strip().splitlines()) == 1
     assert "Traceback" not in r.stderr
+
+
+def test_plot_gives_runs_of_another_metric_a_row_of_their_own(tmp_path):
+    """An accuracy run and a CartPole return run are not drawn on one y axis: each
+    metric gets its own row of panels (the PNG is twice as tall), runs of one metric
+    share theirs."""
+    import struct
+
+    from pentegg.plot import plot_curves
+
+    curve = [{"step": s, "wall_s": s / 10, "metric": s / 4} for s in range(4)]
+
+    def height(metrics):
+        out = tmp_path / f"{len(set(metrics))}.png"
+        plot_curves([("a", curve), ("b", curve)], out, metrics)
+        return struct.unpack(">I", out.read_bytes()[20:24])[0]
+
+    one = height(["test_accuracy", "test_accuracy"])
+    assert height(["test_accuracy", "mean_return"]) == 2 * one
+    assert height("test_accuracy") == one
