@@ -524,19 +524,23 @@ def run_plot(args) -> int:
         if not curve:
             raise UsageError(f"{f}: the learning curve has no points yet")
         label, metric = str(d), "metric"
-        rj = d / RUN_FILE
+        run_dir = d if d.is_dir() else d.parent  # a run directory or its curve.csv
+        rj = run_dir / RUN_FILE
         if rj.exists():
             try:
                 r = json.loads(rj.read_text())["result"]
                 metric = str(r.get("metric", metric))
                 label = (
-                    f"{d.name} ({r['task']}, {r['mode']}, {r['update']}, {r['shaping']}, "
+                    f"{run_dir.name} ({r['task']}, {r['mode']}, {r['update']}, {r['shaping']}, "
                     f"seed {r['seed']})"
                 )
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass  # a run.json that is not pentegg's: the directory names the line
         runs.append((label, curve))
         metrics.append(metric)
+    known = {m for m in metrics if m != "metric"}
+    if len(known) == 1:  # a curve without its run.json joins the one metric named
+        metrics = [known.pop()] * len(metrics)
     plot_curves(runs, args.output, metrics)
     print(f"wrote {args.output} ({len(runs)} runs)", file=sys.stdout)
     return 0

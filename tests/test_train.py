@@ -264,3 +264,34 @@ def test_plot_gives_runs_of_another_metric_a_row_of_their_own(tmp_path):
     one = height(["test_accuracy", "test_accuracy"])
     assert height(["test_accuracy", "mean_return"]) == 2 * one
     assert height("test_accuracy") == one
+
+
+def test_plot_cli_puts_a_curve_without_its_run_json_beside_the_metric_named(pentegg_cmd, tmp_path):
+    """`pentegg plot` reads each run's metric from its run.json (beside a curve.csv given
+    by path too); a curve without one joins the one metric the others name (one row of
+    panels), runs naming two metrics get two rows, and a curve without a run.json beside
+    two metrics a third."""
+    import struct
+
+    def make(name, metric=None):
+        d = tmp_path / name
+        d.mkdir()
+        rows = ["step,wall_s,metric,score_mean,score_max,moved"]
+        rows += [f"{s},{s / 10},{s / 4},0,0,0" for s in range(1, 4)]
+        (d / "curve.csv").write_text("\n".join(rows) + "\n")
+        if metric:
+            result = dict(task="t", mode="lowrank", update="latent", shaping="rank", seed=0)
+            (d / "run.json").write_text(json.dumps({"result": {**result, "metric": metric}}))
+        return d
+
+    acc, bare, ret = make("acc", "test_accuracy"), make("bare"), make("ret", "mean_return")
+
+    def height(*runs):
+        out = tmp_path / "p.png"
+        r = run(pentegg_cmd, "plot", *runs, "-o", out)
+        assert r.returncode == 0, r.stderr
+        return struct.unpack(">I", out.read_bytes()[20:24])[0]
+
+    one = height(acc, bare / "curve.csv")
+    assert height(acc / "curve.csv", ret) == 2 * one
+    assert height(acc, bare, ret) == 3 * one  # which of the two is bare's? a row of its own
