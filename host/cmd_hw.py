@@ -285,16 +285,19 @@ def run_synth(args) -> int:
                 stalled = ", ".join(map(str, r.stalled_seeds))
                 target += f"; the router stalled at seed {stalled}"
             print(f"fmax     {r.fmax_mhz:.1f} MHz ({target})")
+        # with --seeds N the critical path and late endpoints below are one placement's,
+        # the median's (the JSON's path_seed): say which
+        of_seed = f" (seed {r.path_seed}'s)" if r.placements else ""
         print(f"placed   with the registered test wrapper: {wrapped}")
         cp = r.critical_path
         if cp:
             print(
-                f"critical {cp['from']} -> {cp['to']}: {cp['delay_ns']} ns "
+                f"critical{of_seed} {cp['from']} -> {cp['to']}: {cp['delay_ns']} ns "
                 f"({cp['logic_ns']} logic, {cp['routing_ns']} routing), {cp['levels']} levels"
             )
             print(f"  via    {', '.join(cp['through']) or '-'}")
             print(f"  rtl    {', '.join(cp['rtl']) or '-'}")
-        print_late(r.late_endpoints, r.target_mhz)
+        print_late(r.late_endpoints, r.target_mhz, of_seed)
     else:
         print("fmax     none: the design does not fit the device")
         print(f"needs    with the registered test wrapper: {wrapped}")
@@ -315,13 +318,15 @@ def run_synth(args) -> int:
     return 0
 
 
-def print_late(late: dict | None, target_mhz: float) -> None:
+def print_late(late: dict | None, target_mhz: float, of_seed: str = "") -> None:
     """``--endpoints``: how many endpoints arrive too late for each clock, and where
-    (the groups past ``target_mhz``'s period)."""
+    (the groups past ``target_mhz``'s period); ``of_seed`` names the placement's seed
+    when several were placed."""
     if not late:
         return
     counts = ", ".join(f"{n} at {f} MHz" for f, n in late["over_period"].items())
-    print(f"late     of {late['endpoints']} timing endpoints, past the period: {counts}")
+    label = f"late{of_seed}"
+    print(f"{label:<8} of {late['endpoints']} timing endpoints, past the period: {counts}")
     n = late.get("from_pins")
     if n:
         print(

@@ -183,6 +183,9 @@ class SynthResult:
     stalled_seeds: list[int] | None = None
     #: with ``endpoints``: :func:`late_endpoints` of the placement of the figures
     late_endpoints: dict[str, Any] | None = None
+    #: the seed whose placement ``critical_path`` and ``late_endpoints`` are (with
+    #: ``seeds`` > 1 the median's, not necessarily ``seed``)
+    path_seed: int | None = None
     #: with ``breakdown``: :func:`block_breakdown` of the wrapped netlist
     breakdown: list[dict[str, Any]] | None = None
     #: nextpnr's placer timing weight (``--placer-heap-timingweight``); None: its default
@@ -976,12 +979,14 @@ def _synthesize(
             break
     fmax_mhz = None
     late = None
+    path_seed = None
     if placed:
         fmax_mhz = statistics.median(r["fmax_mhz"] for r in runs)
         # the critical path of the placement at or just below the median
         median = max((r for r in runs if r["fmax_mhz"] <= fmax_mhz), key=lambda r: r["fmax_mhz"])
         path = median["critical_path"]
         late = median.get("late_endpoints")
+        path_seed = median["seed"]
     return SynthResult(
         module=module,
         device=dev.name,
@@ -1011,6 +1016,7 @@ def _synthesize(
         seed=runs[0]["seed"] if runs else None,
         stalled_seeds=stalled or None,
         late_endpoints=late,
+        path_seed=path_seed,
         breakdown=blocks,
         timing_weight=timing_weight,
     )

@@ -207,8 +207,9 @@ def test_synth_json_both_devices():
 
 def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tmp_path):
     """``--seeds 3`` places and routes the one Yosys netlist with seeds 1, 2 and 3: each
-    placement is the one ``--seed S`` alone gives, ``fmax_mhz`` is their median, and each
-    seed keeps its own nextpnr log."""
+    placement is the one ``--seed S`` alone gives, ``fmax_mhz`` is their median, each
+    seed keeps its own nextpnr log, and the critical path printed is labelled with the
+    seed of its placement (the median's, ``path_seed``)."""
     args = ("synth", "lrgen", "--device", "up5k", "--json")
     r = pentegg(*args, "--seeds", "3", "--build-dir", str(tmp_path))
     assert r.returncode == 0, r.stderr
@@ -218,6 +219,10 @@ def test_synth_seeds_places_one_netlist_with_each_seed_and_reports_the_median(tm
     assert j["fmax_mhz"] == fmaxes[1]
     assert j["critical_path"] in [p["critical_path"] for p in j["placements"]]
     assert "median of seeds 1..3" in r.stdout
+    # the critical path printed is the median placement's, and says which seed's
+    (median,) = [p for p in j["placements"] if p["seed"] == j["path_seed"]]
+    assert median["fmax_mhz"] == fmaxes[1] and j["critical_path"] == median["critical_path"]
+    assert f"critical (seed {j['path_seed']}'s) " in r.stdout
     assert "seed 2, 2 of 3" in r.stderr and "nextpnr-seed3.log" in r.stderr
     for seed in (1, 2, 3):
         assert (tmp_path / f"nextpnr-seed{seed}.log").exists()

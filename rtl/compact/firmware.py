@@ -273,13 +273,14 @@ def image(params: dict[str, Any] | None = None, *, ram_bytes: int, engine: bool 
     p = check_params(**(params or {}))
     if engine and not engine_fits(p):
         raise ValueError("engine=True: the datapath does not take this build (engine_fits)")
-    if ram_bytes > MAX_RAM_BYTES:
-        raise FirmwareBuildError(
-            f"ram_bytes={ram_bytes}: the compact device's RAM holds at most {MAX_RAM_BYTES}"
+    if not CODE_BYTES < ram_bytes <= MAX_RAM_BYTES:  # a parameter's range: a ValueError
+        why = (
+            f"the compact device's RAM holds at most {MAX_RAM_BYTES}"
+            if ram_bytes > MAX_RAM_BYTES
+            else f"the firmware's code alone takes {CODE_BYTES}"
         )
-    if ram_bytes <= CODE_BYTES:
-        raise FirmwareBuildError(
-            f"ram_bytes={ram_bytes}: the firmware's code alone takes {CODE_BYTES}"
+        raise ValueError(
+            f"ram_bytes={ram_bytes} is not in {CODE_BYTES + 1}..{MAX_RAM_BYTES} ({why})"
         )
     fw = _rv32(
         [*SOURCES, "hal_soc.c"],
