@@ -107,11 +107,13 @@ def test_run_takes_a_venv_given_by_its_absolute_path(tmp_path):
     assert r.stdout.strip() == "stand-in pentegg --version"
 
 
-def test_run_keeps_the_callers_directory_and_resolves_a_relative_venv_from_it(tmp_path):
+@pytest.mark.parametrize("via", ["path", "symlink"])
+def test_run_keeps_the_callers_directory_and_resolves_a_relative_venv_from_it(tmp_path, via):
     """``./run pentegg`` runs in the directory it is called from, so that relative paths
     in pentegg's arguments (``--out runs/x``, ``csv:table.csv``) mean what they say there,
     and a relative ``PENTEGG_VENV`` is taken from there too: a stand-in pentegg prints its
-    working directory."""
+    working directory. Called through a symlink elsewhere, it still finds the repository
+    (its pyproject.toml, which the stand-in's install stamp matches)."""
     import hashlib
     import os
     import sys
@@ -127,8 +129,13 @@ def test_run_keeps_the_callers_directory_and_resolves_a_relative_venv_from_it(tm
     fake = venv / "bin" / "pentegg"
     fake.write_text('#!/bin/sh\necho "$PWD"\n')
     fake.chmod(0o755)
+    script = root / "run"
+    if via == "symlink":
+        (tmp_path / "bin").mkdir()
+        (tmp_path / "bin" / "pentegg-run").symlink_to(script)
+        script = tmp_path / "bin" / "pentegg-run"
     r = subprocess.run(
-        [str(root / "run"), "pentegg"],
+        [str(script), "pentegg"],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
