@@ -59,24 +59,51 @@ def _encode(state: TrainState, meta: dict | None) -> bytes:
     return body + hashlib.sha256(body).digest()
 
 
-def new_file_mode() -> int:
-    """The permissions ``open(path, "w")`` would give a new file (0o666 less the umask):
-    a temporary file from ``tempfile.mkstemp`` is 0o600, and a file renamed from it would
-    keep that."""
+def _umask() -> int:
+    """The process's umask: from /proc where Linux gives it (no change to the process),
+    else by setting it and back."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
     mask = os.umask(0)
     os.umask(mask)
-    return 0o666 & ~mask
+    return mask
+
+
+def new_file_mode(path: str | os.PathLike | None = None) -> int:
+    """The permissions a file written through a temporary file and a rename should get:
+    those of ``path`` if it exists (a user's ``chmod`` is kept), else what ``open(path,
+    "w")`` would give a new file (0o666 less the umask), not ``tempfile.mkstemp``'s 0o600."""
+    if path is not None:
+        try:
+            return os.stat(path).st_mode & 0o7777
+        except OSError:
+            pass
+    return 0o666 & ~_umask()
+
+
+def chmod_temp(f, path: str | os.PathLike) -> None:
+    """Give the open temporary file ``f`` the mode of :func:`new_file_mode` for ``path``;
+    a file system that refuses modes (vfat, some network mounts) keeps the write working."""
+    try:
+        os.fchmod(f.fileno(), new_file_mode(path))
+    except OSError:
+        pass
 
 
 def save_state(path: str | os.PathLike, state: TrainState, meta: dict | None = None) -> None:
     """Write ``state`` (and JSON-serialisable ``meta``) to ``path`` atomically, with the
-    permissions of a new file (:func:`new_file_mode`)."""
+    permissions of :func:`new_file_mode`."""
     data = _encode(state, meta)
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "wb") as f:
+            chmod_temp(f, path)
             f.write(data)
             f.flush()
             os.fsync(f.fileno())

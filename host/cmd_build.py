@@ -16,8 +16,9 @@ the boards; each has a default core (iCEBreaker: compact; ULX3S: device).
 A core the board is known not to fit (the device core on the iCEBreaker: board.unfit)
 stops at once with one line naming the measured need, unless ``--force``.
 
-Exit codes: 0 done; 1 the core does not fit the board, timing not met, a tool failed or
-programming failed (one line on stderr); 2 bad options (one line).
+Exit codes: 0 done; 1 timing not met, a tool failed (a ``--force`` build that does not
+place among them) or programming failed (one line on stderr); 2 bad options, a core the
+board does not fit among them (one line).
 """
 
 from __future__ import annotations

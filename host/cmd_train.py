@@ -531,8 +531,8 @@ def run_plot(args) -> int:
                 r = json.loads(rj.read_text())["result"]
                 metric = str(r.get("metric", metric))
                 label = (
-                    f"{run_dir.name} ({r['task']}, {r['mode']}, {r['update']}, {r['shaping']}, "
-                    f"seed {r['seed']})"
+                    f"{run_dir.resolve().name} ({r['task']}, {r['mode']}, {r['update']}, "
+                    f"{r['shaping']}, seed {r['seed']})"
                 )
             except (ValueError, KeyError, TypeError, AttributeError):
                 pass  # a run.json that is not pentegg's: the directory names the line

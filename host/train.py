@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from .golden import TrainState, es_step, load_state, save_state, weights_sha256
-from .golden.checkpoint import new_file_mode
+from .golden.checkpoint import chmod_temp
 from .progress import Progress
 from .tasks import Task
 
@@ -40,11 +40,11 @@ CURVE_FIELDS = ("step", "wall_s", "metric", "score_mean", "score_max", "moved")
 
 def atomic_write(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file and a rename, with the
-    permissions of a new file (the umask's, not ``mkstemp``'s 0o600)."""
+    permissions of ``path`` if it exists, else the umask's (not ``mkstemp``'s 0o600)."""
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(fd, new_file_mode())
         with os.fdopen(fd, "wb") as f:
+            chmod_temp(f, path)
             f.write(data)
         os.replace(tmp, path)
     except BaseException:

@@ -64,7 +64,8 @@ def test_json_last_line_has_the_documented_fields(pentegg_cmd, tmp_path):
 def test_a_runs_files_take_the_umasks_permissions(pentegg_cmd, tmp_path):
     """state.pegg, curve.csv and run.json are written through temporary files (renamed
     into place); they get the permissions any new file gets under the umask (0o644 under
-    022), as curve.png does, not mkstemp's owner-only 0o600."""
+    022), as curve.png does, not mkstemp's owner-only 0o600; a file's mode set by the
+    user is kept when a --resume rewrites it."""
     import os
 
     r = subprocess.run(
@@ -77,6 +78,17 @@ def test_a_runs_files_take_the_umasks_permissions(pentegg_cmd, tmp_path):
     modes = {p.name: p.stat().st_mode & 0o777 for p in (tmp_path / "run").iterdir()}
     assert {"state.pegg", "curve.csv", "run.json"} <= set(modes)
     assert modes == dict.fromkeys(modes, 0o644), modes
+    # a mode the user gave a file stays through the rewrites of a --resume
+    (tmp_path / "run" / "state.pegg").chmod(0o600)
+    r = subprocess.run(
+        [*pentegg_cmd, "train", "--task", "xor", "--steps", "3", "--quiet",
+         "--resume", str(tmp_path / "run")],
+        capture_output=True, text=True, stdin=subprocess.DEVNULL,
+        preexec_fn=lambda: os.umask(0o022),
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "run" / "state.pegg").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "run" / "run.json").stat().st_mode & 0o777 == 0o644
 
 
 def test_same_seed_same_bits_different_seed_different_bits(pentegg_cmd):
