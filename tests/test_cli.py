@@ -1,7 +1,11 @@
 """The CLI foundation: --help, --version, info, and one-line errors with exit code 2."""
 
+import hashlib
 import json
+import os
 import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -76,32 +80,33 @@ def test_info_gives_the_range_steps_takes(pentegg_cmd):
     assert run(pentegg_cmd, "train", "--task", "xor", "--steps", "0").returncode == 2
 
 
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def stand_in_venv(venv: Path, pentegg_script: str) -> Path:
+    """An environment ``./run`` takes as prepared (its install stamp matches
+    pyproject.toml, so it installs nothing) whose ``pentegg`` is ``pentegg_script``."""
+    (venv / "bin").mkdir(parents=True)
+    (venv / "bin" / "python").symlink_to(sys.executable)
+    stamp = hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
+    (venv / ".pentegg-install").write_text(stamp + "\n")
+    fake = venv / "bin" / "pentegg"
+    fake.write_text(f"#!/bin/sh\n{pentegg_script}\n")
+    fake.chmod(0o755)
+    return venv
+
+
 def test_run_takes_a_venv_given_by_its_absolute_path(tmp_path):
     """``PENTEGG_VENV=/abs/path ./run pentegg ...`` runs that environment's pentegg (its
     ``bin`` first on PATH), not one found elsewhere on PATH: a stand-in environment whose
-    install stamp matches pyproject.toml (so ``./run`` installs nothing) and whose
     ``pentegg`` prints a marker."""
-    import hashlib
-    import os
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
-    venv = tmp_path / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    stamp = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    (venv / ".pentegg-install").write_text(stamp + "\n")
-    fake = venv / "bin" / "pentegg"
-    fake.write_text('#!/bin/sh\necho "stand-in pentegg $*"\n')
-    fake.chmod(0o755)
-    env = {**os.environ, "PENTEGG_VENV": str(venv)}
+    venv = stand_in_venv(tmp_path / "venv", 'echo "stand-in pentegg $*"')
     r = subprocess.run(
-        [str(root / "run"), "pentegg", "--version"],
+        [str(ROOT / "run"), "pentegg", "--version"],
         capture_output=True,
         text=True,
         stdin=subprocess.DEVNULL,
-        env=env,
+        env={**os.environ, "PENTEGG_VENV": str(venv)},
     )
     assert r.returncode == 0, r.stderr
     assert r.stdout.strip() == "stand-in pentegg --version"
@@ -114,22 +119,9 @@ def test_run_keeps_the_callers_directory_and_resolves_a_relative_venv_from_it(tm
     and a relative ``PENTEGG_VENV`` is taken from there too: a stand-in pentegg prints its
     working directory. Called through a symlink elsewhere, it still finds the repository
     (its pyproject.toml, which the stand-in's install stamp matches)."""
-    import hashlib
-    import os
-    import sys
-    from pathlib import Path
-
-    root = Path(__file__).resolve().parents[1]
     work = tmp_path / "work"
-    venv = work / "venv"
-    (venv / "bin").mkdir(parents=True)
-    (venv / "bin" / "python").symlink_to(sys.executable)
-    stamp = hashlib.sha256((root / "pyproject.toml").read_bytes()).hexdigest()[:16]
-    (venv / ".pentegg-install").write_text(stamp + "\n")
-    fake = venv / "bin" / "pentegg"
-    fake.write_text('#!/bin/sh\necho "$PWD"\n')
-    fake.chmod(0o755)
-    script = root / "run"
+    stand_in_venv(work / "venv", 'echo "$PWD"')
+    script = ROOT / "run"
     if via == "symlink":
         (tmp_path / "bin").mkdir()
         (tmp_path / "bin" / "pentegg-run").symlink_to(script)
