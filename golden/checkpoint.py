@@ -86,24 +86,19 @@ def new_file_mode(path: str | os.PathLike | None = None) -> int:
     return 0o666 & ~_umask()
 
 
-def chmod_temp(f, path: str | os.PathLike) -> None:
-    """Give the open temporary file ``f`` the mode of :func:`new_file_mode` for ``path``;
-    a file system that refuses modes (vfat, some network mounts) keeps the write working."""
-    try:
-        os.fchmod(f.fileno(), new_file_mode(path))
-    except OSError:
-        pass
-
-
-def save_state(path: str | os.PathLike, state: TrainState, meta: dict | None = None) -> None:
-    """Write ``state`` (and JSON-serialisable ``meta``) to ``path`` atomically, with the
-    permissions of :func:`new_file_mode`."""
-    data = _encode(state, meta)
+def write_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """Write ``data`` to ``path`` through a temporary file in its directory, flushed to
+    disk, then renamed over it: a reader sees the old file or the new one, never a part.
+    The file gets :func:`new_file_mode` (a file system that refuses modes, such as vfat,
+    keeps the write working)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as f:
-            chmod_temp(f, path)
+            try:
+                os.fchmod(f.fileno(), new_file_mode(path))
+            except OSError:
+                pass
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
@@ -112,6 +107,12 @@ def save_state(path: str | os.PathLike, state: TrainState, meta: dict | None = N
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def save_state(path: str | os.PathLike, state: TrainState, meta: dict | None = None) -> None:
+    """Write ``state`` (and JSON-serialisable ``meta``) to ``path`` atomically
+    (:func:`write_atomically`)."""
+    write_atomically(path, _encode(state, meta))
 
 
 def decode_state(data: bytes, name: str = "state file") -> tuple[TrainState, dict]:

@@ -18,8 +18,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from .golden import TrainState, es_step, load_state, save_state, weights_sha256
-from .golden.checkpoint import chmod_temp
+from .golden.checkpoint import write_atomically as atomic_write
 from .progress import Progress
 from .tasks import Task
 
@@ -36,21 +34,6 @@ CURVE_FILE = "curve.csv"
 PLOT_FILE = "curve.png"
 RUN_FILE = "run.json"
 CURVE_FIELDS = ("step", "wall_s", "metric", "score_mean", "score_max", "moved")
-
-
-def atomic_write(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file and a rename, with the
-    permissions of ``path`` if it exists, else the umask's (not ``mkstemp``'s 0o600)."""
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            chmod_temp(f, path)
-            f.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 @dataclass
