@@ -77,7 +77,7 @@ def register(sub) -> None:
         type=float,
         metavar="MHZ",
         help="target frequency given to nextpnr (default: 100 up5k, 250 ecp5-85; "
-        "accelerator and device on ecp5-85: 75)",
+        "evaluator on ecp5-85: 125; accelerator and device on ecp5-85: 75)",
     )
     s.add_argument(
         "--seed",

@@ -95,8 +95,8 @@ DEVICES = {
 
 #: Targets that replace the device's default: the evaluator on the ECP5-85 is aimed at
 #: issue 9's 125 MHz (at 128 lanes the router is not asked for twice what it can reach);
-#: the whole trainer on the ECP5-85 at 75 MHz,
-#: the ULX3S's next clock above its 45 MHz default. nextpnr's router needs a target not
+#: the whole trainer on the ECP5-85 at 75 MHz, the ULX3S's next clock above its 45 MHz
+#: default of then (100 MHz since ``44e9bb5``). nextpnr's router needs a target not
 #: far above what the design reaches: at the device's 250 MHz it had not converged on the
 #: 64-lane accelerator after 61 CPU-minutes (`740e009`); at issue 10's 100 MHz it took 29
 #: minutes at `84387cd`, but since a finalizer serves 8 lanes (`140a708`) it still had

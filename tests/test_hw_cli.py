@@ -64,6 +64,19 @@ def test_catalog_names_match():
     assert tuple(MODULES) == MODULE_NAMES
 
 
+def test_synth_help_names_every_module_specific_default_frequency():
+    from pentegg.cli import build_parser
+    from pentegg.rtl.synth import DEVICES, MODULE_FREQ
+
+    synth = build_parser()._subparsers._group_actions[0].choices["synth"]
+    freq = next(a for a in synth._actions if "--freq" in a.option_strings)
+    text = " ".join(freq.help.split())
+    for (module, device), mhz in MODULE_FREQ.items():
+        assert re.search(rf"\b{module}\b[^;]* on {device}: {mhz}\b", text), (module, device, text)
+    for name, dev in DEVICES.items():
+        assert f"{dev.default_freq} {name}" in text, (name, text)
+
+
 @pytest.mark.parametrize(
     "module, params",
     VERILOG_CASES,
