@@ -81,5 +81,5 @@ def unpack(words, count: int) -> np.ndarray:
 
 def packed_bytes(mats) -> bytes:
     """Storage format of a list of digit matrices: each packed from a word boundary,
-    words little-endian, matrices concatenated in order (spec 1.3)."""
+    words little-endian, matrices concatenated in order (spec 1.4; packing: 1.3)."""
     return b"".join(pack(m).astype("<u2").tobytes() for m in mats)
