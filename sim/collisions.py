@@ -14,34 +14,45 @@ class CollisionMonitor:
     comparison alone would not see it).
 
     ``watches()`` returns the ports once the design is elaborated; ``collisions`` lists
-    ``(cycle, memory, address)``.
+    ``(cycle, memory, address)``; ``ports`` and ``used_reads`` count what was watched.
     """
 
     def __init__(self, watches):
         self.watches = watches
         self.collisions: list[tuple[int, str, int]] = []
+        self.ports = 0
+        self.used_reads = 0
 
     def process(self):
         async def proc(ctx):
             ws = self.watches()
+            self.ports = len(ws)
             sigs = [s for w in ws for s in (w.read.addr, w.write.addr, w.write.en, w.used)]
             cycle = 0
             async for _, _, *vals in ctx.tick().sample(*sigs):
                 for j, w in enumerate(ws):
                     ra, wa, we, used = vals[4 * j : 4 * j + 4]
-                    if used and we and ra == wa:
-                        self.collisions.append((cycle, w.name, int(ra)))
+                    if used:
+                        self.used_reads += 1
+                        if we and ra == wa:
+                            self.collisions.append((cycle, w.name, int(ra)))
                 cycle += 1
 
         return proc
 
     def check(self) -> None:
-        """Raise AssertionError naming the first collision, if any."""
+        """Raise AssertionError naming the first collision, if any, or saying that the
+        monitor saw no used read (no port to watch, or a ``used`` that never rose: it
+        would pass whatever the design did)."""
         c = self.collisions
         if c:
             raise AssertionError(
                 f"{len(c)} used reads of a word written in the same cycle; "
                 f"first: cycle {c[0][0]}, memory {c[0][1]}, address {c[0][2]}"
+            )
+        if not self.used_reads:
+            raise AssertionError(
+                f"the collision monitor saw no used read ({self.ports} ports watched)"
             )
 
 

@@ -129,6 +129,23 @@ def _failures(results: Path) -> list[str]:
     return out
 
 
+def _not_run(results: Path, tests: str, testcase: str | list[str] | None) -> list[str]:
+    """Why a run that reported no failure checked nothing: no results file (the
+    testbench module did not import, or the simulator did not start it), no testcase in
+    it, or a requested ``testcase`` that is not among them (renamed). Empty: it ran."""
+    if not results.exists():
+        return [f"no results: pentegg.sim.{tests} ran no test (an import error? the log)"]
+    ran = [case.get("name") or "" for case in ET.parse(results).getroot().iter("testcase")]
+    if not ran:
+        return [f"no test of pentegg.sim.{tests} ran"]
+    wanted = testcase.split(",") if isinstance(testcase, str) else list(testcase or [])
+    return [
+        f"{name}: no such test in pentegg.sim.{tests} (ran: {', '.join(ran)})"
+        for name in (w.strip() for w in wanted)
+        if name and not any(n.endswith(name) for n in ran)
+    ]
+
+
 def _tail(path: Path, lines: int = 25) -> str:
     try:
         text = path.read_text(errors="replace").splitlines()
@@ -213,6 +230,7 @@ def run(
             log_file=work / "build.log",
         )
         results = work / "results.xml"
+        results.unlink(missing_ok=True)  # a run that writes none must not read the last
         try:
             runner.test(
                 test_module=f"{TB_PACKAGE}.{tests}",
@@ -230,6 +248,8 @@ def run(
         except SystemExit as e:  # the runner exits when tests fail under pytest
             exited = e.code
     failures = _failures(results) if results.exists() else []
+    not_run = [] if failures or exited else _not_run(results, tests, testcase)
+    failures = failures or not_run
     wave_file = None
     if waves:
         found = sorted(work.glob("*.fst")) + sorted(work.glob("*.vcd"))
@@ -262,7 +282,7 @@ def run(
             msg.append(f"waves: {wave_file}")
         else:
             msg.append("waves: rerun with PENTEGG_WAVES=1 (or =fail)")
-        if not failures:
+        if not failures or not_run:
             msg.append(_tail(log))
         raise SimulationFailure("\n".join(msg))
     return {"seed": seed, "build_dir": str(work), "log": str(log), "waves": wave_file}

@@ -121,6 +121,25 @@ def test_stream_driver_and_sink_through_loopback(simulator):
     )
 
 
+def test_a_run_in_which_no_test_ran_fails():
+    """A testbench that does not import (here: one that does not exist), or a testcase
+    filter that matches nothing, leaves no result to check: a failure, not a pass (and
+    the results of an earlier run in the same build directory are not read again)."""
+    loop = lambda: StreamLoopback(8, 4)  # noqa: E731
+    harness.run("loopback", {"width": 8, "depth": 4}, "cocotb_selftest", factory=loop)
+    with pytest.raises(harness.SimulationFailure, match=r"no results: pentegg\.sim\.cocotb_gone"):
+        harness.run("loopback", {"width": 8, "depth": 4}, "cocotb_gone", factory=loop)
+    none_ran = r"no test of pentegg\.sim\.cocotb_selftest ran"
+    with pytest.raises(harness.SimulationFailure, match=none_ran):
+        harness.run(
+            "loopback",
+            {"width": 8, "depth": 4},
+            "cocotb_selftest",
+            testcase="renamed_test",
+            factory=loop,
+        )
+
+
 def test_failure_names_index_seed_and_waves(monkeypatch):
     monkeypatch.setenv("PENTEGG_WAVES", "fail")
     with pytest.raises(harness.SimulationFailure) as e:
@@ -148,3 +167,54 @@ def test_waves_on_request(monkeypatch):
         factory=lambda: StreamLoopback(4, 2),
     )
     assert r["waves"] and r["waves"].endswith(".fst")
+
+
+def _ram_with_watch():
+    """A block RAM's two ports and a ``used`` flag the testbench drives, watched."""
+    from amaranth import Module, Signal
+    from amaranth.lib import memory
+
+    from pentegg.rtl.bram import RWWatch
+
+    m = Module()
+    m.submodules.mem = mem = memory.Memory(shape=8, depth=16, init=[])
+    rp, wp = mem.read_port(), mem.write_port()
+    used = Signal()
+    return m, rp, wp, used, [RWWatch("mem", rp, wp, used)]
+
+
+@pytest.mark.parametrize("same_address", [True, False])
+def test_the_collision_monitor_names_a_used_read_of_a_word_being_written(same_address):
+    from pentegg.sim.collisions import simulate_watched
+
+    m, rp, wp, used, watches = _ram_with_watch()
+
+    async def bench(ctx):
+        ctx.set(wp.addr, 3)
+        ctx.set(wp.data, 0x5A)
+        ctx.set(wp.en, 1)
+        ctx.set(rp.addr, 3 if same_address else 4)
+        ctx.set(used, 1)
+        await ctx.tick()
+        await ctx.tick()
+
+    if same_address:
+        with pytest.raises(AssertionError, match="first: cycle 0, memory mem, address 3"):
+            simulate_watched(m, bench, lambda: watches)
+    else:
+        simulate_watched(m, bench, lambda: watches)
+
+
+def test_the_collision_monitor_fails_when_it_saw_no_used_read():
+    """A monitor over no ports, or over reads never used, would pass any design."""
+    from pentegg.sim.collisions import simulate_watched
+
+    m, *_, watches = _ram_with_watch()
+
+    async def bench(ctx):
+        await ctx.tick()
+
+    with pytest.raises(AssertionError, match=r"saw no used read \(1 ports watched\)"):
+        simulate_watched(m, bench, lambda: watches)
+    with pytest.raises(AssertionError, match=r"saw no used read \(0 ports watched\)"):
+        simulate_watched(m, bench, lambda: [])
