@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import subprocess
 
+import numpy as np
 import pytest
 from amaranth.sim import Simulator
 
@@ -200,10 +201,14 @@ def test_the_datapath_votes_equal_golden(task, cfg, batch, steps):
 
 
 def _steps_equal_golden(task, cfg, batch, steps, engine):
-    """``steps`` ES steps on the compact device equal golden's: scores and state."""
+    """``steps`` ES steps on the compact device equal golden's: scores and state; for a
+    host-scored task also every member's logits (the host's scores see only their
+    argmax) on random inputs with the int8 extremes, at the step after the last."""
     from pentegg.cmd_compare import compare_states, first_difference
     from pentegg.device import Trainer, open_device
-    from pentegg.golden import es_step, init_state
+    from pentegg.golden import es_step, init_state, make_noise
+    from pentegg.golden.forward import population_forward
+    from pentegg.sim.scoreboard import compare
     from pentegg.tasks import get_task
 
     t = get_task(task)
@@ -220,6 +225,12 @@ def _steps_equal_golden(task, cfg, batch, steps, engine):
             got, scores = tr.steps(step, 1)
             assert first_difference(info.scores, scores) is None, f"scores, step {step}"
             assert compare_states(state, got) is None, f"state, step {step}"
+        if not tr.classify:
+            rng = np.random.default_rng(steps)
+            x = rng.integers(-127, 128, (cfg.population, batch, cfg.layers[0]))
+            x[0, 0], x[-1, -1] = 127, -127
+            want = population_forward(cfg, state.weights, make_noise(cfg, steps), x)
+            compare(f"logits at step {steps}", want, tr.forward(x))
 
 
 def test_bench_link_on_the_compact_device_predicts_the_icebreaker(pentegg_cmd):
