@@ -19,6 +19,7 @@ timeout (possibly nothing). Framing, retries and the command set are the device 
 from __future__ import annotations
 
 import abc
+import errno
 import os
 import select
 import subprocess
@@ -224,6 +225,25 @@ class SimTransport(Transport):
             proc.kill()
 
 
+def _open_error(e: Exception) -> str:
+    """Why a serial port did not open, in a few words and what to do (pyserial's message
+    names the port twice and the errno twice)."""
+    code = getattr(e, "errno", None)
+    if code is None:  # "Could not configure port": the termios error it came from
+        code = next(iter(getattr(e.__context__, "args", ())), None)
+    if code == errno.ENOTTY:
+        return "not a serial port"
+    if code == errno.ENOENT:
+        return "no such device (is the board plugged in? docs/boards.md, 'Finding the serial port')"
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied (on Linux: join the group that owns it, usually dialout)"
+    if code == errno.EBUSY:
+        return "busy (another program has it open)"
+    if isinstance(code, int):
+        return os.strerror(code)
+    return str(e)
+
+
 class SerialTransport(Transport):
     """A UART through pyserial: ``port`` at ``baud``, 8N1, no flow control. The driver's
     low-latency mode is asked for where it exists (Linux FTDI/CP210x; failure ignored),
@@ -237,7 +257,7 @@ class SerialTransport(Transport):
         try:
             self._serial = serial.Serial(port, baud, timeout=0, write_timeout=write_timeout)
         except (serial.SerialException, ValueError) as e:
-            raise TransportSpecError(f"cannot open serial port {port}: {e}") from None
+            raise TransportSpecError(f"cannot open serial port {port}: {_open_error(e)}") from None
         try:
             self._serial.set_low_latency_mode(True)
         except (AttributeError, NotImplementedError, ValueError, OSError):

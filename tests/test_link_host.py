@@ -354,3 +354,28 @@ def test_serial_without_a_rate_raises_what_a_board_that_answered_is_refused_for(
     with pytest.raises(DeviceError, match=r"built for spec 9\.0"):
         open_device("serial:/dev/ttyFAKE", quiet=True)
     assert opened == ["serial:/dev/ttyFAKE@3000000"]
+
+
+@pytest.mark.parametrize(
+    "port, reason",
+    [
+        ("/dev/nonexistent-pentegg", "no such device (is the board plugged in?"),
+        ("/dev/null", "not a serial port"),
+    ],
+)
+def test_a_serial_port_that_does_not_open_is_named_with_the_reason(port, reason):
+    from pentegg.transport import SerialTransport, TransportSpecError
+
+    with pytest.raises(TransportSpecError) as e:
+        SerialTransport(port)
+    assert str(e.value).startswith(f"cannot open serial port {port}: {reason}"), str(e.value)
+
+
+def test_a_serial_port_without_permission_says_which_group_to_join():
+    import errno
+
+    from pentegg.transport import _open_error
+
+    e = OSError(errno.EACCES, "Permission denied")
+    assert "join the group that owns it, usually dialout" in _open_error(e)
+    assert _open_error(OSError(errno.EBUSY, "busy")).startswith("busy")
