@@ -81,9 +81,22 @@ def build_parser() -> ArgParser:
     return p
 
 
+def _chosen_parser(parser: argparse.ArgumentParser, args) -> argparse.ArgumentParser:
+    """The (sub)parser of the command ``args`` chose: ``pentegg bench seeds``'s for
+    ``bench seeds``, so that its error names that command's ``--help``."""
+    while True:
+        subs = [a for a in parser._actions if isinstance(a, argparse._SubParsersAction)]
+        chosen = subs and getattr(args, subs[0].dest or "", None)
+        if not chosen or chosen not in subs[0].choices:
+            return parser
+        parser = subs[0].choices[chosen]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra:  # the command's own error, not the top level's (its --help lists them)
+        _chosen_parser(parser, args).error(f"unrecognized arguments: {' '.join(extra)}")
     if not getattr(args, "func", None):
         parser.print_help()
         return 2
