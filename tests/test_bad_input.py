@@ -212,7 +212,9 @@ def test_plot_ignores_a_run_json_that_is_not_pentegg(pentegg_cmd, runs, tmp_path
     (d / "run.json").write_text("[]")
     r = run(pentegg_cmd, "plot", str(d), "-o", str(tmp_path / "c.svg"))
     assert r.returncode == 0, r.stderr
-    assert (tmp_path / "c.svg").read_text().lstrip().startswith("<?xml")
+    svg = (tmp_path / "c.svg").read_text()
+    assert svg.lstrip().startswith("<?xml")
+    assert f"<!-- {d} -->" in svg  # the directory names its line
     assert not list(tmp_path.glob(".*tmp*"))
 
 

@@ -15,6 +15,7 @@ from pentegg.golden import (
     weights_sha256,
 )
 from pentegg.golden.forward import population_forward_numpy
+from pentegg.golden.lowrank import lrgen
 
 pytest.importorskip("numba")
 
@@ -85,8 +86,15 @@ def test_training_with_either_engine_gives_the_same_bits(monkeypatch):
         return st
 
     fast = train()
+    # every compiled path off: the forward pass and Z (active) and LRGEN (available)
+    from pentegg.golden import model
+
+    calls = []
     monkeypatch.setattr(engine, "active", lambda cfg: "numpy")
+    monkeypatch.setattr(engine, "available", lambda: False)
+    monkeypatch.setattr(model, "lrgen", lambda *a: calls.append(a) or lrgen(*a))
     slow = train()
+    assert len(calls) == 8 * cfg.n_layers  # NumPy's LRGEN made every step's noise
     assert weights_sha256(fast) == weights_sha256(slow)
     for a, b in zip(fast.latent, slow.latent, strict=True):
         assert (a == b).all()

@@ -140,10 +140,12 @@ def test_engine_restart_replays():
     in the middle of a stream abandons it."""
     dut = SerialNoiseEngine()
     jobs = [(9, (1, 2, 3, 1), True, 40), (9, (1, 2, 3, 1), False, 8), (9, (1, 2, 3, 1), False, 64)]
-    (first, _), (_, _), (again, _) = engine_digits(dut, jobs, stop=False)
+    (first, _), (middle, _), (again, _) = engine_digits(dut, jobs, stop=False)
     assert first == again[:40]
     want = stream_digits(stream_state(9, 1, 2, 3, 1), 40, "binomial")
     Scoreboard("engine restart").check("replayed digits", want, again[:40])
+    # the job started while the first was still streaming: its own 8 digits, from the start
+    Scoreboard("engine restart").check("restarted digits", want[:8], middle)
 
 
 def quantized_busy(rank, out, fan, digits="binomial"):

@@ -183,7 +183,11 @@ def test_vote_cycle_formula_long_fill(rank, digits):
 
 
 def test_vote_cycle_formula_keyer_boundary():
-    """Rank 4 binomial at fans 14..17 (the B fill against the A request's 15 cycles)."""
+    """Rank 4 binomial at fans 14..17 (the B fill against the A request's 15 cycles): the
+    simulation's cycles, which are these numbers (a slower RTL with its formula edited to
+    match would otherwise pass)."""
+    want = {14: 121, 15: 121, 16: 122, 17: 139}
+    assert {f: vote_cycles(pairs=2, out=2, fan=f, lanes=4, rank=4) for f in want} == want
     dut = VoteAccumulator(lanes=4, rank=4, max_width=20, max_population=4)
     holder = {"g": [1, 1]}
     board = Scoreboard("votes cycles rank 4")

@@ -97,8 +97,13 @@ def test_summary_gives_median_quartiles_and_range():
 
 
 def test_load_average_is_three_numbers_where_the_platform_has_one():
+    import os
+
     load = timing.load_average()
-    assert load is None or (len(load) == 3 and all(x >= 0 for x in load))
+    if hasattr(os, "getloadavg"):  # Linux, macOS: the benchmarks' records carry it
+        assert load is not None and len(load) == 3 and all(x >= 0 for x in load), load
+    else:
+        assert load is None or (len(load) == 3 and all(x >= 0 for x in load))
 
 
 def test_blas_threads_from_the_environment_without_threadpoolctl():

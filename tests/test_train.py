@@ -231,6 +231,13 @@ def test_plot_overlays_runs(pentegg_cmd, tmp_path):
     out = tmp_path / "both.png"
     run(pentegg_cmd, "plot", tmp_path / "r0", tmp_path / "r1", "-o", out)
     assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    # both runs are in it, each with its label (matplotlib's SVG names each text)
+    svg = tmp_path / "both.svg"
+    r = run(pentegg_cmd, "plot", tmp_path / "r0", tmp_path / "r1", "-o", svg)
+    assert "(2 runs)" in r.stdout
+    text = svg.read_text()
+    for s in (0, 1):
+        assert f"<!-- r{s} (xor, lowrank, latent, rank, seed {s}) -->" in text
     r = run(pentegg_cmd, "plot", tmp_path / "nope", check=False)
     assert r.returncode == 2 and "no curve.csv" in r.stderr
 
