@@ -142,6 +142,15 @@ def run_compare(args) -> int:
                 {
                     "task": task.name,
                     "device": args.device,
+                    # the job, as train's record names it
+                    "mode": cfg.mode,
+                    "update": cfg.update,
+                    "shaping": cfg.shaping,
+                    "rank": cfg.rank,
+                    "population": cfg.population,
+                    "batch": batch,
+                    "layers": list(cfg.layers),
+                    "seed": cfg.seed,
                     "steps": done,
                     "identical": mismatch is None,
                     "first_mismatch": mismatch,

@@ -24,10 +24,14 @@ def _last_json(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-def test_compare_xor_on_sim_is_identical_step_by_step(pentegg_cmd):
-    r = _run(pentegg_cmd, "compare", *XOR, "--steps", "6", "--device", "sim", "--json")
+@pytest.mark.parametrize("mode", ["lowrank", "quantized"])
+def test_compare_xor_on_sim_is_identical_step_by_step(pentegg_cmd, mode):
+    r = _run(
+        pentegg_cmd, "compare", *XOR, "--mode", mode, "--steps", "6", "--device", "sim", "--json"
+    )
     assert r.returncode == 0, r.stdout + r.stderr
     rec = _last_json(r.stdout)
+    assert rec["mode"] == mode, rec
     assert rec["identical"] and rec["steps"] == 6 and rec["first_mismatch"] is None
     assert {"task", "device", "steps", "identical", "first_mismatch", "wall_s"} <= set(rec)
     assert r.stdout.count("identical (sha256") == 6
