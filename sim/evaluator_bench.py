@@ -126,7 +126,8 @@ def random_job(
     """A random job within a build's elaboration maxima: 1..max_layers layers of widths
     1..max_width (1 and the maximum favoured), a population that is usually not a
     multiple of 2 * lanes, random shifts, margin, seed, step, weights including +-2,
-    inputs including saturating ones, shared or per-member inputs; ``mode`` is the
+    a batch of 1..max_batch (1 and the maximum favoured), inputs including saturating
+    ones (a sample of +-127 in every batch), shared or per-member inputs; ``mode`` is the
     build's perturbation mode (spec 6)."""
     nl = int(rng.integers(1, max_layers + 1))
     choices = [1, max_width, *rng.integers(1, max_width + 1, 4)]
@@ -149,24 +150,27 @@ def random_job(
 
     st = init_state(cfg)
     step = int(rng.integers(0, 65535))
-    batch = int(rng.integers(1, max_batch + 1))
+    batch = int(rng.choice([1, max_batch, *rng.integers(1, max_batch + 1, 2)]))
     if shared is None:
         shared = bool(rng.integers(2))
     n0 = layers[0]
     if shared:
         ns = int(rng.integers(batch, max(batch, max_samples // n0) + 1))
         samples = rng.integers(-127, 128, (ns, n0))
-        samples[rng.integers(ns)] = rng.choice([-127, 127], n0)  # saturating inputs
+        sat = int(rng.integers(ns))
+        samples[sat] = rng.choice([-127, 127], n0)  # saturating inputs, in the batch
+        batch_idx = rng.integers(0, ns, batch)
+        batch_idx[rng.integers(batch)] = sat
         return EvalJob(
             cfg,
             st.weights,
             step,
             samples=samples,
             labels=rng.integers(0, layers[-1], ns),
-            batch_idx=rng.integers(0, ns, batch),
+            batch_idx=batch_idx,
         )
     x = rng.integers(-127, 128, (pop, batch, n0))
-    x[0, 0] = 127
+    x[rng.integers(pop), rng.integers(batch)] = rng.choice([-127, 127], n0)  # saturating
     return EvalJob(cfg, st.weights, step, member_x=x)
 
 

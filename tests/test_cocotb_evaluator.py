@@ -1,17 +1,21 @@
 """PopulationEvaluator under cocotb against ``pentegg.golden`` (sim/cocotb_evaluator.py).
 
-Six Icarus builds, three in each perturbation mode (low-rank: lanes 1, 8, 2, ranks 4, 4,
+Six Icarus builds, three in each perturbation mode (low-rank: lanes 1, 8, 2, ranks 1, 4,
 16; quantized: lanes 2, 4, 3, ranks 1, 16, 4; binomial and uniform digits; one to three
 layers; group sizes; memory latency 1 and 2; one, four and two E generators in the
 quantized builds) run five random run-time configurations
 each: thirty per run, each with random layer widths from 1 to the maximum
 (1 and odd widths favoured), a population that is usually not a multiple of
 ``2 * lanes``, random shifts, margin, seed and step, weights with the +-2 extremes,
-saturating inputs, shared or per-member inputs. Verilator runs the digits network
-(64-64-10, population 256, rank 4, batch 8) and random jobs with batches up to 32.
+a sample of +-127 inputs in every batch, shared or per-member inputs. Three Verilator
+builds (low-rank rank 4 binomial at 8 lanes and 64 wide, quantized rank 1 uniform at one
+lane, low-rank rank 16 uniform at 4 lanes) run ten such configurations each, thirty per
+run, with batches of 1 to 32 on the first (1 and 32 favoured; 1 to 8 on the others), and
+the first the digits network (64-64-10, population 256, rank 4, batch 8).
 Any ``PENTEGG_SEED`` / ``COCOTB_RANDOM_SEED`` replays a run.
 """
 
+import re
 from pathlib import Path
 
 import pytest
@@ -20,7 +24,7 @@ from pentegg.sim import harness
 from pentegg.sim.evaluator_system import EvaluatorSystem
 
 ICARUS_BUILDS = [
-    {"lanes": 1, "max_layers": 2, "max_width": 8, "rank": 4, "digits": "binomial"},
+    {"lanes": 1, "max_layers": 2, "max_width": 8, "rank": 1, "digits": "binomial"},
     {
         "lanes": 2,
         "max_layers": 3,
@@ -119,18 +123,43 @@ def test_cocotb_icarus_random_jobs_in_the_ice40_forms():
     assert "op_P2_g1" in plain and "hi_at" in plain
 
 
-def test_cocotb_verilator_digits_network_and_large_batches():
-    params = {"lanes": 8, "max_layers": 2, "max_width": 64, "rank": 4, "digits": "binomial"}
+VERILATOR_BUILDS = [
+    {"lanes": 8, "max_layers": 2, "max_width": 64, "rank": 4, "digits": "binomial"},
+    {
+        "lanes": 1,
+        "max_layers": 3,
+        "max_width": 9,
+        "rank": 1,
+        "digits": "uniform",
+        "mode": "quantized",
+    },
+    {"lanes": 4, "max_layers": 2, "max_width": 12, "rank": 16, "digits": "uniform"},
+]
+
+
+@pytest.mark.parametrize("params", VERILATOR_BUILDS, ids=[_id(p) for p in VERILATOR_BUILDS])
+def test_cocotb_verilator_random_jobs_large_batches_and_the_digits_network(params):
+    """Ten random jobs on each build, with batches up to 32 on the first (8 on the
+    others), which also runs the digits network (64-64-10, population 256, batch 8)."""
+    digits = params["max_width"] >= 64  # the first: batches up to 32, the others 8
     res = harness.run(
         "evaluator",
         params,
         "cocotb_evaluator",
         simulator="verilator",
-        env={"jobs": 3, "max_batch": 32, "digits_network": 8, "max_cycles": 4_000_000},
+        testcase=["random_jobs", "digits_network"] if digits else "random_jobs",
+        env={
+            "jobs": 10,
+            "max_batch": 32 if digits else 8,
+            **({"digits_network": 8} if digits else {}),
+            "max_cycles": 4_000_000,
+        },
         factory=_system(params, weight_words=2048, sample_bytes=4096, score_words=512),
     )
-    # the digits network ran (its testbench returns at once without its setting)
-    _ran(res, "evaluator digits network: all equal to golden")
+    jobs = [ln for ln in Path(res["log"]).read_text().splitlines() if re.search(r"job \d+: ", ln)]
+    assert len(jobs) == 10, jobs  # every random job ran (and was checked: no failure)
+    if digits:  # (its testbench returns at once without its setting)
+        _ran(res, "evaluator digits network: all equal to golden")
 
 
 @pytest.mark.parametrize(
