@@ -28,6 +28,7 @@ from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 
 from pentegg import accel_protocol as ap
 from pentegg.golden import Config, init_state
+from pentegg.golden.digit import DIGITS_PER_WORD, unpack
 from pentegg.golden.model import es_step
 from pentegg.rtl.update.apply import latent_shift_max
 from pentegg.sim.accelerator_host import AcceleratorJob, golden_steps, load_words
@@ -96,11 +97,28 @@ async def setup(dut):
 
 
 async def check_state(host: Host, cfg: Config, state, board: Scoreboard, label: str):
+    """The device's weights and latent state equal ``state``'s, layer by layer: a
+    mismatch names the layer, the [row, input] index and both values (then the packed
+    words, which also hold the padding bits)."""
     words = ap.weight_words(state.weights)
-    board.check(f"{label}: weight words", words, await host.read("weights", len(words)))
+    got = np.asarray(await host.read("weights", len(words)))
+    at = 0
+    for l, w in enumerate(state.weights):
+        n = -(-w.size // DIGITS_PER_WORD)  # each layer from a word boundary (spec 1.4)
+        try:
+            dev = unpack(got[at : at + n], w.size).reshape(w.shape)
+        except ValueError:  # a code no digit has: the words' check names it
+            break
+        board.check(f"{label}: layer {l} weights [row, input]", w, dev)
+        at += n
+    board.check(f"{label}: weight words", words, got)
     if cfg.update == "latent":
-        lat = ap.latent_words(state.latent)
-        board.check(f"{label}: latent", lat, await host.read("latent", len(lat), signed=True))
+        lat = await host.read("latent", sum(v.size for v in state.latent), signed=True)
+        at = 0
+        for l, v in enumerate(state.latent):
+            dev = np.asarray(lat[at : at + v.size]).reshape(v.shape)
+            board.check(f"{label}: layer {l} latent [row, input]", v, dev)
+            at += v.size
 
 
 async def train_job(dut, host: Host, job: AcceleratorJob, label: str, *, chain: bool) -> int:

@@ -54,12 +54,16 @@ def test_verilator_xor_digits_and_cartpole_every_step_bit_exact(update):
         )
 
 
-def test_verilator_quantized_mode_xor_and_digits_every_step_bit_exact():
+@pytest.mark.parametrize("update", ["latent", "pentary"])
+def test_verilator_quantized_mode_xor_and_digits_every_step_bit_exact(update):
     """Quantized mode (each member evaluates ``x . (W + sign E)^T``, the votes use
-    ``E``): xor's 20 steps (one by one, then back to back) and the digits-shaped network's
-    5 steps equal golden after every step."""
-    params, factory = _build(mode="quantized")
-    for testcase, env in (("xor", {"steps": 20}), ("digits", {"shaping": "rank"})):
+    ``E``): the digits-shaped network's 5 steps under both shapings, and (latent) xor's 20
+    steps (one by one, then back to back) equal golden after every step."""
+    params, factory = _build(mode="quantized", update=update)
+    runs = [("digits", {"shaping": "rank"}), ("digits", {"shaping": "sign"})]
+    if update == "latent":
+        runs.insert(0, ("xor", {"steps": 20}))
+    for testcase, env in runs:
         harness.run(
             "accelerator",
             params,
@@ -101,3 +105,41 @@ def test_icarus_random_configurations(build):
         env={"jobs": 4},
         factory=factory,
     )
+
+
+def test_a_state_mismatch_names_the_layer_row_input_and_both_values():
+    """The testbench's check of the device's weights and latent state (check_state)."""
+    import asyncio
+
+    import numpy as np
+
+    from pentegg import accel_protocol as ap
+    from pentegg.golden import Config, init_state
+    from pentegg.sim.cocotb_accelerator import check_state
+    from pentegg.sim.scoreboard import Mismatch, Scoreboard
+
+    cfg = Config(layers=(3, 4, 2), population=4, init="random", seed=1).validate()
+    state = init_state(cfg)
+
+    class Host:  # the device's memories: golden's, with one weight and one V changed
+        def __init__(self, layer, row, col):
+            w = [x.copy() for x in state.weights]
+            w[layer][row, col] = 2 if w[layer][row, col] != 2 else -2
+            self.mems = {"weights": ap.weight_words(w), "latent": ap.latent_words(state.latent)}
+
+        async def read(self, mem, n, signed=False):
+            return list(self.mems[mem][:n])
+
+    with pytest.raises(Mismatch) as e:
+        asyncio.run(check_state(Host(1, 1, 3), cfg, state, Scoreboard("t"), "step 2"))
+    want = state.weights[1][1, 3]
+    assert str(e.value).startswith(
+        f"t step 2: layer 1 weights [row, input]: first mismatch at index (1, 3) of 10: "
+        f"expected {want}, got {2 if want != 2 else -2}"
+    ), str(e.value)
+    host = Host(0, 0, 0)
+    host.mems["weights"] = ap.weight_words(state.weights)
+    host.mems["latent"][5] += 1  # layer 0, row 1, input 1 (fan 4)
+    with pytest.raises(Mismatch, match=r"layer 0 latent \[row, input\]: .* index \(1, 1\)"):
+        asyncio.run(check_state(host, cfg, state, Scoreboard("t"), "step 2"))
+    assert np.array_equal(ap.latent_words(state.latent)[:5], host.mems["latent"][:5])
