@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from pentegg import accel_protocol as ap
+from pentegg.device import DeviceError
 from pentegg.golden import Config, init_state
 from pentegg.link import (
     FrameReader,
@@ -178,6 +179,15 @@ def test_fuzzed_frames_get_the_right_status_and_change_nothing(device):
     expect(raw.receive(), Status.BUSY, "WRITE_MEM while busy")
     while dev.status()["busy"]:
         pass
+    # run-time values out of range are taken (OK) and refused by the RUN that would use
+    # them, with their flag, before it changes anything
+    good = ap.config_regs(CFG, step=0, batch=4)
+    for reg, bad, flag in (("population", 5, "population"), ("sigma_shift", 9, "sigma_shift")):
+        dev.write_regs({reg: bad})
+        with pytest.raises(DeviceError, match=f"ended with error flags: .*{flag}"):
+            dev.run("train")
+        dev.reset()
+        dev.write_regs(good)
     got_w = dev.read_mem("weights", 0, len(want_w))
     got_v = dev.read_mem("latent", 0, len(want_v))
     np.testing.assert_array_equal(got_w, want_w, err_msg="weights changed")
