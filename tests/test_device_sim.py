@@ -107,18 +107,33 @@ def test_train_on_sim_reproduces_golden_weights_sha256(pentegg_cmd, mode):
     assert first["weights_sha256"] != gold["weights_sha256"]  # the weights moved
 
 
-def test_a_run_checkpointed_on_sim_resumes_on_golden_with_the_same_bits(pentegg_cmd, tmp_path):
-    whole = _last_json(
-        _run(pentegg_cmd, "train", *XOR, "--steps", "10", "--json", "--quiet").stdout
-    )
+@pytest.mark.parametrize("first_device, then", [("sim", "golden"), ("golden", "sim")])
+def test_a_run_checkpointed_on_one_device_resumes_on_the_other_with_the_same_bits(
+    pentegg_cmd, tmp_path, first_device, then
+):
+    """Five steps on one device, five more resumed on the other: the weights and the
+    learning curve (but its wall times) are those of ten golden steps in one run."""
+    from pentegg.train import read_curve
+
+    gold = tmp_path / "golden"
+    r = _run(pentegg_cmd, "train", *XOR, "--steps", "10", "--out", gold, "--json", "--quiet")
+    whole = _last_json(r.stdout)
     out = tmp_path / "run"
     first = ["train", *XOR, "--steps", "5", "--out", str(out), "--quiet"]
-    r = _run(pentegg_cmd, *first, "--device", "sim")
+    r = _run(pentegg_cmd, *first, "--device", first_device)
     assert r.returncode == 0, r.stderr
     second = ["train", "--task", "xor", "--resume", str(out), "--steps", "10", "--json"]
-    r = _run(pentegg_cmd, *second, "--quiet")
+    r = _run(pentegg_cmd, *second, "--device", then, "--quiet")
     assert r.returncode == 0, r.stderr
-    assert _last_json(r.stdout)["weights_sha256"] == whole["weights_sha256"]
+    rec = _last_json(r.stdout)
+    assert rec["device"] == then and rec["weights_sha256"] == whole["weights_sha256"]
+
+    def curve(d):
+        return [
+            {k: v for k, v in row.items() if k != "wall_s"} for row in read_curve(d / "curve.csv")
+        ]
+
+    assert curve(out) == curve(gold)
 
 
 def test_compare_names_the_first_difference_and_exits_1(monkeypatch, capsys):
