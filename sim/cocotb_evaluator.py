@@ -204,11 +204,15 @@ async def setup(dut):
 def check(dut, job: EvalJob, label: str, err, scores, beats, board: Scoreboard):
     assert err == 0, f"{label}: error flags {err:#x}"
     logits, exp_scores = job.expected()
-    if job.shared:
+    if job.shared:  # summed over the batch (spec 7.1): the member and both sums
         board.check(f"scores[member] ({label})", exp_scores, scores, "scores")
     else:
+        last = job.cfg.n_layers - 1
         board.check(
-            f"logits[member, sample, class] ({label})", logits, decode_beats(job, beats), "logits"
+            f"logits: layer {last} outputs [member, sample, output index] ({label})",
+            logits,
+            decode_beats(job, beats),
+            "logits",
         )
 
 
