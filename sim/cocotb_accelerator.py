@@ -3,8 +3,8 @@ bit-exact with ``pentegg.golden`` (run by tests/test_cocotb_accelerator.py).
 
 After every step the weight memory (spec 1.4 words), the latent memory and the members'
 scores are read back and compared with golden's state after the same step (a mismatch
-names the step, the memory, the index and both values), and ``theta``. Jobs
-(``PENTEGG_TB_SUITE``):
+names the step, the layer, the [row, input] index and both values), and ``theta``.
+Tests (each run alone, by harness.run's ``testcase``):
 
 * ``xor``: 2-8-2, population 64, all four patterns per step, ``PENTEGG_TB_STEPS`` steps,
   then the same steps again in one back-to-back ``RUN train`` (final state compared);
@@ -13,8 +13,10 @@ names the step, the memory, the index and both values), and ``theta``. Jobs
 * ``cartpole``: the host-scored path: 4-16-2, population 16, per-member inputs written
   to the ``member_x`` memory, ``RUN eval``, logits read from the ``logits`` memory, the
   host's scores written to the score memory, ``RUN update``;
-* ``random``: ``PENTEGG_TB_JOBS`` random run-time configurations within the build
-  (widths 1..max incl. 1 and odd, population, batch, tau, latent_shift, init, shaping).
+* ``random_jobs``: ``PENTEGG_TB_JOBS`` random run-time configurations within the build
+  (widths 1..max incl. 1 and odd, population, batch, tau, latent_shift, init, shaping);
+* ``benchmark``: one step per batch size of ``PENTEGG_TB_BENCH``, cycle counters to
+  ``PENTEGG_TB_BENCH_OUT`` (``pentegg bench accelerator``).
 """
 
 from __future__ import annotations

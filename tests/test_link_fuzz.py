@@ -113,8 +113,8 @@ def test_fuzzed_frames_get_the_right_status_and_change_nothing(device):
         assert rsp.status == status, f"{what}: status {rsp.status.name}, want {status.name}"
 
     for i in range(FRAMES):
-        # oversize frames are rare: each is longer than the frame buffer (8 KB), and the
-        # simulated device takes one byte a cycle
+        # oversize frames are rare: each is longer than the frame buffer (256 bytes here),
+        # and the simulated device takes one byte a cycle
         kind = rng.choices(KINDS, weights=[10, 10, 10, 10, 0.5, 10, 10, 10, 10])[0]
         kinds[kind] = kinds.get(kind, 0) + 1
         seq = i & 0xFF
