@@ -116,9 +116,15 @@ def test_float_engine_switches_to_float64_when_bounds_need_it():
     st = init_state(big)
     x = np.full((2, 4096), 127)
     nz = make_noise(big, 0)
-    got = population_forward(big, st.weights, nz, x)
-    for m in range(2):
-        assert (got[m] == member_forward_materialised(big, st.weights, nz, m, x)).all()
+    # the NumPy path itself (population_forward would run the compiled engine here)
+    from pentegg.golden.forward import population_forward_numpy
+
+    for got in (
+        population_forward(big, st.weights, nz, x),
+        population_forward_numpy(big, st.weights, nz, x),
+    ):
+        for m in range(2):
+            assert (got[m] == member_forward_materialised(big, st.weights, nz, m, x)).all()
 
 
 @pytest.mark.parametrize(
