@@ -13,7 +13,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from .golden.config import Config
-from .golden.digit import pack
+from .golden.digit import DIGITS_PER_WORD, pack, unpack
 from .rtl.accelerator import MEMORIES
 from .rtl.control.command import Op
 from .rtl.control.controller import CONTROL_ERRORS, RUN_KINDS
@@ -24,6 +24,7 @@ __all__ = [
     "config_regs",
     "config_words",
     "decode_error",
+    "latent_from_words",
     "logits_from_words",
     "mem_read",
     "mem_write",
@@ -31,6 +32,7 @@ __all__ = [
     "reg_read",
     "reg_write",
     "run",
+    "weights_from_words",
 ]
 
 
@@ -107,6 +109,27 @@ def weight_words(weights: Sequence[np.ndarray]) -> list[int]:
 def latent_words(latent: Sequence[np.ndarray]) -> list[int]:
     """The latent memory image: one V per word, layers one after another, row-major."""
     return [int(v) for x in latent for v in np.asarray(x).ravel()]
+
+
+def weights_from_words(words, shapes: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+    """Inverse of :func:`weight_words`: the digit matrices of ``shapes`` (out, fan) from
+    the weight memory's words (each layer from a word boundary, spec 1.4);
+    :class:`~pentegg.golden.DigitRangeError` for a word no digits pack to."""
+    words, out, at = np.asarray(words), [], 0
+    for rows, fan in shapes:
+        n = -(-rows * fan // DIGITS_PER_WORD)
+        out.append(unpack(words[at : at + n], rows * fan).reshape(rows, fan))
+        at += n
+    return out
+
+
+def latent_from_words(values, shapes: Sequence[tuple[int, int]]) -> list[np.ndarray]:
+    """Inverse of :func:`latent_words`: the V matrices of ``shapes`` (out, fan)."""
+    values, out, at = np.asarray(values), [], 0
+    for rows, fan in shapes:
+        out.append(values[at : at + rows * fan].reshape(rows, fan))
+        at += rows * fan
+    return out
 
 
 def member_words(x) -> list[int]:

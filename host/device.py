@@ -22,7 +22,7 @@ import numpy as np
 
 from . import accel_protocol as ap
 from .golden import SPEC_VERSION, Config, TrainState
-from .golden.digit import DIGITS_PER_WORD, unpack
+from .golden.digit import DIGITS_PER_WORD
 from .link import (
     FrameError,
     FrameReader,
@@ -438,21 +438,12 @@ class Trainer:
     def read_state(self, step: int) -> TrainState:
         cfg = self.cfg
         shapes = [cfg.shape(l) for l in range(cfg.n_layers)]
-        counts = [-(-out * fan // DIGITS_PER_WORD) for out, fan in shapes]  # spec 1.4
-        words_ = self.dev.read_mem("weights", 0, sum(counts))
-        weights, at = [], 0
-        for (out, fan), n in zip(shapes, counts, strict=True):
-            weights.append(unpack(words_[at : at + n], out * fan).reshape(out, fan))
-            at += n
+        n_words = sum(-(-out * fan // DIGITS_PER_WORD) for out, fan in shapes)  # spec 1.4
+        weights = ap.weights_from_words(self.dev.read_mem("weights", 0, n_words), shapes)
         latent = None
         if cfg.update == "latent":
-            total = sum(o * f for o, f in (cfg.shape(l) for l in range(cfg.n_layers)))
-            flat = self.dev.read_mem("latent", 0, total)
-            latent, at = [], 0
-            for l in range(cfg.n_layers):
-                out, fan = cfg.shape(l)
-                latent.append(flat[at : at + out * fan].reshape(out, fan).astype(np.int16))
-                at += out * fan
+            flat = self.dev.read_mem("latent", 0, sum(o * f for o, f in shapes))
+            latent = [v.astype(np.int16) for v in ap.latent_from_words(flat, shapes)]
         return TrainState(cfg, step, weights, latent)
 
     def steps(self, step: int, k: int) -> tuple[TrainState, np.ndarray]:

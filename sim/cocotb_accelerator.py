@@ -30,7 +30,6 @@ from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
 
 from pentegg import accel_protocol as ap
 from pentegg.golden import Config, init_state
-from pentegg.golden.digit import DIGITS_PER_WORD, unpack
 from pentegg.golden.model import es_step
 from pentegg.rtl.update.apply import latent_shift_max
 from pentegg.sim.accelerator_host import AcceleratorJob, golden_steps, load_words
@@ -103,24 +102,20 @@ async def check_state(host: Host, cfg: Config, state, board: Scoreboard, label: 
     mismatch names the layer, the [row, input] index and both values (then the packed
     words, which also hold the padding bits)."""
     words = ap.weight_words(state.weights)
-    got = np.asarray(await host.read("weights", len(words)))
-    at = 0
-    for l, w in enumerate(state.weights):
-        n = -(-w.size // DIGITS_PER_WORD)  # each layer from a word boundary (spec 1.4)
-        try:
-            dev = unpack(got[at : at + n], w.size).reshape(w.shape)
-        except ValueError:  # a code no digit has: the words' check names it
-            break
-        board.check(f"{label}: layer {l} weights [row, input]", w, dev)
-        at += n
+    got = await host.read("weights", len(words))
+    shapes = [w.shape for w in state.weights]
+    try:
+        dev = ap.weights_from_words(got, shapes)
+    except ValueError:  # a word no digits pack to: the words' check below names it
+        dev = None
+    for l, w in enumerate(state.weights if dev is not None else []):
+        board.check(f"{label}: layer {l} weights [row, input]", w, dev[l])
     board.check(f"{label}: weight words", words, got)
     if cfg.update == "latent":
         lat = await host.read("latent", sum(v.size for v in state.latent), signed=True)
-        at = 0
-        for l, v in enumerate(state.latent):
-            dev = np.asarray(lat[at : at + v.size]).reshape(v.shape)
-            board.check(f"{label}: layer {l} latent [row, input]", v, dev)
-            at += v.size
+        dev_v = ap.latent_from_words(lat, shapes)
+        for l, (v, d) in enumerate(zip(state.latent, dev_v, strict=True)):
+            board.check(f"{label}: layer {l} latent [row, input]", v, d)
 
 
 async def train_job(dut, host: Host, job: AcceleratorJob, label: str, *, chain: bool) -> int:
