@@ -125,14 +125,7 @@ def test_cocotb_icarus_random_jobs_in_the_ice40_forms():
 
 VERILATOR_BUILDS = [
     {"lanes": 8, "max_layers": 2, "max_width": 64, "rank": 4, "digits": "binomial"},
-    {
-        "lanes": 1,
-        "max_layers": 3,
-        "max_width": 9,
-        "rank": 1,
-        "digits": "uniform",
-        "mode": "quantized",
-    },
+    {**ICARUS_BUILDS[1], "lanes": 1},  # quantized, rank 1, uniform digits
     {"lanes": 4, "max_layers": 2, "max_width": 12, "rank": 16, "digits": "uniform"},
 ]
 
