@@ -26,6 +26,7 @@ from pentegg.rtl.update.apply import WeightUpdater, latent_shift_max
 from pentegg.rtl.update.votes import VoteAccumulator, vote_cycles
 from pentegg.sim import harness
 from pentegg.sim.cocotb_update import JOB_INPUTS, golden_z, job_config, random_job
+from pentegg.sim.cocotb_weight_update import random_update_case
 from pentegg.sim.collisions import CollisionMonitor
 from pentegg.sim.scoreboard import Scoreboard
 
@@ -277,27 +278,6 @@ async def run_update(ctx, dut, out, fan, theta, q, w_base, v_base) -> int:
     return cycles
 
 
-def _update_case(rng: random.Random, update: str, latent_bits: int):
-    """A random layer with the edges: Z = 0, +-theta (does not move), +-(theta + 1), the
-    extremes of a Z entry, V at +-Vmax, W at +-2."""
-    out = rng.choice([1, MAX_WIDTH, rng.randint(1, MAX_WIDTH)])
-    fan = rng.choice([1, 5, MAX_WIDTH + 1, rng.randint(1, MAX_WIDTH + 1)])
-    theta = rng.choice([0, 0, 1, rng.randint(0, 50), 1 << 20, (1 << 32) - 1])
-    vmax = (1 << (latent_bits - 1)) - 1
-    zlo, zhi = -(1 << (Z_BITS - 1)), (1 << (Z_BITS - 1)) - 1  # what a Z entry holds
-    edges = [0, theta, -theta, theta + 1, -theta - 1, zlo, zhi]
-    edges = [e for e in edges if zlo <= e <= zhi]
-    z = np.array([rng.choice([*edges, rng.randint(-99, 99)]) for _ in range(out * fan)]).reshape(
-        out, fan
-    )
-    v = np.array(
-        [rng.choice([vmax, -vmax, 0, rng.randint(-vmax, vmax)]) for _ in range(out * fan)]
-    ).reshape(out, fan)
-    w = np.array([rng.choice([2, -2, rng.randint(-2, 2)]) for _ in range(out * fan)])
-    q = rng.randint(0, latent_shift_max(latent_bits))
-    return out, fan, theta, q, z, v, w.reshape(out, fan)
-
-
 @pytest.mark.parametrize(
     "update, latent_bits, lanes",
     [
@@ -321,7 +301,7 @@ def test_updater_equals_golden(update, latent_bits, lanes):
         z_bits=Z_BITS,
     )
     board = Scoreboard(f"updater {update} latent_bits={latent_bits} lanes={lanes}")
-    cases = [_update_case(rng, update, latent_bits) for _ in range(6)]
+    cases = [random_update_case(rng, MAX_WIDTH, Z_BITS, latent_bits) for _ in range(6)]
     state = {}
 
     async def bench(ctx):
