@@ -28,7 +28,7 @@ from pentegg.rtl.evaluator.sequencer import PHASES
 from pentegg.sim.evaluator_bench import EvalJob, random_job
 from pentegg.sim.evaluator_system import LOAD_TARGETS
 from pentegg.sim.harness import tb_params, tb_value
-from pentegg.sim.scoreboard import Scoreboard
+from pentegg.sim.scoreboard import Mismatch, Scoreboard
 from pentegg.sim.stream import reset, start_clock
 
 _tb, _params = tb_value, tb_params  # the harness's env and parameters
@@ -201,11 +201,21 @@ async def setup(dut):
     await reset(dut)
 
 
-def check(dut, job: EvalJob, label: str, err, scores, beats, board: Scoreboard):
+async def check(
+    dut, job: EvalJob, label: str, err, scores, beats, board: Scoreboard, reference=None
+):
+    """Compare one job's results with golden's for ``reference`` (the job itself unless
+    given: the testbench's self-test gives another). A shared-input score sums a
+    member's terms over the batch, so a score that differs is located
+    (:func:`locate_score_mismatch`) before the check fails."""
     assert err == 0, f"{label}: error flags {err:#x}"
-    logits, exp_scores = job.expected()
+    logits, exp_scores = (reference or job).expected()
     if job.shared:  # summed over the batch (spec 7.1): the member and both sums
-        board.check(f"scores[member] ({label})", exp_scores, scores, "scores")
+        try:
+            board.check(f"scores[member] ({label})", exp_scores, scores, "scores")
+        except Mismatch as e:
+            where = await locate_score_mismatch(dut, job, reference)
+            raise AssertionError(f"{e}; located: {where}") from None
     else:
         last = job.cfg.n_layers - 1
         board.check(
@@ -214,6 +224,105 @@ def check(dut, job: EvalJob, label: str, err, scores, beats, board: Scoreboard):
             decode_beats(job, beats),
             "logits",
         )
+
+
+async def locate_score_mismatch(dut, job: EvalJob, reference=None) -> str:
+    """Where a shared-input score differs from golden's (for ``reference``, the job
+    unless given): the job runs again one sample at a time (shared inputs, batch 1: each
+    score is then that sample's term) until a member's term differs; that sample is then
+    every member's own input (per-member inputs), whose last-layer logits give the output
+    index. Returns the member, sample, layer, output index and both values found."""
+    ref = reference or job
+    last = job.cfg.n_layers - 1
+    for b, idx in enumerate(np.asarray(job.batch_idx)):
+        one = dataclasses.replace(job, batch_idx=job.batch_idx[b : b + 1])
+        one_ref = dataclasses.replace(ref, batch_idx=ref.batch_idx[b : b + 1])
+        _, err, got, _ = await run_job(dut, one, random.Random(0))
+        exp = one_ref.expected()[1]
+        bad = np.flatnonzero(got != exp)
+        if err or not bad.size:
+            continue
+        m = int(bad[0])
+        where = (
+            f"member {m}, sample {b} (sample index {int(idx)}): its score term expected "
+            f"{int(exp[m])}, got {int(got[m])}"
+        )
+        x = np.asarray(job.samples)[int(idx)]
+        member_x = np.broadcast_to(x, (job.cfg.population, 1, x.size)).copy()
+        pm = dataclasses.replace(one, member_x=member_x)
+        _, err, _, beats = await run_job(dut, pm, random.Random(0))
+        got_l = decode_beats(pm, beats)
+        exp_l = dataclasses.replace(one_ref, member_x=member_x).expected()[0]
+        diff = np.argwhere(got_l != exp_l)
+        if err:
+            return f"{where}; the per-member run of that sample set error flags {err:#x}"
+        if not diff.size:
+            return (
+                f"{where}; with that sample as every member's own input their logits "
+                "equal golden's: the shared layer-0 product or the score unit differs"
+            )
+        mine = diff[diff[:, 0] == m]
+        mm, _, o = (mine if mine.size else diff)[0]
+        return (
+            f"{where}; with that sample as every member's own input, layer {last} "
+            f"[member {mm}, output index {o}]: expected {int(exp_l[mm, 0, o])}, "
+            f"got {int(got_l[mm, 0, o])}"
+        )
+    return "every sample's term alone equals golden's: the sum over the batch differs"
+
+
+@cocotb.test()
+async def score_mismatch_is_located(dut):
+    """The testbench's own check (only with ``PENTEGG_TB_LOCATE`` set): a job checked
+    against golden for another margin, then for another last-layer weight (each the
+    first that changes a score), fails with the member and sample located: for the
+    margin with the logits found equal, for the weight with the output index and both
+    logits."""
+    if not _tb("locate", 0):
+        return
+    p = _params()
+    rng = np.random.default_rng(cocotb.RANDOM_SEED)
+    board = Scoreboard("evaluator locate", dut._log)
+
+    def changed(job, variants):
+        """The first variant of the job under which golden's scores differ, or None."""
+        scores = job.expected()[1]
+        return next((v for v in variants if not np.array_equal(v.expected()[1], scores)), None)
+
+    def margins(job):  # scores sum min(margin, M): a smaller M lowers some, a larger may not
+        for d in (d * s for d in range(1, 512) for s in (-1, 1)):
+            yield dataclasses.replace(
+                job, cfg=dataclasses.replace(job.cfg, margin=job.cfg.margin + d)
+            )
+
+    def last_weights(job):
+        for o, k in np.ndindex(job.weights[-1].shape):
+            w = [np.array(x) for x in job.weights]
+            w[-1][o, k] = 2 if w[-1][o, k] != 2 else -2
+            yield dataclasses.replace(job, weights=w)
+
+    cases = None
+    while cases is None:  # shared inputs, two classes or more (one has constant scores)
+        job = build_random_job(rng, p)
+        if job.shared and job.cfg.layers[-1] >= 2:
+            cases = (
+                (changed(job, margins(job)), "logits equal"),
+                (changed(job, last_weights(job)), f"layer {job.cfg.n_layers - 1} ["),
+            )
+            cases = None if any(ref is None for ref, _ in cases) else cases
+    await setup(dut)
+    _, err, scores, beats = await run_job(dut, job, random.Random(0))
+    await check(dut, job, "the job itself", err, scores, beats, board)
+    for ref, want in cases:
+        try:
+            await check(dut, job, "locate", err, scores, beats, board, reference=ref)
+        except AssertionError as e:
+            text = str(e)
+            assert "located: member" in text and want in text, text
+            dut._log.info(f"located: {text.split('located: ')[1]}")
+        else:
+            raise AssertionError("a job checked against other scores passed")
+    board.report()
 
 
 def build_random_job(rng, p: dict) -> EvalJob:
@@ -248,7 +357,7 @@ async def random_jobs(dut):
         )
         cycles, err, scores, beats = await run_job(dut, job, prng)
         dut._log.info(f"{label}: {cycles} cycles")
-        check(dut, job, label, err, scores, beats, board)
+        await check(dut, job, label, err, scores, beats, board)
     board.report()
 
 
@@ -314,7 +423,7 @@ async def runs_of_steps(dut):
             fills.clear()
             c, err, scores, beats = await run_job(dut, step_job, prng, inputs)
             dut._log.info(f"{label}: {c} cycles, {len(fills)} fills")
-            check(dut, step_job, label, err, scores, beats, board)
+            await check(dut, step_job, label, err, scores, beats, board)
             made_ahead = 0 < t < steps  # the last (a step not made ahead) makes its own
             want = rounds - made_ahead + int(t < steps - 1)
             assert len(fills) == want, f"{label}: {len(fills)} noise fills, expected {want}"
@@ -322,7 +431,7 @@ async def runs_of_steps(dut):
         fills.clear()
         c, err, scores, beats = await run_job(dut, run[steps - 1], prng, {})
         label = f"run {n}, evaluation {steps - 1} cold"
-        check(dut, run[steps - 1], label, err, scores, beats, board)
+        await check(dut, run[steps - 1], label, err, scores, beats, board)
         assert len(fills) == rounds, f"{label}: {len(fills)} noise fills, expected {rounds}"
     board.report()
 
@@ -361,7 +470,7 @@ async def digits_network(dut):
     await setup(dut)
     cycles, err, scores, beats = await run_job(dut, job, random.Random(0))
     dut._log.info(f"digits network, batch {batch}: {cycles} cycles")
-    check(dut, job, f"digits batch {batch}", err, scores, beats, board)
+    await check(dut, job, f"digits batch {batch}", err, scores, beats, board)
     board.report()
 
 
@@ -417,7 +526,7 @@ async def benchmark(dut):
     first = None
     for n, (job, inputs) in enumerate(runs):
         cycles, err, scores, beats = await run_job(dut, job, random.Random(0), inputs)
-        check(dut, job, f"benchmark, evaluation {n}", err, scores, beats, board)
+        await check(dut, job, f"benchmark, evaluation {n}", err, scores, beats, board)
         first = cycles if first is None else first
     raw = int(dut.counters.value)
     counters = {

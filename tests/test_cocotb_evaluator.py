@@ -184,3 +184,23 @@ def test_cocotb_icarus_runs_of_steps_with_noise_made_ahead(params):
         factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
     )
     _ran(res, "evaluator runs of steps")
+
+
+def test_cocotb_icarus_a_score_mismatch_names_member_sample_layer_and_output():
+    """A shared-input score sums a member's terms over the batch: checked against golden
+    for another margin and for another last-layer weight, the testbench's failure names
+    the member and the sample, and for the weight the layer, output index and both
+    logits (sim/cocotb_evaluator.py, ``locate_score_mismatch``)."""
+    params = ICARUS_BUILDS[0]
+    res = harness.run(
+        "evaluator",
+        params,
+        "cocotb_evaluator",
+        testcase="score_mismatch_is_located",
+        env={"locate": 1, "max_batch": 4, "max_cycles": 400_000},
+        factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
+    )
+    located = [ln for ln in Path(res["log"]).read_text().splitlines() if "located: member" in ln]
+    assert len(located) == 2, located
+    assert "logits equal golden's" in located[0]
+    assert re.search(r"layer \d+ \[member \d+, output index \d+\]: expected -?\d+, got", located[1])
