@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from amaranth import ClockDomain, Elaboratable, Module, ResetInserter, Signal, Value
-from amaranth.lib import stream, wiring
+from amaranth.lib import io, stream, wiring
 from amaranth.lib.fifo import SyncFIFO
 from amaranth.lib.wiring import In, Out
 
@@ -350,8 +350,13 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
         m.d.comb += link.reset.eq(por_rst)
         if "flash" in self.core.signature.members:
             self.flash(m, platform, self.core.flash)
-        uart = platform.request("uart", 0)
-        m.d.comb += [link.rx.eq(uart.rx.i), uart.tx.o.eq(link.tx)]
+        uart = platform.request("uart", 0, dir="-")
+        rx = pin_buffer(m, "i", uart.rx, "uart_rx")
+        tx = pin_buffer(m, "o", uart.tx, "uart_tx")
+        m.d.comb += [link.rx.eq(rx.i), tx.o.eq(link.tx)]
+        for name in ("rts", "dtr"):  # the ULX3S's FT231X drives these: inputs, unused
+            if hasattr(uart, name):
+                pin_buffer(m, "i", getattr(uart, name), f"uart_{name}")
 
         # heartbeat: bit 25 of a counter, toggling every 2**25 cycles (0.70 s at 48 MHz,
         # 0.34 s at 100 MHz)
@@ -367,6 +372,14 @@ class BoardTop(Elaboratable, metaclass=abc.ABCMeta):
         }
         self.leds(m, platform, status)
         return m
+
+
+def pin_buffer(m: Module, direction: str, port, name: str) -> io.Buffer:
+    """``port`` (of a resource requested with ``dir="-"``) through an ``io.Buffer`` of
+    ``direction`` (``"i"`` or ``"o"``), a submodule of ``m`` named ``name``: its ``i``
+    or ``o`` is the pin's value, the port's inversion (active-low pins) applied."""
+    m.submodules[name] = buf = io.Buffer(direction, port)
+    return buf
 
 
 def _stretch(m: Module, strobe: Signal, bits: int = 20) -> Signal:

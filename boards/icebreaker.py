@@ -20,7 +20,7 @@ from typing import Any
 from amaranth import Instance, Module, Signal
 from amaranth_boards.icebreaker import ICEBreakerPlatform
 
-from .common import Board, BoardTop, ClockChoice
+from .common import Board, BoardTop, ClockChoice, pin_buffer
 
 __all__ = [
     "BOARD",
@@ -113,27 +113,32 @@ class ICEBreakerTop(BoardTop):
         return locked
 
     def flash(self, m: Module, platform, spi) -> None:
-        f = platform.request("spi_flash_1x", 0)
+        f = platform.request("spi_flash_1x", 0, dir="-")
+        outs = ("clk", "copi", "cs", "wp", "hold")
+        pins = {n: pin_buffer(m, "o", getattr(f, n), f"flash_{n}") for n in outs}
+        cipo = pin_buffer(m, "i", f.cipo, "flash_cipo")
         m.d.comb += [
-            f.clk.o.eq(spi.sck),
-            f.copi.o.eq(spi.copi),
-            f.cs.o.eq(~spi.cs),  # the resource inverts: cs.o = 1 selects the flash
-            spi.cipo.eq(f.cipo.i),
-            f.wp.o.eq(0),  # write-protect and hold released
-            f.hold.o.eq(0),
+            pins["clk"].o.eq(spi.sck),
+            pins["copi"].o.eq(spi.copi),
+            pins["cs"].o.eq(~spi.cs),  # the port inverts: cs.o = 1 selects the flash
+            spi.cipo.eq(cipo.i),
+            pins["wp"].o.eq(0),  # write-protect and hold released
+            pins["hold"].o.eq(0),
         ]
 
     def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
         fast = Signal(23)  # about 6 Hz at 48 MHz
         m.d.sync += fast.eq(fast + 1)
-        green = platform.request("led", 1)
-        red = platform.request("led", 0)
+
+        def led(index):  # the port inverts where the LED is active-low
+            return pin_buffer(m, "o", platform.request("led", index, dir="-"), f"led{index}").o
+
         m.d.comb += [
-            green.o.eq(status["heartbeat"] ^ (status["busy"] & fast[-1])),
-            red.o.eq(status["error"]),
+            led(1).eq(status["heartbeat"] ^ (status["busy"] & fast[-1])),  # green
+            led(0).eq(status["error"]),  # red
         ]
         for index, name in enumerate(("heartbeat", "busy", "error", "rx", "tx"), start=2):
-            m.d.comb += platform.request("led", index).o.eq(status[name])
+            m.d.comb += led(index).eq(status[name])
 
 
 def _platform():

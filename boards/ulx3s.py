@@ -23,7 +23,7 @@ from typing import Any
 from amaranth import Instance, Module, Signal
 from amaranth_boards.ulx3s import ULX3S_85F_Platform
 
-from .common import Board, BoardTop, ClockChoice
+from .common import Board, BoardTop, ClockChoice, pin_buffer
 
 __all__ = ["BOARD", "CLOCKS", "DEFAULT_PARAMS", "ULX3STop"]
 
@@ -89,7 +89,7 @@ class ULX3STop(BoardTop):
     link_reset_leaves = True
 
     def clock(self, m: Module, platform, clk: Signal) -> Signal:
-        clk25 = platform.request("clk25", 0)
+        clk25 = pin_buffer(m, "i", platform.request("clk25", 0, dir="-"), "clk25")
         pll = self.clock_choice.pll
         locked = Signal()
         m.submodules.pll = Instance(
@@ -134,7 +134,8 @@ class ULX3STop(BoardTop):
     def leds(self, m: Module, platform, status: dict[str, Signal]) -> None:
         order = {0: "heartbeat", 1: "busy", 2: "error", 3: "rx", 4: "tx", 7: "reset"}
         for index, name in order.items():
-            m.d.comb += platform.request("led", index).o.eq(status[name])
+            led = pin_buffer(m, "o", platform.request("led", index, dir="-"), f"led{index}")
+            m.d.comb += led.o.eq(status[name])
 
 
 BOARD = Board(
