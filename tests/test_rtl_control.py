@@ -41,8 +41,12 @@ class _Bench:
         ]
 
     def run(self, words, n_rsp, busy_for=0):
+        """Send ``words``, collect ``n_rsp`` response words and the runs (cycle, kind);
+        ``busy`` is high for the first ``busy_for`` cycles. ``self.writes``: the cycles of
+        the register and memory write strobes, ``self.bad``: ``bad_command`` at the end."""
         got, runs = [], []
         self.bad = False
+        self.writes = []
 
         async def send(ctx):
             for w in words:
@@ -56,15 +60,18 @@ class _Bench:
             while len(got) < n_rsp or cycles < 60:
                 ctx.set(self.dec.rsp.ready, cycles % 3 != 1)  # some back-pressure
                 ctx.set(self.dec.busy, cycles < busy_for)
-                _, _, v, r, p, run, kind = await ctx.tick().sample(
+                _, _, v, r, p, run, kind, reg_wen, mem_wen = await ctx.tick().sample(
                     self.dec.rsp.valid,
                     self.dec.rsp.ready,
                     self.dec.rsp.payload,
                     self.dec.run,
                     self.dec.run_kind,
+                    self.dec.reg_wen,
+                    self.dec.mem_wen,
                 )
                 if v and r:
                     got.append(int(p))
+                self.writes += [(cycles, "reg")] * bool(reg_wen) + [(cycles, "mem")] * bool(mem_wen)
                 if run:
                     runs.append((cycles, int(kind)))
                 self.bad = bool(ctx.get(self.dec.bad_command))
@@ -128,6 +135,34 @@ def test_unknown_op_sets_bad_command_and_the_next_word_is_a_header():
     assert got == [ID_VALUE] and b.bad
 
 
+def test_a_run_clears_bad_command():
+    b = _Bench()
+    _, runs = b.run([0xF000_0000, (Op.RUN.value << 28) | 1], 0)
+    assert [k for _, k in runs] == [1] and not b.bad
+
+
+def test_register_and_memory_writes_wait_while_busy():
+    """WREG and WMEM's data wait for ``busy`` to fall (RREG does not: a host polls during
+    a run); the values written are read back after. Each alone: a write waiting would
+    otherwise hold the next one back."""
+    reg = [*_wreg("seed", 0x1234), *_rreg("seed")]
+    mem = [(Op.WMEM.value << 28) | 3, 2, 7, 8, (Op.RMEM.value << 28) | 3, 2]
+    for words, want, strobes in ((reg, [0x1234], ["reg"]), (mem, [7, 8], ["mem", "mem"])):
+        b = _Bench()
+        got, _ = b.run(words, len(want), busy_for=30)
+        assert got == want and [w for _, w in b.writes] == strobes, (got, b.writes)
+        assert min(c for c, _ in b.writes) >= 30, f"a write while busy: {b.writes}"
+
+
+def test_a_memory_block_of_zero_words_is_a_header_and_its_count():
+    """WMEM and RMEM with count 0 move no word and answer none: the next word is a
+    header."""
+    words = [(Op.WMEM.value << 28) | 5, 0, *_rreg("id"), (Op.RMEM.value << 28) | 5, 0]
+    b = _Bench()
+    got, _ = b.run([*words, *_rreg("margin")], 2)
+    assert got == [ID_VALUE, 32] and b.writes == []
+
+
 @pytest.mark.parametrize("max_layers", [0, 9])
 def test_register_map_rejects_max_layers_out_of_range(max_layers):
     with pytest.raises(ValueError, match=r"max_layers=.* 1\.\.8"):
@@ -135,11 +170,12 @@ def test_register_map_rejects_max_layers_out_of_range(max_layers):
 
 
 def _controller_run(
-    kind, *, steps=1, step=0, n_layers=2, errors=None, block_cycles=5, members_ok=1
+    kind, *, steps=1, step=0, n_layers=2, errors=None, block_cycles=5, members_ok=1, params_ok=1
 ):
     """Drive a Controller with model blocks that stay busy ``block_cycles`` cycles (the
-    per-member fit check too, answering ``members_ok`` when it ends); returns the phases it started,
-    in order, and its final outputs."""
+    per-member fit check too, answering ``members_ok`` when it ends) and the register
+    check's ``params_ok``; returns the phases it started, in order, and its final
+    outputs."""
     errors = errors or {}
     ctl = Controller()
     log = []
@@ -167,6 +203,7 @@ def _controller_run(
         ctx.set(ctl.stride, 7)
         ctx.set(ctl.n_layers, n_layers)
         ctx.set(ctl.run_kind, kind)
+        ctx.set(ctl.params_ok, params_ok)
         ctx.set(ctl.run, 1)
         await ctx.tick()
         ctx.set(ctl.run, 0)
@@ -280,6 +317,32 @@ def test_controller_refuses_steps_past_65534_and_unknown_kinds():
     assert out["error"] == 0 and out["step"] == 65535
     log, out = _controller_run(9)
     assert log == [] and out["error"] == 1 << 12
+    # an UPDATE at step 65534 is the last that may run (it makes step 65535)
+    log, out = _controller_run(RUN_KINDS["update"], step=65534, n_layers=1)
+    assert [n for n, _, _ in log] == ["shape", "vote", "apply"]
+    assert out["error"] == 0 and out["step"] == 65535
+
+
+def test_controller_refuses_every_run_but_init_while_a_register_is_out_of_range():
+    """``params_ok`` low (the register check, error flag 13) refuses EVAL, TRAIN and
+    UPDATE before any phase; INIT does not depend on those registers and runs."""
+    log, out = _controller_run(RUN_KINDS["init"], params_ok=0)
+    assert [n for n, _, _ in log] == ["init"] and out["error"] == 0
+    for kind in ("eval", "train", "update"):
+        log, out = _controller_run(RUN_KINDS[kind], n_layers=1, params_ok=0)
+        assert log == [] and out["error"] == 1 << 13, (kind, log, out)
+
+
+def test_controller_cycle_split_counts_every_phase_cycle():
+    """``eval_cycles``, ``shape_cycles``, ``update_cycles`` (votes and apply together):
+    each grows by exactly the cycles its model blocks are made to take longer."""
+    runs = {
+        bc: _controller_run(RUN_KINDS["train"], n_layers=2, block_cycles=bc)[1]["split"]
+        for bc in (5, 50)
+    }
+    # a longer block adds 45 cycles to each block run: eval 1, shape 1, vote 2 + apply 2
+    grew = [b - a for a, b in zip(runs[5], runs[50], strict=True)]
+    assert grew == [45, 45, 4 * 45], runs
 
 
 def _init_run(cfg, update="latent"):

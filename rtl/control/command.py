@@ -8,7 +8,7 @@ op        header fields, following words        response words
 1 WREG    ``reg = [7:0]``; value                none
 2 RREG    ``reg = [7:0]``                       the register's value
 3 WMEM    ``sel = [27:24]``, ``addr = [23:0]``;  none
-          count ``n``; ``n`` data words
+          count ``n`` (0: none); ``n`` words
 4 RMEM    ``sel``, ``addr``; count ``n``        ``n`` words
 5 RUN     ``kind = [3:0]``                      none (poll ``status``)
 ========  ====================================  =======================================
@@ -16,8 +16,8 @@ op        header fields, following words        response words
 Memory words carry their value in the low bits (a weight word 16 bits, a sample byte 8,
 a score ``score_bits`` sign-extended). Writes (registers and memories), memory reads and
 ``RUN`` wait while the accelerator is ``busy``; ``RREG`` never waits, so a host polls
-``status`` and ``step`` during a run. An unknown ``op`` sets ``bad_command`` and the
-word is dropped (the next word is read as a header).
+``status`` and ``step`` during a run. An unknown ``op`` sets ``bad_command`` (until the
+next ``RUN``) and the word is dropped (the next word is read as a header).
 
 Throughput: one command or data word per cycle on writes; five cycles per word read from
 a memory (address, two waits, data, response beat), three per register read (the
