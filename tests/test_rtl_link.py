@@ -462,6 +462,9 @@ def test_a_repeated_run_seq_is_answered_ok_without_running_again():
         assert await run_update(41) == 2
         assert (await host.request(Cmd.WRITE_REGS, 50, pairs(seed=5))).status == Status.OK
         assert await run_update(41) == 3, "a WRITE_REGS ends the duplicate rule"
+        rsp = await host.request(Cmd.WRITE_MEM, 52, words([0 << 24 | 0, 1]))
+        assert rsp.status == Status.OK
+        assert await run_update(41) == 4, "so does a WRITE_MEM"
         assert (await host.request(Cmd.RESET, 51)).status == Status.OK
         assert await run_update(41) == 1, "so does RESET (step back to 0, then + 1)"
 

@@ -164,11 +164,12 @@ def test_rx_framing_error_glitch_and_overrun():
     async def bench(ctx):
         ctx.set(dut.o.ready, 0)
         await ctx.tick().repeat(4)
-        # a glitch shorter than half a bit is not a start bit
+        # a glitch shorter than half a bit is not a start bit (no byte, not even after
+        # a character's time)
         ctx.set(dut.rx, 0)
         await ctx.tick().repeat(2)
         ctx.set(dut.rx, 1)
-        await ctx.tick().repeat(2 * d)
+        await ctx.tick().repeat(12 * d)
         assert not ctx.get(dut.o.valid)
         # stop bit low: counted, no byte; a long break is counted once
         await send_line(ctx, dut.rx, 0x00, d, stop=0)
@@ -194,6 +195,68 @@ def test_rx_framing_error_glitch_and_overrun():
 
     _run(dut, bench)
     assert seen == [0xA5]
+
+
+def test_rx_error_counters_saturate_at_their_maximum():
+    """``framing_errors`` and ``overrun`` stop at 0xFFFF (from 0xFFFE: three framing
+    errors, three dropped bytes), they do not wrap to 0."""
+    d = 8
+    dut = UartRx(d)
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 0)
+        await ctx.tick().repeat(4)
+        ctx.set(dut.framing_errors, 0xFFFE)
+        ctx.set(dut.overrun, 0xFFFE)
+        for _ in range(3):
+            await send_line(ctx, dut.rx, 0x00, d, stop=0)
+            await ctx.tick().repeat(2 * d)
+        for byte in (1, 2, 3, 4):  # the first waits in o, the next three are dropped
+            await send_line(ctx, dut.rx, byte, d)
+            await ctx.tick().repeat(d)
+        assert (ctx.get(dut.framing_errors), ctx.get(dut.overrun)) == (0xFFFF, 0xFFFF)
+        assert ctx.get(dut.o.payload) == 1
+
+    _run(dut, bench)
+
+
+def _rx_take_at(d: int, pulse_at: int):
+    """0x5A waits in o (ready low); 0xC3 follows, with ready high in cycle ``pulse_at``
+    alone (counted from 0xC3's start bit) and from 3 cycles after it on. Returns the
+    bytes taken, ``overrun``, and the first cycle 0xC3 is seen in o."""
+    dut = UartRx(d)
+    got, seen = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.o.ready, 0)
+        await ctx.tick().repeat(4)
+        await send_line(ctx, dut.rx, 0x5A, d)
+        await ctx.tick().repeat(d)
+        line = [0] * d + [(0xC3 >> i) & 1 for i in range(8) for _ in range(d)] + [1] * 5 * d
+        for cyc, level in enumerate(line):
+            ctx.set(dut.rx, level)
+            ctx.set(dut.o.ready, cyc == pulse_at or cyc > pulse_at + 2)
+            _, _, v, p, r = await ctx.tick().sample(dut.o.valid, dut.o.payload, dut.o.ready)
+            if v and p == 0xC3 and not seen:
+                seen.append(cyc)
+            if v and r:
+                got.append(int(p))
+        got.append(ctx.get(dut.overrun))
+
+    _run(dut, bench)
+    return got[:-1], got[-1], seen[0] if seen else None
+
+
+def test_rx_byte_taken_in_the_cycle_the_next_one_completes_is_not_an_overrun():
+    """A byte is dropped only while the one before it is still untaken: taken in the very
+    cycle the next completes (the cycle before the next is seen in o, measured with
+    the first taken at once), both arrive; taken a cycle later, the next is dropped and
+    counted."""
+    d = 8
+    _, _, completes = _rx_take_at(d, 0)
+    assert completes is not None
+    assert _rx_take_at(d, completes - 1)[:2] == ([0x5A, 0xC3], 0)
+    assert _rx_take_at(d, completes)[:2] == ([0x5A], 1)
 
 
 @pytest.mark.parametrize("bad", [3, 0, -16, 4.0, True, None])
