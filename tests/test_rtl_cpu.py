@@ -350,11 +350,15 @@ ILLEGAL = {
     "all ones": 0xFFFF_FFFF,
     "compressed (low bits 01)": 0x0000_4501,
     "load f3=3 (ld)": encode("lw", 1, 0, 2) | 1 << 12,
+    "load f3=6 (lwu)": encode("lw", 1, 0, 2) | 6 << 12,
     "store f3=3 (sd)": encode("sw", 1, 0, 2) | 1 << 12,
     "branch f3=2": encode("beq", 1, 2, 8) | 2 << 12,
+    "branch f3=3": encode("beq", 1, 2, 8) | 3 << 12,
     "jalr f3=1": encode("jalr", 1, 2, 0) | 1 << 12,
     "slli f7=0x20": encode("slli", 1, 2, 3) | 0x20 << 25,
     "srli f7=0x10": encode("srli", 1, 2, 3) | 0x10 << 25,
+    "srli f7=0x40": encode("srli", 1, 2, 3) | 0x40 << 25,
+    "srai f7=0x60": encode("srai", 1, 2, 3) | 0x40 << 25,
     "add f7=1 (mul)": encode("add", 1, 2, 3) | 1 << 25,
     "xor f7=0x20": encode("xor", 1, 2, 3) | 0x20 << 25,
     "fence.i": 0x0000_100F,
@@ -367,6 +371,43 @@ ILLEGAL = {
     "wfi": 0x1050_0073,
     "ecall with rd": encode("ecall") | 1 << 7,
 }
+
+
+def _far(kind: str) -> Asm:
+    """Branches and ``jal`` over 2 KiB and more: their offsets' bit 11 set (512
+    instructions between), forward ``beq`` and ``jal`` (taken: x1 stays 0), and a
+    backward ``bne`` taken once (front-end prediction of a far backward branch)."""
+    a = Asm()
+    if kind == "backward":
+        a.label("top")
+        a.addi(5, 5, 1)
+        for _ in range(512):
+            a.addi(1, 1, 1)
+        a.addi(6, 5, -2)
+        a.bne(6, 0, "top")
+    else:
+        a.addi(3, 0, 1)
+        if kind == "beq":
+            a.beq(3, 3, "far")
+        else:
+            a.jal(5, "far")
+        for _ in range(512):
+            a.addi(1, 1, 1)
+        a.label("far")
+        a.addi(2, 0, 7)
+    a.ebreak()
+    return a
+
+
+@pytest.mark.parametrize("kind", ["beq", "jal", "backward"])
+def test_branches_and_jumps_beyond_2_kib_equal_the_iss(kind):
+    words = _far(kind).words()
+    out = run_core(words)
+    iss, _ = run_iss(words)
+    assert out["halted"] and not out["fault"] and iss.halted and not iss.fault
+    assert out["x"] == iss.x and out["pc"] == iss.pc
+    want = {"beq": (0, 7), "jal": (0, 7), "backward": (1024, 0)}[kind]
+    assert (out["x"][1], out["x"][2]) == want
 
 
 @pytest.mark.parametrize("word", ILLEGAL.values(), ids=ILLEGAL.keys())
