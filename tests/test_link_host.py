@@ -71,6 +71,28 @@ def test_parse_response_checks_crc_length_and_status():
         parse_response(ok[:5])
 
 
+def test_parse_response_refuses_another_version_a_wrong_length_and_odd_payloads():
+    ok = _response(3, Cmd.STATUS, 0, words([1, 0, 5]))
+    for version in (VERSION - 1, VERSION + 1):  # with a valid CRC
+        other = bytes([version]) + ok[1:-2]
+        with pytest.raises(FrameError, match="protocol version"):
+            parse_response(other + crc16(other).to_bytes(2, "big"))
+    long = struct.pack("<BBBBH", VERSION, 3, Cmd.STATUS, 0, 4) + words([1, 2])
+    with pytest.raises(FrameError, match="response len 4 but 8 payload bytes"):
+        parse_response(long + crc16(long).to_bytes(2, "big"))
+    for n in (3, 6):
+        with pytest.raises(FrameError, match="not whole words"):
+            parse_response(_response(1, Cmd.READ_REGS, 0, bytes(n))).words()
+
+
+def test_logit_words_are_signed_bytes_and_an_empty_write_is_no_command():
+    from pentegg.accel_protocol import logits_from_words, mem_write, to_signed
+
+    assert [to_signed(v, 8) for v in (0x7F, 0x80, 0xFF, 0x100)] == [127, -128, -1, 0]
+    assert logits_from_words([0xFF, 0x7F, 0x80], 1, 1, 3).tolist() == [[[-1, 127, -128]]]
+    assert mem_write("weights", 0, []) == []
+
+
 def _info_words(**over):
     vals = dict.fromkeys(INFO_FIELDS, 0)
     major, minor = (int(v) for v in SPEC_VERSION.split("."))
@@ -89,6 +111,11 @@ def test_decode_info_names_enumerated_fields():
         4,
     )
     assert info["spec"] == SPEC_VERSION
+    info = decode_info(_info_words(mode=2, digits=3))
+    assert (info["mode"], info["digits"]) == ("unknown (2)", "unknown (3)")
+    short = _info_words()[:-4]  # one word short
+    with pytest.raises(FrameError, match=f"INFO has {len(INFO_FIELDS) - 1} words"):
+        decode_info(short)
 
 
 class ScriptedTransport:
