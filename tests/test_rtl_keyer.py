@@ -99,6 +99,46 @@ def test_keyer_latency(keyer, latency):
 
 
 @pytest.mark.parametrize("keyer", KEYERS)
+def test_keyer_cancel_drops_an_answer_already_waiting(keyer):
+    """A reseed request answered and left waiting (``x0.ready`` low), then a cancel with
+    another request valid in the same cycle: the waiting answer is gone, the only answer
+    is the new request's (under the seed the cancelled reseed had loaded)."""
+    dut = StreamKeyer(keyer=keyer)
+    seed = 0x1234_5678
+    first = {"ab": 0, "layer": 1, "pair": 2, "step": 3, "reseed": 1}
+    second = {"ab": 1, "layer": 4, "pair": 5, "step": 6, "reseed": 0}
+    seen = []
+
+    async def bench(ctx):
+        ctx.set(dut.seed, seed)
+        ctx.set(dut.x0.ready, 0)
+        ctx.set(dut.k.payload, first)
+        ctx.set(dut.k.valid, 1)
+        await ctx.tick().until(dut.k.ready)
+        ctx.set(dut.k.valid, 0)
+        await ctx.tick().until(dut.x0.valid)
+        await ctx.tick().repeat(3)  # the answer waits
+        ctx.set(dut.cancel, 1)
+        ctx.set(dut.k.payload, second)
+        ctx.set(dut.k.valid, 1)
+        await ctx.tick()
+        ctx.set(dut.cancel, 0)
+        ctx.set(dut.x0.ready, 1)
+        for _ in range(3000):
+            if ctx.get(dut.k.ready):
+                ctx.set(dut.k.valid, 0)
+            if ctx.get(dut.x0.valid):
+                seen.append(ctx.get(dut.x0.payload))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert seen == [int(stream_state(seed, 6, 5, 4, 1))], [hex(v) for v in seen]
+
+
+@pytest.mark.parametrize("keyer", KEYERS)
 def test_keyer_cancel(keyer):
     """Random cancels (during the run key, the stream key, or with an answer waiting), each
     with a new request valid in the same cycle: the answers are those of the requests not
