@@ -14,7 +14,7 @@ from pentegg.golden import lrgen, lrmul, rank_shift, stream_state
 from pentegg.rtl.noise.keyer import KEYERS, StreamKeyer
 from pentegg.rtl.noise.lrgen import LowRankGenerator
 from pentegg.sim import harness
-from pentegg.sim.scoreboard import Scoreboard
+from pentegg.sim.scoreboard import Scoreboard, lrgen_expected
 
 
 @pytest.mark.parametrize("keyer", KEYERS)
@@ -218,6 +218,56 @@ def test_keyer_cancel(keyer):
     assert len(got) >= survivors
     ref = [int(stream_state(s, st, p, l, ab)) for s, st, p, l, ab, _ in want]
     Scoreboard(f"keyer cancel {keyer}").check("x0", np.array(ref), np.array(got))
+
+
+def test_lane_takes_a_jobs_b_state_only_while_not_busy():
+    """Two jobs' start states offered back to back (B, A, B, A) under back-pressure on e:
+    each job's B state is taken while ``busy`` is low (the job's run-time inputs are read
+    from then on), its A state while the job runs; both jobs' E equal golden's."""
+    rank, out, fan, sigma = 4, 2, 3, 1
+    key = (11, 3, 5, 2)
+    dut = LowRankGenerator(rank=rank, max_fan=13, max_out=5)
+    taken, es = [], []
+
+    async def bench(ctx):
+        ctx.set(dut.out, out)
+        ctx.set(dut.fan, fan)
+        ctx.set(dut.sigma_shift, sigma)
+        ctx.set(dut.mode, 0)
+        states = [int(stream_state(*key, 1)), int(stream_state(*key, 0))] * 2
+        for n in range(400):
+            ready = n % 7 != 0
+            if len(es) == out * fan - 1 and len(taken) == 2:  # the first job's last E waits
+                ready = n % 50 >= 30
+            ctx.set(dut.e.ready, ready)
+            ctx.set(dut.x0.valid, bool(states))
+            if states:
+                ctx.set(dut.x0.payload, states[0])
+                if ctx.get(dut.x0.ready):
+                    taken.append(ctx.get(dut.busy))
+                    states.pop(0)
+            if ctx.get(dut.e.valid) and ready:
+                es.append(int(ctx.get(dut.e.payload).e))
+            await ctx.tick()
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert taken[0::2] == [0, 0], f"busy when each state was taken (B, A, B, A): {taken}"
+    e = lrgen_expected(
+        {
+            "seed": key[0],
+            "step": key[1],
+            "pair": key[2],
+            "layer": key[3],
+            "out": out,
+            "fan": fan,
+            "sigma_shift": sigma,
+        },
+        rank,
+    )[2]
+    Scoreboard("lrgen lane, two jobs back to back").check("E", [*e.reshape(-1)] * 2, es)
 
 
 def test_lane_from_start_states():
