@@ -32,7 +32,7 @@ from pentegg.rtl.update.votes import z_layout
 from pentegg.sim.scoreboard import Scoreboard
 from pentegg.sim.stream import reset, start_clock
 
-__all__ = ["random_update_case"]
+__all__ = ["golden_update", "random_update_case"]
 
 FILL = 0x7FFF  # the weight memory's words outside the matrix (code 7 is not a digit)
 
@@ -53,6 +53,18 @@ def random_update_case(rng: random.Random, max_width: int, z_bits: int, latent_b
     w = np.array([rng.choice([2, -2, rng.randint(-2, 2)]) for _ in range(size)])
     q = rng.randint(0, latent_shift_max(latent_bits))
     return out, fan, theta, q, z.reshape(out, fan), v.reshape(out, fan), w.reshape(out, fan)
+
+
+def golden_update(update: str, latent_bits: int, case):
+    """Golden's ``(V, W)`` after the update of a :func:`random_update_case` ``case``
+    (``V`` None for the pentary update): ``moves``, then ``apply_latent`` or
+    ``apply_pentary``."""
+    out, fan, theta, q, z, v, w = case
+    mv = moves(z, theta)
+    if update == "latent":
+        cfg = Config(layers=(fan - 1, out), latent_bits=latent_bits, latent_shift=q)
+        return apply_latent(cfg, v, mv)
+    return None, apply_pentary(w, mv)
 
 
 def _tb(name: str, default):
@@ -167,13 +179,9 @@ async def random_layers_match_golden(dut):
     await FallingEdge(dut.clk)
     board = Scoreboard(f"weight-update {p}", dut._log)
     for n in range(max(1, _tb("cases", 10))):
-        out, fan, theta, q, z, v, w = random_update_case(rng, p["max_width"], p["z_bits"], vbits)
-        cfg = Config(layers=(fan - 1, out), latent_bits=vbits, latent_shift=q)
-        mv = moves(z, theta)
-        if update == "latent":
-            ev, ew = apply_latent(cfg, v, mv)
-        else:
-            ev, ew = None, apply_pentary(w, mv)
+        case = random_update_case(rng, p["max_width"], p["z_bits"], vbits)
+        out, fan, theta, q, z, v, w = case
+        ev, ew = golden_update(update, vbits, case)
         w_base, v_base = rng.randint(1, 9), rng.randint(0, 9)
         mem = Memories(dut, p, z, w, v if ev is not None else None, w_base, v_base)
         task = cocotb.start_soon(mem.run())

@@ -90,18 +90,23 @@ def _id(p):
     return f"{mode}-L{p['lanes']}-r{p['rank']}-{p['digits'][0]}-w{p['max_width']}x{p['max_layers']}"
 
 
-def _icarus_random_jobs(params, family=None):
-    """Five random jobs on an Icarus build of ``params`` (``family``: harness.run's);
-    returns harness.run's result."""
+def _icarus(params, testcase, env, family=None):
+    """``testcase`` of sim/cocotb_evaluator.py on an Icarus build of ``params`` with the
+    small test memories (``family``: harness.run's); returns harness.run's result."""
     return harness.run(
         "evaluator",
         params,
         "cocotb_evaluator",
-        testcase="random_jobs",
-        env={"jobs": 5, "max_batch": 6, "max_cycles": 400_000},
+        testcase=testcase,
+        env={"max_cycles": 400_000, **env},
         factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
         family=family,
     )
+
+
+def _icarus_random_jobs(params, family=None):
+    """Five random jobs on an Icarus build of ``params``."""
+    return _icarus(params, "random_jobs", {"jobs": 5, "max_batch": 6}, family)
 
 
 @pytest.mark.parametrize("params", ICARUS_BUILDS, ids=_id)
@@ -175,14 +180,7 @@ def test_cocotb_icarus_runs_of_steps_with_noise_made_ahead(params):
     (``pre`` / ``keep``) equals golden and makes no noise for its first round (one
     noise fill fewer than from cold)."""
     params = {**params, "noise_buffers": 2}
-    res = harness.run(
-        "evaluator",
-        params,
-        "cocotb_evaluator",
-        testcase="runs_of_steps",
-        env={"steps": 3, "jobs": 2, "max_batch": 4, "max_cycles": 400_000},
-        factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
-    )
+    res = _icarus(params, "runs_of_steps", {"steps": 3, "jobs": 2, "max_batch": 4})
     _ran(res, "evaluator runs of steps")
 
 
@@ -191,15 +189,7 @@ def test_cocotb_icarus_a_score_mismatch_names_member_sample_layer_and_output():
     for another margin and for another last-layer weight, the testbench's failure names
     the member and the sample, and for the weight the layer, output index and both
     logits (sim/cocotb_evaluator.py, ``locate_score_mismatch``)."""
-    params = ICARUS_BUILDS[0]
-    res = harness.run(
-        "evaluator",
-        params,
-        "cocotb_evaluator",
-        testcase="score_mismatch_is_located",
-        env={"locate": 1, "max_batch": 4, "max_cycles": 400_000},
-        factory=_system(params, weight_words=512, sample_bytes=2048, score_words=128),
-    )
+    res = _icarus(ICARUS_BUILDS[0], "score_mismatch_is_located", {"locate": 1, "max_batch": 4})
     located = [ln for ln in Path(res["log"]).read_text().splitlines() if "located: member" in ln]
     assert len(located) == 2, located
     assert "logits equal golden's" in located[0]

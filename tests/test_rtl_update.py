@@ -26,7 +26,7 @@ from pentegg.rtl.update.apply import WeightUpdater, latent_shift_max
 from pentegg.rtl.update.votes import VoteAccumulator, vote_cycles
 from pentegg.sim import harness
 from pentegg.sim.cocotb_update import JOB_INPUTS, golden_z, job_config, random_job
-from pentegg.sim.cocotb_weight_update import random_update_case
+from pentegg.sim.cocotb_weight_update import golden_update, random_update_case
 from pentegg.sim.collisions import CollisionMonitor
 from pentegg.sim.scoreboard import Scoreboard
 
@@ -305,13 +305,9 @@ def test_updater_equals_golden(update, latent_bits, lanes):
     state = {}
 
     async def bench(ctx):
-        for n, (out, fan, theta, q, z, v, w) in enumerate(cases):
-            cfg = Config(layers=(fan - 1, out), latent_bits=latent_bits, latent_shift=q)
-            mv = moves(z, theta)
-            if update == "latent":
-                ev, ew = apply_latent(cfg, v, mv)
-            else:
-                ev, ew = None, apply_pentary(w, mv)
+        for n, case in enumerate(cases):
+            out, fan, theta, q, z, v, w = case
+            ev, ew = golden_update(update, latent_bits, case)
             w_base, v_base = rng.randint(1, 9), rng.randint(0, 9)
             mem = Memories(dut, z, w, v if update == "latent" else None, w_base, v_base)
             state["mem"] = mem
