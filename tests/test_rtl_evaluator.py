@@ -594,14 +594,24 @@ def test_copies_of_the_activation_write_address_give_golden_scores_in_the_same_c
     assert cycles[0] == cycles[1], cycles
 
 
-@pytest.mark.parametrize(
-    "lanes,group", [(3, None), (4, 2), (5, 1)], ids=["3-lanes", "4-lanes-2-groups", "5-groups"]
-)
-@pytest.mark.parametrize(
-    "layers", [(7, 2, 5, 1), (5, 4, 3), (6, 3)], ids=["3-layers", "2-layers", "1-layer"]
-)
-@pytest.mark.parametrize("mode", ["lowrank", "quantized"])
-@pytest.mark.parametrize("shared", [True, False], ids=["shared", "member"])
+def _wide_form_cases():
+    """Every (inputs, mode, layers) once, 12 cases, with the lane arrangement rotated so
+    that each arrangement meets each layer count, each mode and each kind of input, and
+    each (mode, inputs) pair (a covering design of the 36 combinations)."""
+    arrangements = [(3, None, "3-lanes"), (4, 2, "4-lanes-2-groups"), (5, 1, "5-groups")]
+    layer_sets = [((7, 2, 5, 1), "3-layers"), ((5, 4, 3), "2-layers"), ((6, 3), "1-layer")]
+    cases = []
+    for i, (layers, layers_id) in enumerate(layer_sets):
+        for j, mode in enumerate(("lowrank", "quantized")):
+            for k, shared in enumerate((True, False)):
+                lanes, group, lanes_id = arrangements[(i + j + 2 * k) % 3]
+                inputs = "shared" if shared else "member"
+                cid = f"{inputs}-{mode}-{layers_id}-{lanes_id}"
+                cases.append(pytest.param(lanes, group, layers, mode, shared, id=cid))
+    return cases
+
+
+@pytest.mark.parametrize("lanes,group,layers,mode,shared", _wide_form_cases())
 def test_the_wide_forms_give_golden_scores_in_the_narrow_forms_cycles(
     lanes, group, layers, mode, shared, monkeypatch
 ):
