@@ -1,9 +1,10 @@
 # amaranth: UnusedElaboratable=no
 """The compact device's hardware (rtl/compact/soc.py, boot.py): the flash boot in the
-Amaranth simulator against a model of the SPI flash (the image copied, then run; an
-erased flash), the MMIO registers (a program echoing a byte), and the whole device (the
-RV32I core running the firmware, Verilated) through the host protocol: its steps equal
-the golden model's."""
+Amaranth simulator against a model of the SPI flash that checks mode 0's COPI timing, the
+release's framing and tRES1 (the image copied, then run; an erased flash; FlashBoot
+alone: exactly the image's words, the length's checks, a reset during the copy), the
+MMIO registers (a program echoing a byte), and the whole device (the RV32I core running
+the firmware, Verilated) through the host protocol: its steps equal the golden model's."""
 
 from __future__ import annotations
 
@@ -41,28 +42,48 @@ def _program() -> list[int]:
 
 class FlashModel:
     """An SPI flash (mode 0) answering READ (0x03 and a 24-bit address) from ``data`` at
-    ``base`` (0xFF elsewhere: erased); other commands (0xAB, release from deep
-    power-down) are clocked in and ignored."""
+    ``base`` (0xFF elsewhere: erased); other commands are clocked in and ignored. A
+    command is what is clocked in after CS falls (CS low from the start frames none). It
+    starts in deep power-down: it answers a command only when CS fell at least
+    ``wake_cycles`` after the CS rise that ended a release (0xAB; tRES1, 3 us, at up to
+    80 MHz: 240 cycles), CIPO high until then. A COPI change in the cycle SCK rises (mode
+    0: COPI changes while SCK is low) is recorded in ``errors``."""
 
-    def __init__(self, data: bytes, base: int):
+    def __init__(self, data: bytes, base: int, wake_cycles: int = 240):
         self.mem = {base + i: b for i, b in enumerate(data)}
+        self.wake_cycles = wake_cycles
+        self.errors: list[str] = []
 
     async def run(self, ctx, spi):
         bits = nbits = 0  # bits clocked in since CS fell (COPI, on rising edges)
-        prev_sck = 0
+        prev_cs, prev_sck, prev_copi = ctx.get(spi.cs), 0, 0
+        cycle = 0
+        selected = False  # CS fell and is low
+        awake = None  # the cycle from which the flash answers (after a release)
+        answers = False  # this command is answered (CS fell after ``awake``)
+        ctx.set(spi.cipo, 1)
         async for _ in ctx.tick():
-            cs, sck = ctx.get(spi.cs), ctx.get(spi.sck)
+            cycle += 1
+            cs, sck, copi = ctx.get(spi.cs), ctx.get(spi.sck), ctx.get(spi.copi)
             if cs:
+                if selected and nbits == 8 and bits == 0xAB:  # the release ends
+                    awake = cycle + self.wake_cycles
                 bits = nbits = 0
-            elif sck and not prev_sck:
-                bits, nbits = bits << 1 | ctx.get(spi.copi), nbits + 1
-            elif not sck and prev_sck and nbits >= 32:  # falling edge: the next data bit
-                head = bits >> (nbits - 32)  # command and address
+                selected = False
+            elif prev_cs:  # CS falls: a command starts
+                selected = True
+                answers = awake is not None and cycle >= awake
+            if selected and sck and not prev_sck:
+                if copi != prev_copi:
+                    self.errors.append(f"cycle {cycle}: COPI changed as SCK rose")
+                bits, nbits = bits << 1 | copi, nbits + 1
+            elif selected and not sck and prev_sck and nbits >= 32 and answers:
+                head = bits >> (nbits - 32)  # command and address: the next data bit
                 if head >> 24 == 0x03:
                     k = nbits - 32
                     byte = self.mem.get((head & 0xFFFFFF) + k // 8, 0xFF)
                     ctx.set(spi.cipo, byte >> (7 - k % 8) & 1)
-            prev_sck = sck
+            prev_cs, prev_sck, prev_copi = cs, sck, copi
 
 
 def _boot(flash_bytes: bytes, cycles: int, rx=b""):
@@ -98,6 +119,7 @@ def _boot(flash_bytes: bytes, cycles: int, rx=b""):
     sim.add_testbench(host)
     sim.add_testbench(bench)
     sim.run()
+    out["spi"] = flash.errors
     return out
 
 
@@ -108,11 +130,85 @@ def test_flash_boot_copies_the_image_into_the_ram_and_runs_it():
     assert out["halted"] == 1, "the program did not run to its ebreak"
     assert out["busy"] == 1 and out["error"] == 0
     assert out["tx"] == [0x42]
+    assert out["spi"] == [], "the boot's SPI timing"
 
 
 def test_an_erased_flash_sets_the_error_output_and_stops():
     out = _boot(b"", 20_000)
     assert out["error"] == 1 and out["busy"] == 0 and out["halted"] == 0
+
+
+def _flash_boot(flash_bytes: bytes, max_bytes: int, reset_at: int | None = None):
+    """FlashBoot alone against the flash model: the RAM words it writes (address, data),
+    its outputs when it stops (done, error or 20,000 cycles), the model's SPI errors; a
+    reset ``reset_at`` cycles in (two cycles long) starts it again."""
+    from amaranth import Module, ResetInserter, Signal
+
+    from pentegg.rtl.compact.boot import FlashBoot
+
+    fb = FlashBoot(offset=OFFSET, max_bytes=max_bytes)
+    rst = Signal()
+    m = Module()
+    m.submodules.fb = ResetInserter(rst)(fb)
+    flash = FlashModel(flash_bytes, OFFSET)
+    out = {"writes": []}
+
+    async def bench(ctx):
+        for cycle in range(20_000):
+            ctx.set(rst, reset_at is not None and reset_at <= cycle < reset_at + 2)
+            await ctx.tick()
+            if ctx.get(rst):
+                out["writes"] = []  # the copy starts again
+            elif ctx.get(fb.w_en):
+                out["writes"].append((ctx.get(fb.w_addr), ctx.get(fb.w_data)))
+            if ctx.get(fb.done) or ctx.get(fb.error):
+                break
+        out.update(done=ctx.get(fb.done), error=ctx.get(fb.error), spi=flash.errors)
+
+    async def flash_process(ctx):
+        await flash.run(ctx, fb.spi)
+
+    sim = Simulator(m)
+    sim.add_clock(1e-6)
+    sim.add_testbench(flash_process, background=True)
+    sim.add_testbench(bench)
+    sim.run()
+    return out
+
+
+@pytest.mark.parametrize("n_words", [1, 2, 15])
+def test_flash_boot_writes_the_image_words_and_no_other(n_words):
+    """Images of one word, two, and as long as the RAM (``max_bytes`` 60: 15 words, a
+    count that is not a power of two): RAM words 0 .. n - 1 get the image's words,
+    nothing else is written, then ``done``; COPI changes only while SCK is low, the
+    release is a command of its own and the READ waits tRES1 after it."""
+    words = [(0x1357_9BDF * (i + 1) ^ 0x8040_2010) & 0xFFFF_FFFF for i in range(n_words)]
+    img = flash_image(Image(tuple(words), RAM_BASE, 0, 0))
+    out = _flash_boot(img, max_bytes=60)
+    assert out["writes"] == list(enumerate(words)), "the RAM words written"
+    assert (out["done"], out["error"]) == (1, 0)
+    assert out["spi"] == [], "the boot's SPI timing"
+
+
+@pytest.mark.parametrize("length", [0, 6, 64, 0xFFFF_FFFF], ids=["0", "6", "64", "erased"])
+def test_flash_boot_refuses_an_empty_odd_or_too_long_image(length):
+    """A length of 0, not a multiple of 4, or above ``max_bytes`` (60) sets ``error``,
+    writes no RAM word and never raises ``done``."""
+    img = length.to_bytes(4, "little") + bytes(range(64))
+    out = _flash_boot(img, max_bytes=60)
+    assert out["writes"] == [], f"length {length}: RAM words written"
+    assert (out["done"], out["error"]) == (0, 1), f"length {length}: done, error"
+
+
+def test_a_reset_during_the_copy_ends_the_read_and_the_boot_copies_again():
+    """A reset in the middle of the image: CS rises (the flash drops the READ), and the
+    boot after it copies the whole image from its start."""
+    words = list(range(0x100, 0x10F))
+    img = flash_image(Image(tuple(words), RAM_BASE, 0, 0))
+    out = _flash_boot(img, max_bytes=60, reset_at=1200)  # about the 6th word
+    assert out["writes"] == list(enumerate(words)), "the RAM words written after the reset"
+    assert (out["done"], out["error"]) == (1, 0)
+    assert out["spi"] == [], "the boot's SPI timing"
 
 
 def test_flash_image_is_the_length_then_the_words():
