@@ -3,7 +3,8 @@
 Amaranth simulator against a model of the SPI flash that checks mode 0's COPI timing, the
 release's framing and tRES1 (the image copied, then run; an erased flash; FlashBoot
 alone: exactly the image's words, the length's checks, a reset during the copy), the
-MMIO registers (a program echoing a byte), and the whole device (the RV32I core running
+MMIO registers (a program echoing a byte; TX back-pressure, an RX flood, the unmapped
+regions, a write to RX; reset clearing CTRL), and the whole device (the RV32I core running
 the firmware, Verilated) through the host protocol: its steps equal the golden model's."""
 
 from __future__ import annotations
@@ -225,6 +226,104 @@ def test_soc_parameters_are_checked():
         CompactSoC(image=[], ram_bytes=4096, boot="rom")
     with pytest.raises(ValueError, match="rx_depth=100 is not a power of two"):
         CompactSoC(image=[], ram_bytes=4096, rx_depth=100)
+
+
+def _mmio_program(n_rx: int) -> list[int]:
+    """Sends "A", "B" (the host not reading yet: the TX FIFO fills), then TX's room bit
+    + 0x30, then the OR of words read from the unmapped regions 0 and 3, then writes RX
+    (no byte taken), then echoes ``n_rx`` received bytes, then stops."""
+    a = Asm(base=RAM_BASE)
+    a.li("s0", MMIO_BASE)
+    for b in b"AB":
+        a.addi("t0", "zero", b)
+        a.sw("t0", 4, "s0")
+    a.lw("t0", 4, "s0")  # TX: bit 0 room
+    a.andi("t0", "t0", 1)
+    a.addi("t0", "t0", 0x30)
+    a.sw("t0", 4, "s0")
+    a.lw("t0", 0x100, "zero")  # region 0
+    a.li("s1", 0x3000_0000)
+    a.lw("t1", 0, "s1")  # region 3: no engine in this SoC
+    a.or_("t0", "t0", "t1")
+    a.sw("t0", 4, "s0")
+    a.sw("t0", 0, "s0")  # a write to RX
+    a.addi("s2", "zero", n_rx)
+    a.label("next")
+    a.lw("t1", 0, "s0")  # RX
+    a.andi("t2", "t1", 0x100)
+    a.beq("t2", "zero", "next")
+    a.sw("t1", 4, "s0")
+    a.addi("s2", "s2", -1)
+    a.bne("s2", "zero", "next")
+    a.ebreak()
+    return a.words()
+
+
+def test_mmio_waits_for_room_keeps_every_byte_and_answers_unmapped_regions_with_0():
+    """A program against the MMIO registers (``_mmio_program``), the host sending more
+    bytes than the RX FIFO holds (``rx_depth`` 16) at once and not reading TX for the
+    first 3,000 cycles: TX writes wait for room (none lost), TX reads no room once two
+    bytes wait, regions 0 and 3 read 0, a write to RX takes no byte, and every received
+    byte comes back in order."""
+    rx = bytes(range(0x61, 0x61 + 20))
+    dut = CompactSoC(image=_mmio_program(len(rx)), ram_bytes=RAM_BYTES, rx_depth=16)
+    out = {"tx": []}
+
+    async def host(ctx):
+        for b in rx:
+            ctx.set(dut.rx.payload, b)
+            ctx.set(dut.rx.valid, 1)
+            await ctx.tick().until(dut.rx.ready)
+        ctx.set(dut.rx.valid, 0)
+
+    async def bench(ctx):
+        halted = 0
+        for cycle in range(20_000):
+            ctx.set(dut.tx.ready, cycle >= 3_000)
+            if ctx.get(dut.tx.valid) and ctx.get(dut.tx.ready):  # taken at this edge
+                out["tx"].append(ctx.get(dut.tx.payload))
+            await ctx.tick()
+            if ctx.get(dut.halted):  # the bytes still in the FIFO leave in 8 cycles
+                halted = halted or cycle
+                if cycle > halted + 8:
+                    break
+        out["halted"] = ctx.get(dut.halted)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(host, background=True)  # (a stalled program takes no more bytes)
+    sim.add_testbench(bench)
+    sim.run()
+    assert out["halted"] == 1, f"the program did not run to its ebreak: sent {bytes(out['tx'])}"
+    want = b"AB0\x00" + rx
+    assert bytes(out["tx"]) == want, f"TX bytes: {bytes(out['tx'])}, want {want}"
+
+
+def test_reset_clears_ctrl():
+    """``reset`` clears CTRL (busy and error, set by a program that then stops): both
+    outputs low the cycle after it ends, before the program sets them again."""
+    a = Asm(base=RAM_BASE)
+    a.li("s0", MMIO_BASE)
+    a.addi("t0", "zero", 3)
+    a.sw("t0", 8, "s0")  # CTRL: busy, error
+    a.ebreak()
+    dut = CompactSoC(image=a.words(), ram_bytes=RAM_BYTES)
+    out = {}
+
+    async def bench(ctx):
+        await ctx.tick().until(dut.halted)
+        out["before"] = ctx.get(dut.busy), ctx.get(dut.error)
+        ctx.set(dut.reset, 1)
+        await ctx.tick().repeat(2)
+        ctx.set(dut.reset, 0)
+        await ctx.tick()
+        out["after"] = ctx.get(dut.busy), ctx.get(dut.error)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_testbench(bench)
+    sim.run()
+    assert out == {"before": (1, 1), "after": (0, 0)}, f"busy, error: {out}"
 
 
 # ---------------------------------------------------------------- the whole device
