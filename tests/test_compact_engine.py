@@ -3,8 +3,11 @@
 as the firmware drives it: one pair's forward pass (NOISE, BASE, LAYER per layer) equal
 to golden's logits of both members, for a shared sample (layer 0 from the base product)
 and for per-member inputs, at ranks 1 and 4, random widths and weights with the +-2
-extremes, inputs that saturate; the noise memory equal to golden's A and B; no used read
-of a memory word written in the same cycle (the memories carry no_rw_check)."""
+extremes, inputs that saturate, and at the build's limits (every layer ``max_width``
+wide, the weights at the weight memory's top, the shifts at their registers' tops);
+VOTE equal to golden's votes, also at rows past 64; LAYER's cycles a row as documented;
+no used read of a memory word written in the same cycle (the memories carry
+no_rw_check)."""
 
 from __future__ import annotations
 
@@ -70,16 +73,16 @@ class Bus:
         return cycles
 
 
-def _case(rng, rank):
+def _case(rng, rank, widths=(1, 2, 3, 5, 8, 11), sigma=(0, 3), act=(0, 5), population=8):
     n_layers = rng.choice([1, 2, 3])
-    layers = tuple(rng.choice([1, 2, 3, 5, 8, 11]) for _ in range(n_layers + 1))
+    layers = tuple(rng.choice(widths) for _ in range(n_layers + 1))
     cfg = Config(
         layers=layers,
-        population=8,
+        population=population,
         rank=rank,
-        sigma_shift=rng.randint(0, 3),
+        sigma_shift=rng.randint(*sigma),
         seed=rng.randrange(1 << 32),
-        act_shifts=tuple(rng.randint(0, 5) for _ in range(n_layers)),
+        act_shifts=tuple(rng.randint(*act) for _ in range(n_layers)),
     )
     weights = [
         np.array([[rng.choice([-2, -2, -1, 0, 1, 2, 2]) for _ in range(f)] for _ in range(o)])
@@ -88,14 +91,15 @@ def _case(rng, rank):
     return cfg, weights
 
 
-async def _load_network(bus, cfg, weights):
-    """The weights and the network's registers, as the firmware writes them."""
+async def _load_network(bus, cfg, weights, at=0):
+    """The weights (from word ``at``) and the network's registers, as the firmware writes
+    them."""
     words, bases = [], []
     for w in weights:
-        bases.append(len(words))
+        bases.append(at + len(words))
         words += [int(v) for v in pack(w)]
     for i, v in enumerate(words):
-        await bus.write(0, i, v)
+        await bus.write(0, at + i, v)
     await bus.reg("n_layers", cfg.n_layers)
     await bus.reg("pert_shift", cfg.pert_shift())
     for i, w in enumerate(cfg.layers):
@@ -126,16 +130,18 @@ def _byte(v):
     return int(v) & 0xFF
 
 
-def _engine_forward(cfg, weights, step, pairs, xs, shared):
+def _engine_forward(cfg, weights, step, pairs, xs, shared, max_width=11, at_top=False):
     """The engine's logits of members (2 j, 2 j + 1) of each pair ``j`` in ``pairs`` (run
-    one after another) for inputs ``xs`` (two vectors; equal when shared)."""
+    one after another) for inputs ``xs`` (two vectors; equal when shared); ``at_top``: the
+    weights in the weight memory's last words."""
     # max_layers 8: the widest register map (every register at its own index)
-    eng = CompactEngine(max_layers=8, max_width=11, rank=cfg.rank)
+    eng = CompactEngine(max_layers=8, max_width=max_width, rank=cfg.rank)
+    n_words = sum(len(pack(w)) for w in weights)
     out = {}
 
     async def bench(ctx):
         bus = Bus(ctx, eng.bus)
-        await _load_network(bus, cfg, weights)
+        await _load_network(bus, cfg, weights, eng.wwords - n_words if at_top else 0)
         for k in range(cfg.layers[0]):
             await bus.write(1, k, _byte(xs[0][k]) | _byte(xs[1][k]) << 8)
         if shared:
@@ -154,36 +160,92 @@ def _engine_forward(cfg, weights, step, pairs, xs, shared):
     return out
 
 
+def _check_pair_forward(rng, cfg, weights, shared, what, **engine):
+    """Every pair's logits of one random input (the int8 extremes among them), for a
+    shared sample or per-member inputs, equal golden's."""
+    step = rng.randrange(65535)
+    n_in = cfg.layers[0]
+    extreme = [-127, 127]
+    x0 = [rng.choice([*extreme, rng.randint(-127, 127)]) for _ in range(n_in)]
+    x1 = x0 if shared else [rng.randint(-127, 127) for _ in range(n_in)]
+    # golden: every member's logits for its input
+    noise = make_noise(cfg, step)
+    if shared:
+        want = population_forward(cfg, weights, noise, np.array([x0]))[:, 0]
+    else:
+        x = np.zeros((cfg.population, 1, n_in), dtype=np.int64)
+        x[0::2, 0], x[1::2, 0] = x0, x1
+        want = population_forward(cfg, weights, noise, x)[:, 0]
+    pairs = range(cfg.pairs)
+    got = _engine_forward(cfg, weights, step, pairs, (x0, x1), shared, **engine)["logits"]
+    for j in pairs:
+        for member in range(2):
+            g, w = np.array(got[j][member]), want[2 * j + member]
+            bad = np.flatnonzero(g != w)
+            assert not bad.size, (
+                f"seed {SEED} {what} {cfg.layers} rank {cfg.rank} shared {shared}: member "
+                f"{2 * j + member} logit {bad[0]}: golden {w[bad[0]]}, engine {g[bad[0]]}"
+            )
+
+
 @pytest.mark.parametrize("rank", [1, 4])
 @pytest.mark.parametrize("shared", [True, False])
 def test_one_pair_forward_equals_golden(rank, shared):
     rng = random.Random(SEED * 7 + rank * 2 + shared)
     for trial in range(8):
         cfg, weights = _case(rng, rank)
-        step = rng.randrange(65535)
-        n_in = cfg.layers[0]
-        extreme = [-127, 127]
-        x0 = [rng.choice([*extreme, rng.randint(-127, 127)]) for _ in range(n_in)]
-        x1 = x0 if shared else [rng.randint(-127, 127) for _ in range(n_in)]
-        # golden: every member's logits for its input
-        noise = make_noise(cfg, step)
+        _check_pair_forward(rng, cfg, weights, shared, f"trial {trial}")
+
+
+@pytest.mark.parametrize("max_width", [8, 9])
+@pytest.mark.parametrize("rank", [1, 4])
+def test_one_pair_forward_at_the_builds_limits_equals_golden(max_width, rank):
+    """Every layer as wide as the build (``max_width`` 8: a B stream's 9 rows fill the
+    noise memory's power of two; 9: the base memory's rows past one), the weights in the
+    weight memory's last words (``WBASE`` at its widest), the shifts at their registers'
+    tops: a shared sample at sigma_shift 8 (``PERT_SHIFT`` 8 or 9), per-member inputs at
+    ``ACT_SHIFT`` 8..15."""
+    rng = random.Random(SEED * 13 + max_width * 2 + rank)
+    for shared, sigma, act in ((True, (8, 8), (0, 5)), (False, (0, 3), (8, 15))):
+        cfg, weights = _case(rng, rank, (max_width,), sigma, act, population=4)
+        what = f"max_width {max_width} pert shift {cfg.pert_shift()} act shifts {cfg.shifts()}"
+        _check_pair_forward(rng, cfg, weights, shared, what, max_width=max_width, at_top=True)
+
+
+def _layer_cycles(rank: int, fan_in: int, n_out: int, shared: bool) -> int:
+    """The cycles of one LAYER 0 op (``fan_in`` inputs, ``n_out`` rows; shared: from the
+    base products) from its CMD write's answer until busy falls."""
+    cfg = Config(layers=(fan_in, n_out), population=2, rank=rank, seed=1)
+    eng = CompactEngine(max_layers=8, max_width=11, rank=rank)
+    out = {}
+
+    async def bench(ctx):
+        bus = Bus(ctx, eng.bus)
+        await _load_network(bus, cfg, [np.ones((n_out, fan_in + 1), dtype=np.int64)])
+        await _pair_noise(bus, cfg, 0, 0)
         if shared:
-            want = population_forward(cfg, weights, noise, np.array([x0]))[:, 0]
-        else:
-            x = np.zeros((cfg.population, 1, n_in), dtype=np.int64)
-            x[0::2, 0], x[1::2, 0] = x0, x1
-            want = population_forward(cfg, weights, noise, x)[:, 0]
-        pairs = range(cfg.pairs)
-        got = _engine_forward(cfg, weights, step, pairs, (x0, x1), shared)["logits"]
-        for j in pairs:
-            for member in range(2):
-                g, w = np.array(got[j][member]), want[2 * j + member]
-                bad = np.flatnonzero(g != w)
-                assert not bad.size, (
-                    f"seed {SEED} trial {trial} {cfg.layers} rank {rank} shared {shared}: "
-                    f"member {2 * j + member} logit {bad[0]}: golden {w[bad[0]]}, engine "
-                    f"{g[bad[0]]}"
-                )
+            await bus.run("base")
+        await bus.reg("cmd", OPS["layer"] | int(shared) << 7)
+        out["cycles"] = 0
+        while ctx.get(eng.busy) or not out["cycles"]:
+            await ctx.tick()
+            out["cycles"] += 1
+
+    simulate_watched(eng, bench, lambda: eng.rw_watch)
+    return out["cycles"]
+
+
+@pytest.mark.parametrize("fan_in", [1, 5, 10])
+def test_layer_rows_take_the_documented_cycles(fan_in):
+    """LAYER's throughput at rank 4 (module docstring): a row takes ``max(fan, r + 2)``
+    cycles a member (``fan`` for its MACs, ``r + 2`` at least for the finish), a shared
+    layer 0's ``r + 3`` for both members: two more rows add that."""
+    fan, r = fan_in + 1, 4
+    for shared, want in ((False, 2 * max(fan, r + 2)), (True, r + 3)):
+        a, b = (_layer_cycles(r, fan_in, n_out, shared) for n_out in (3, 5))
+        assert (b - a) / 2 == want, (
+            f"fan {fan} shared {shared}: {(b - a) / 2} cycles a row, documented {want}"
+        )
 
 
 def _engine_slots(cfg, weights, step, xs, order):
@@ -241,10 +303,12 @@ def test_shared_samples_in_their_slots_equal_golden(rank):
                 )
 
 
-def _engine_votes(cfg, step, g, layer, blocks):
+def _engine_votes(cfg, step, g, layer, blocks, max_width=11):
     """The engine's votes ``Z`` of ``layer`` for each block ``(z_row, z_rows)``: per pair
     its noise (NOISE A, B), then VOTE (the first pair's writes), then the block read."""
-    eng = CompactEngine(max_layers=3, max_width=11, rank=cfg.rank, max_population=cfg.population)
+    eng = CompactEngine(
+        max_layers=3, max_width=max_width, rank=cfg.rank, max_population=cfg.population
+    )
     fan = cfg.layers[layer] + 1
     out = {}
 
@@ -297,6 +361,26 @@ def test_vote_equals_golden_z(rank):
                     f"seed {SEED} trial {trial} {cfg.layers} rank {rank} layer {layer}: "
                     f"Z[{z_row + o}, {k}]: golden {w[o, k]}, engine {e[o, k]}"
                 )
+
+
+def test_vote_of_rows_past_64_equals_golden_z():
+    """VOTE's blocks at the widest layer's last rows (``Z_ROW`` up to 126, its register's
+    top bit set; ``max_width`` 127) equal golden's ``accumulate_z``."""
+    rng = random.Random(SEED * 19)
+    cfg = Config(layers=(3, 127), population=4, seed=rng.randrange(1 << 32))
+    step = rng.randrange(65535)
+    g = np.array([6, -5])
+    want = accumulate_z(cfg, make_noise(cfg, step), g, 0)
+    blocks = [(63, 3), (100, 27)]
+    got = _engine_votes(cfg, step, g, 0, blocks, max_width=127)
+    for z_row, z_rows in blocks:
+        w, e = want[z_row : z_row + z_rows], got[z_row]
+        bad = np.argwhere(w != e)
+        if bad.size:
+            o, k = bad[0]
+            raise AssertionError(
+                f"seed {SEED}: Z[{z_row + o}, {k}]: golden {w[o, k]}, engine {e[o, k]}"
+            )
 
 
 def _activation_cases(acc_bits: int, rng: random.Random) -> list[tuple[int, int, bool]]:
