@@ -6,8 +6,9 @@ and for per-member inputs, at ranks 1 and 4, random widths and weights with the 
 extremes, inputs that saturate, and at the build's limits (every layer ``max_width``
 wide, the weights at the weight memory's top, the shifts at their registers' tops);
 VOTE equal to golden's votes, also at rows past 64; LAYER's cycles a row as documented;
-no used read of a memory word written in the same cycle (the memories carry
-no_rw_check)."""
+the bus as the core drives it (``valid`` held through ``ready``), an access during an op
+waiting for its end; no used read of a memory word written in the same cycle (the
+memories carry no_rw_check)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ SEED = int(os.environ.get("PENTEGG_SEED", "0")) or random.randrange(1 << 30)
 
 
 class Bus:
-    """The core's side of the bus: one request at a time, held until ``ready``."""
+    """The core's side of the bus: one request at a time, held until ``ready`` and through
+    the cycle of ``ready`` (``valid`` is the core's register), the next one in the cycle
+    after (rtl/cpu/rv32.py)."""
 
     def __init__(self, ctx, bus):
         self.ctx, self.bus = ctx, bus
@@ -47,8 +50,8 @@ class Bus:
             if ctx.get(b.ready):
                 break
         value = ctx.get(b.rdata)
+        await ctx.tick()  # the transfer's cycle ends with valid high
         ctx.set(b.valid, 0)
-        await ctx.tick()
         return value
 
     async def write(self, sel: int, index: int, data: int):
@@ -210,6 +213,45 @@ def test_one_pair_forward_at_the_builds_limits_equals_golden(max_width, rank):
         cfg, weights = _case(rng, rank, (max_width,), sigma, act, population=4)
         what = f"max_width {max_width} pert shift {cfg.pert_shift()} act shifts {cfg.shifts()}"
         _check_pair_forward(rng, cfg, weights, shared, what, max_width=max_width, at_top=True)
+
+
+def test_an_access_during_an_op_waits_and_only_cmd_reads_busy():
+    """While LAYER runs (its CMD written, busy not polled): the registers but CMD read 0,
+    CMD reads busy, and a read of the activations waits for the op's end: the logits read
+    at once are golden's."""
+    rng = random.Random(SEED * 17)
+    cfg, weights = _case(rng, 4, widths=(11,), population=2)
+    step = rng.randrange(65535)
+    x = [rng.randint(-127, 127) for _ in range(cfg.layers[0])]
+    want = population_forward(cfg, weights, make_noise(cfg, step), np.array([x]))[:, 0]
+    eng = CompactEngine(max_layers=8, max_width=11, rank=4)
+    got = {}
+
+    async def bench(ctx):
+        bus = Bus(ctx, eng.bus)
+        await _load_network(bus, cfg, weights)
+        for k in range(cfg.layers[0]):
+            await bus.write(1, k, _byte(x[k]) * 0x101)
+        await _pair_noise(bus, cfg, step, 0)
+        for l in range(cfg.n_layers - 1):
+            await bus.run("layer", l)
+        await bus.reg("cmd", OPS["layer"] | (cfg.n_layers - 1) << 4)
+        for name in ("x0", "width"):
+            got[name] = await bus.read(2, REGS[name])
+        got["cmd"] = await bus.read(2, REGS["cmd"])
+        got["logits"] = await _read_logits(bus, cfg)
+        got["cmd after"] = await bus.read(2, REGS["cmd"])
+
+    simulate_watched(eng, bench, lambda: eng.rw_watch)
+    regs = {k: got[k] for k in ("x0", "width", "cmd", "cmd after")}
+    assert regs == {"x0": 0, "width": 0, "cmd": 1, "cmd after": 0}, f"seed {SEED}: registers read"
+    for member in range(2):
+        g, w = np.array(got["logits"][member]), want[member]
+        bad = np.flatnonzero(g != w)
+        assert not bad.size, (
+            f"seed {SEED} {cfg.layers}: member {member} logit {bad[0]} read during the op: "
+            f"golden {w[bad[0]]}, engine {g[bad[0]]}"
+        )
 
 
 def _layer_cycles(rank: int, fan_in: int, n_out: int, shared: bool) -> int:
