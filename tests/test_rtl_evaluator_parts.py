@@ -55,7 +55,9 @@ def test_digit_ctrl_decodes_every_code():
 def test_pair_lane_sums_every_pass_exactly(clear_terms):
     """Random passes (1..64 inputs, both digit sources, extreme activations), each
     flushed into the captures: cap_i = sum_k x[k] * d_i[k]; in both forms of the MAC
-    (the accumulator's enable, the ECP5's; the term register cleared, the iCE40's)."""
+    (the accumulator's enable, the ECP5's; the term register cleared, the iCE40's). The
+    flush ignores ``en``: a flush beat with ``en`` high and non-zero digits adds no term
+    to the capture nor to the next pass."""
     rng = random.Random(harness.pick_seed(f"pair lane {clear_terms}"))
     dut = PairLane(15, clear_terms=clear_terms)
     board = Scoreboard("pair lane")
@@ -78,10 +80,16 @@ def test_pair_lane_sums_every_pass_exactly(clear_terms):
                 if rng.random() < 0.2:  # an idle cycle in the middle of a pass
                     ctx.set(dut.en, 0)
                     await ctx.tick()
-            ctx.set(dut.en, 0)
+            # the flush beat, half of them with en high and random non-zero digits
+            ctx.set(dut.en, trial % 2)
+            ctx.set(dut.x, rng.choice([-127, 127]))
+            for i in range(2):
+                ctx.set(dut.nd[i], rng.choice([-2, -1, 1, 2]))
+                ctx.set(dut.w[i], _ctrl(rng.choice([-2, -1, 1, 2])))
             ctx.set(dut.flush, 1)
             await ctx.tick()
             ctx.set(dut.flush, 0)
+            ctx.set(dut.en, 0)
             exp = [sum(a * b for a, b in zip(xs, d[i], strict=True)) for i in range(2)]
             board.check(f"pass {trial}", exp, [ctx.get(dut.cap[i]) for i in range(2)])
 
@@ -92,28 +100,33 @@ def test_pair_lane_quantized_sums_x_times_w_plus_sign_e_and_the_bias_e_term():
     """Quantized lane (acc_bits for 64 inputs): random passes with W and E at their
     extremes, both member signs: cap_i = sum_k x[k] (W_i[k] + s E_i[k]) + 127 s E_i[n]
     (the bias column's E digit arrives with the flush), digits in -4..4 without a
-    multiplier."""
+    multiplier. Passes without ``qe`` add no E term (their own digits ``nd`` are then
+    random): cap_i = sum_k x[k] d_i[k], with ``d`` the broadcast digits or, ``src`` high,
+    the lane's own."""
     rng = random.Random(harness.pick_seed("pair lane quantized"))
     dut = PairLane(17, quantized=True)
     board = Scoreboard("pair lane quantized")
 
     async def bench(ctx):
-        ctx.set(dut.qe, 1)
         for trial in range(60):
             n = rng.choice([1, 2, 63, 64, rng.randint(1, 64)])
             s = rng.randint(0, 1)
+            qe = trial % 4 != 3  # a pass in four without the E term
+            src = 0 if qe else rng.randint(0, 1)
             xs = [rng.choice([-127, 127, 0, rng.randint(-127, 127)]) for _ in range(n)]
             ext = rng.random() < 0.3  # all digits at +-2
             pick = (lambda: rng.choice([-2, 2])) if ext else (lambda: rng.randint(-2, 2))
             w = [[pick() for _ in range(n)] for _ in range(2)]
             e = [[pick() for _ in range(n + 1)] for _ in range(2)]
             ctx.set(dut.s, s)
+            ctx.set(dut.qe, qe)
+            ctx.set(dut.src, src)
             for k in range(n):
                 ctx.set(dut.x, xs[k])
                 ctx.set(dut.en, 1)
                 for i in range(2):
-                    ctx.set(dut.w[i], _ctrl(w[i][k]))
-                    ctx.set(dut.nd[i], e[i][k])
+                    ctx.set(dut.w[i], _ctrl(e[i][k] if src else w[i][k]))
+                    ctx.set(dut.nd[i], w[i][k] if src else e[i][k])
                 await ctx.tick()
                 if rng.random() < 0.2:
                     ctx.set(dut.en, 0)
@@ -126,14 +139,16 @@ def test_pair_lane_quantized_sums_x_times_w_plus_sign_e_and_the_bias_e_term():
                 ctx.set(dut.nd[i], e[i][n])
             await ctx.tick()
             ctx.set(dut.flush, 0)
-            sg = 1 - 2 * s
+            sg = (1 - 2 * s) * qe
             exp = [
                 sum(x * (a + sg * b) for x, a, b in zip(xs, w[i], e[i][:n], strict=True))
                 + 127 * sg * e[i][n]
                 for i in range(2)
             ]
             board.check(
-                f"pass {trial} (n {n}, sign {s})", exp, [ctx.get(dut.cap[i]) for i in range(2)]
+                f"pass {trial} (n {n}, sign {s}, qe {qe}, src {src})",
+                exp,
+                [ctx.get(dut.cap[i]) for i in range(2)],
             )
 
     _run(dut, bench)
@@ -175,7 +190,8 @@ def test_pair_lane_rejects_bad_width():
 @pytest.mark.parametrize("latency", [1, 2, 4])
 def test_weight_streamer_walks_two_rows_of_packed_matrices(latency):
     """Every pass of a random three-layer network: rows o and o + 1 digit by digit, the
-    bias digit last, from the spec 1.4 packing, with random back-pressure."""
+    bias digit last, from the spec 1.4 packing, with random back-pressure;
+    ``cmd_ready_next`` is in every cycle the next cycle's ``cmd.ready``."""
     rng = random.Random(harness.pick_seed(f"weights latency {latency}"))
     widths = [rng.randint(1, 20) for _ in range(4)]
     mats = [
@@ -207,11 +223,17 @@ def test_weight_streamer_walks_two_rows_of_packed_matrices(latency):
                     (int(w[o, k]) & 7, int(w[o + 1, k]) & 7 if two else 0, k == fan - 1)
                 )
     dut = WeightStreamer(addr_bits=12, n_bits=8, mem_latency=latency)
-    got = []
+    got, late_ready = [], []
 
     async def memory(ctx):
         pipe = [None] * latency
-        async for _, _, en, addr in ctx.tick().sample(dut.mem_en, dut.mem_addr):
+        predicted, cycle = None, 0
+        async for _, _, en, addr, ready, ready_next in ctx.tick().sample(
+            dut.mem_en, dut.mem_addr, dut.cmd.ready, dut.cmd_ready_next
+        ):
+            if predicted is not None and predicted != ready and not late_ready:
+                late_ready.append((cycle, int(predicted), int(ready)))
+            predicted, cycle = ready_next, cycle + 1
             pipe = [int(addr) if en else None, *pipe[:-1]]
             if pipe[-1] is not None:
                 ctx.set(dut.mem_data, words[pipe[-1]])
@@ -241,6 +263,7 @@ def test_weight_streamer_walks_two_rows_of_packed_matrices(latency):
     sim.add_testbench(sink)
     sim.run()
     Scoreboard("weight streamer").check("digit pairs", np.array(expected), np.array(got))
+    assert not late_ready, f"(cycle, cmd_ready_next the cycle before, cmd.ready): {late_ready}"
 
 
 def test_skid_buffer_passes_every_word_once_in_order_with_no_path_across():
@@ -248,10 +271,13 @@ def test_skid_buffer_passes_every_word_once_in_order_with_no_path_across():
     through the SkidBuffer: the sink gets exactly the source's words, in order; in
     every cycle the source's ready and the sink's valid and payload are what they were
     before this cycle's ready and valid were set (flip-flops, no combinational path
-    across); with both sides always willing a word moves every cycle."""
+    across); the sink is offered a word in every cycle the buffer holds one (a word
+    taken while the sink stalls included); with both sides always willing a word moves
+    every cycle."""
     rng = random.Random(harness.pick_seed("skid buffer"))
     dut = SkidBuffer(16)
     sent, got = [], []
+    held = [0]  # words taken and not yet given, at the start of the cycle
 
     async def bench(ctx):
         def no_path_across(ctx, before):
@@ -259,6 +285,10 @@ def test_skid_buffer_passes_every_word_once_in_order_with_no_path_across():
             assert after == before, (
                 f"combinational path across the skid buffer: {before} -> {after}"
             )
+            valid = ctx.get(dut.o.valid)
+            assert valid == (held[0] > 0), f"o.valid {valid} while holding {held[0]} words"
+            took = ctx.get(dut.i.valid) & ctx.get(dut.i.ready)
+            held[0] += took - (valid & ctx.get(dut.o.ready))
 
         s, g = await random_traffic(
             ctx, dut, rng, 800, 16, offer=0.7, take=0.6, check=no_path_across
@@ -284,17 +314,27 @@ def test_skid_buffer_passes_every_word_once_in_order_with_no_path_across():
     assert len(got) == len(sent), f"sent {len(sent)} words, got {len(got)}"
 
 
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+@pytest.mark.parametrize("n0", [3, 1])
 @pytest.mark.parametrize("shared", [0, 1], ids=["per_member", "shared"])
-def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(shared):
+def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(
+    shared, n0, wide, monkeypatch
+):
     """With a word offered on ``inp`` in every cycle and every loaded slot released at
-    once: a per-member evaluation (2 rounds of 2 samples, 3 inputs) takes exactly
+    once: a per-member evaluation (2 rounds of 2 samples, 3 inputs or 1) takes exactly
     ``rounds * batch * 2 * n0`` words, each written (``aw_en``, its bytes in ``aw_data``)
     in the next cycle and in the order taken, and no word after its last unit; a shared
-    evaluation takes none (its inputs come from the sample memory)."""
-    p = EvaluatorParams(lanes=2, max_width=8)
+    evaluation takes none (its inputs come from the sample memory, the byte replicated in
+    every lane). Every write goes to input ``k`` of its slot (sign ``s`` of a per-member
+    unit, ``g % 2`` for shared sample ``g``: address ``slot << region_bits | k``), never
+    in a cycle of the finalizer's writes (``aw_cycles`` of the window count, from the
+    same reset); in the narrow forms and the wide ones (a word every other cycle)."""
+    from pentegg.rtl.evaluator.finalizer import aw_cycles
+
+    p = _wide_params(monkeypatch, wide, lanes=2, max_width=8)
     dut = InputLoader(p)
-    rounds, batch, n0 = 2, 2, 3
-    taken, written, taken_at, written_at = [], [], [], []
+    rounds, batch = 2, 2
+    taken, written, taken_at, written_at, addrs, in_fin = [], [], [], [], [], []
 
     async def bench(ctx):
         ctx.set(dut.shared, shared)
@@ -314,15 +354,25 @@ def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(sh
             if ctx.get(dut.aw_en):
                 written.append(ctx.get(dut.aw_data))
                 written_at.append(n)
+                addrs.append(ctx.get(dut.aw_addr))
+                if (n + 1) % p.period in aw_cycles(p.period):  # n + 1 edges since reset
+                    in_fin.append(n)
             if ctx.get(dut.inp.ready):
                 taken.append(word)
                 taken_at.append(n)
             await ctx.tick()
 
     _run(dut, bench)
+    units = rounds * batch * (1 if shared else 2)
+    # per-member units alternate the signs (slots 0, 1); shared samples alternate slots
+    want = [(u % 2) << p.region_bits | k for u in range(units) for k in range(n0)]
+    first = next((i for i, (a, b) in enumerate(zip(addrs, want, strict=False)) if a != b), None)
+    assert first is None, f"write {first}: address {addrs[first]}, expected {want[first]}"
+    assert len(addrs) == len(want), f"{len(addrs)} writes, expected {len(want)}"
+    assert not in_fin, f"writes in the finalizer's write cycles: {in_fin[:4]}"
     if shared:
         assert taken == [], f"a shared evaluation took {len(taken)} input words"
-        assert len(written) == rounds * batch * n0, f"{len(written)} shared byte writes"
+        assert written == [0x5A5A] * len(want), f"shared byte writes {written}"
     else:
         assert len(taken) == rounds * batch * 2 * n0, f"took {len(taken)} words"
         first = next(
@@ -332,6 +382,155 @@ def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(sh
         assert len(written) == len(taken), f"took {len(taken)} words, wrote {len(written)}"
         late = [(t, w) for t, w in zip(taken_at, written_at, strict=True) if w != t + 1]
         assert not late, f"(cycle taken, cycle written) not one apart: {late[:3]}"
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+def test_input_loader_puts_shared_sample_gs_label_in_labels_g_mod_4(wide, monkeypatch):
+    """Shared inputs, 2 rounds of 3 samples, batch indices and labels from memories of
+    ``mem_latency`` cycles (one label equal to ``label_max``): sample ``g``'s label
+    (``label[batch[b]]``) is in ``labels[g % 4]`` once its slot is loaded, until sample
+    ``g + 4``'s; ``bad_label`` is set by the label at ``label_max`` (not only past it)."""
+    p = _wide_params(monkeypatch, wide, lanes=2, max_width=8)
+    dut = InputLoader(p)
+    rounds, batch, n0, classes = 2, 3, 2, 9
+    bidx = [5, 2, 7]
+    label = {5: 3, 2: classes, 7: 6}  # sample index 2's label is label_max
+    want = [label[bidx[g % batch]] for g in range(rounds * batch)]
+    res = {}
+
+    def memory(en, addr, data, image):
+        async def proc(ctx):
+            pipe = [None] * p.mem_latency
+            async for _, _, e, a in ctx.tick().sample(en, addr):
+                pipe = [int(a) if e else None, *pipe[:-1]]
+                if pipe[-1] is not None:
+                    ctx.set(data, image(pipe[-1]))
+
+        return proc
+
+    async def bench(ctx):
+        ctx.set(dut.shared, 1)
+        ctx.set(dut.n0, n0)
+        ctx.set(dut.batch, batch)
+        ctx.set(dut.rounds, rounds)
+        ctx.set(dut.label_max, classes)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        g = 0
+        for _ in range(600):
+            loaded = ctx.get(dut.loaded)
+            if loaded:  # a slot loaded: its sample's label, then release it
+                now = ctx.get(dut.labels[g % 4]) if g < len(want) else None
+                assert g >= len(want) or now == want[g], (
+                    f"sample {g}: labels[{g % 4}] {now}, expected {want[g]}"
+                )
+                g += 1
+            ctx.set(dut.release, loaded)
+            await ctx.tick()
+        res["bad"] = ctx.get(dut.bad_label)
+        assert g == len(want), f"{g} slots loaded, expected {len(want)}"
+        labels = [ctx.get(dut.labels[j]) for j in range(4)]
+        last = {j % 4: want[j] for j in range(len(want))}
+        assert labels == [last[j] for j in range(4)], f"labels {labels} at the end"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_process(memory(dut.b_en, dut.b_addr, dut.b_data, lambda a: bidx[a]))
+    sim.add_process(memory(dut.l_en, dut.l_addr, dut.l_data, lambda a: label.get(a, 0)))
+    sim.add_testbench(bench)
+    sim.run()
+    assert res["bad"], "a label equal to label_max did not set bad_label"
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+def test_input_loader_waits_for_a_released_slot_before_loading_into_it(wide, monkeypatch):
+    """Per-member inputs (one round of 2 samples, 3 inputs), a word offered in every
+    cycle and no slot released: the loader fills both slots (``2 * n0`` words) and then
+    takes nothing; releasing slot 0 lets it load the next unit (sign 0) into it alone."""
+    p = _wide_params(monkeypatch, wide, lanes=2, max_width=8)
+    dut = InputLoader(p)
+    n0 = 3
+    taken = []
+
+    async def bench(ctx):
+        ctx.set(dut.shared, 0)
+        ctx.set(dut.n0, n0)
+        ctx.set(dut.batch, 2)
+        ctx.set(dut.rounds, 1)
+        ctx.set(dut.label_max, 10)
+        ctx.set(dut.start, 1)
+        await ctx.tick()
+        ctx.set(dut.start, 0)
+        ctx.set(dut.inp.valid, 1)
+        for n in range(120):
+            ctx.set(dut.inp.payload, n)
+            ctx.set(dut.release, 0b01 if n == 60 else 0)
+            if n == 60:
+                assert ctx.get(dut.loaded) == 0b11, f"loaded {ctx.get(dut.loaded):02b}"
+                assert len(taken) == 2 * n0, f"{len(taken)} words taken, no slot released"
+            if ctx.get(dut.inp.ready):
+                taken.append(n)
+            await ctx.tick()
+        assert ctx.get(dut.loaded) == 0b11, f"loaded {ctx.get(dut.loaded):02b} at the end"
+
+    _run(dut, bench)
+    assert len(taken) == 3 * n0, f"{len(taken)} words taken after slot 0's release"
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+def test_input_loader_start_clears_bad_label_even_with_a_check_pending(wide, monkeypatch):
+    """A shared run whose labels are all at ``label_max``, restarted ``d`` cycles after
+    its start for every ``d`` in 1..30 (so also in the cycle its first label's range
+    check is pending, the wide builds' a cycle later), the new run's labels valid:
+    ``bad_label`` is low in every cycle after the restart (``start`` clears it, and no
+    check of the run before reaches the new run)."""
+    p = _wide_params(monkeypatch, wide, lanes=2, max_width=8)
+    dut = InputLoader(p)
+    classes = 4
+    image = {"label": classes}
+    late = []
+
+    async def labels(ctx):
+        pipe = [None] * p.mem_latency
+        async for _, _, e in ctx.tick().sample(dut.l_en):
+            pipe = [bool(e), *pipe[:-1]]
+            if pipe[-1]:
+                ctx.set(dut.l_data, image["label"])
+
+    async def bench(ctx):
+        ctx.set(dut.shared, 1)
+        ctx.set(dut.n0, 2)
+        ctx.set(dut.batch, 2)
+        ctx.set(dut.rounds, 1)
+        ctx.set(dut.label_max, classes)
+        saw_bad = 0
+        for d in range(1, 31):
+            image["label"] = classes  # the run to be abandoned: every label bad
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            for _ in range(d - 1):
+                ctx.set(dut.release, ctx.get(dut.loaded))
+                await ctx.tick()
+            saw_bad |= ctx.get(dut.bad_label)
+            image["label"] = classes - 1  # the new run: valid labels
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            for n in range(30):
+                if ctx.get(dut.bad_label):
+                    late.append((d, n))
+                ctx.set(dut.release, ctx.get(dut.loaded))
+                await ctx.tick()
+        assert saw_bad, "no restart came after the first run's bad label was flagged"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_process(labels)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not late, f"bad_label in the new run, (restart delay, cycle): {late[:4]}"
 
 
 @pytest.mark.parametrize("idx", [1436, 65535])
@@ -525,6 +724,38 @@ def test_pass_engine_noise_reads_are_exactly_the_u_row_passes_mac_beats(
     _run(dut, bench)
 
 
+@pytest.mark.parametrize("latency", [1, 2, 4])
+def test_weight_streamer_alternates_the_read_port_between_the_two_rows(latency):
+    """A pass of two 60-digit rows (words 0.. and 100..), the sink always ready: while
+    both cursors want words the read port grants them in turn, so the reads alternate
+    between the rows from the first (0, 100, 1, 101, ...) and the first beat does not
+    wait for one row's words behind the other's."""
+    dut = WeightStreamer(addr_bits=8, n_bits=7, mem_latency=latency)
+    reads = []
+
+    async def memory(ctx):
+        async for _, _, en, addr in ctx.tick().sample(dut.mem_en, dut.mem_addr):
+            if en:
+                reads.append(int(addr))
+
+    async def drive(ctx):
+        ctx.set(dut.o.ready, 1)
+        ctx.set(dut.cmd.valid, 1)
+        row = {"word0": 0, "off0": 0, "word1": 100, "off1": 0, "n": 59, "two": 1}
+        ctx.set(dut.cmd.payload, row)
+        await ctx.tick().until(dut.cmd.ready)
+        ctx.set(dut.cmd.valid, 0)
+        await ctx.tick().repeat(80)
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_process(memory)
+    sim.add_testbench(drive)
+    sim.run()
+    want = [a for k in range(12) for a in (k, 100 + k)]
+    assert reads == want, f"read addresses {reads[:8]}..., expected {want[:8]}..."
+
+
 def test_weight_streamer_runs_passes_back_to_back():
     """Always ready: one beat per cycle after the first words, no gap between passes."""
     fan, out = 13, 8
@@ -686,8 +917,18 @@ def test_noise_fill_generators_fill_that_many_lanes_at_once(gens):
 
 
 def _e_fill(
-    cfg: Config, step: int, first: int, lanes: int, active: int, max_layers: int, gens: int = 1
+    cfg: Config,
+    step: int,
+    first: int,
+    lanes: int,
+    active: int,
+    max_layers: int,
+    gens: int = 1,
+    then: tuple = (),
 ):
+    """One fill of ``active`` lanes from pair ``first``, then one per ``(first, active)``
+    of ``then`` on the same EFill (the next rounds'): the last fill's E image, write
+    counts and cycles."""
     dut = EFill(
         lanes=lanes,
         rank=cfg.rank,
@@ -705,15 +946,21 @@ def _e_fill(
     async def bench(ctx):
         ctx.set(dut.seed, cfg.seed)
         ctx.set(dut.step, step)
-        ctx.set(dut.first_pair, first)
         ctx.set(dut.sigma_shift, cfg.sigma_shift)
-        ctx.set(dut.lanes_active, active)
         ctx.set(dut.n_layers, cfg.n_layers)
         for i, w in enumerate(cfg.layers):
             ctx.set(dut.widths[i], w)
-        ctx.set(dut.start, 1)
-        await ctx.tick()
-        ctx.set(dut.start, 0)
+        for run_first, run_active in ((first, active), *then):
+            img[...] = 0
+            written[...] = 0
+            ctx.set(dut.first_pair, run_first)
+            ctx.set(dut.lanes_active, run_active)
+            ctx.set(dut.start, 1)
+            await ctx.tick()
+            ctx.set(dut.start, 0)
+            res["cycles"] = await _e_fill_run(ctx)
+
+    async def _e_fill_run(ctx):
         cycles = 0
         while True:
             _, _, busy, en, bank, addr, lane, d, codes, valid = await ctx.tick().sample(
@@ -735,9 +982,8 @@ def _e_fill(
                         img[lane + g, bank, addr, d] = code - 8 if code & 4 else code
                         written[lane + g, bank, addr, d] += 1
             if not busy:
-                break
+                return cycles
             assert cycles < 200_000
-        res["cycles"] = cycles
 
     _run(dut, bench)
     return img, written, res["cycles"]
@@ -775,6 +1021,32 @@ def test_e_fill_writes_golden_lrmul_in_the_slot_layout(case):
         assert (written[j, :, :depth] == mask).all(), f"lane {j}: E digits written != once"
         assert not written[j, :, depth:].any(), f"lane {j}: a write beyond the layout"
     assert not written[active:].any()
+
+
+@pytest.mark.parametrize("gens", [1, 2])
+def test_e_fill_writes_golden_lrmul_again_in_the_next_rounds_fill(gens):
+    """The fills of three rounds on one EFill (4 lanes: pairs 0..3, 4..7, then 8..9 on
+    two lanes, the others inactive), 1 or 2 generators: the last fill's E slots equal
+    golden's ``lrmul`` as a fill from reset does, each digit written once (a fill leaves
+    no keyer request nor generator job behind for the next)."""
+    rng = random.Random(harness.pick_seed(f"e fill again {gens}"))
+    cfg = Config(
+        layers=(5, 3, 2),
+        rank=4,
+        mode="quantized",
+        sigma_shift=1,
+        population=20,
+        seed=rng.randrange(1 << 32),
+    ).validate()
+    step = rng.randrange(65535)
+    img, written, _ = _e_fill(cfg, step, 0, 4, 4, 2, gens, then=((4, 4), (8, 2)))
+    board = Scoreboard(f"e fill, third round, {gens} generators")
+    for j in range(2):
+        exp, mask = e_image(cfg, step, 8 + j)
+        depth = exp.shape[1]
+        board.check(f"lane {j} E slots [bank, addr, digit]", exp, img[j, :, :depth] * mask)
+        assert (written[j, :, :depth] == mask).all(), f"lane {j}: E digits written != once"
+    assert not written[2:].any(), "an inactive lane's E digits written"
 
 
 def test_e_fill_writes_one_element_per_cycle():
@@ -994,15 +1266,29 @@ def test_sliced_ram_checks_its_write_structure_and_width():
         SlicedRAM(width=12, depth=8, granule=6, per_slice=1, r_copies=3)
 
 
-def test_score_accumulator_takes_a_beat_every_group_count_cycles():
+def _wide_params(monkeypatch, wide: bool, **kw) -> EvaluatorParams:
+    """EvaluatorParams of ``kw``, its ``wide`` forms forced (from 1 lane) or not."""
+    from pentegg.rtl.evaluator import params as params_mod
+
+    if wide:
+        monkeypatch.setattr(params_mod, "WIDE_LANES", 1)
+    p = EvaluatorParams(**kw)
+    assert p.wide == wide
+    return p
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+def test_score_accumulator_takes_a_beat_every_group_count_cycles(wide, monkeypatch):
     """Three finalizer groups of two lanes, five lanes active, beats back to back (each
     the first sample, so a write is the term alone): a beat is taken every third cycle
     (its groups' terms one per cycle), and every active lane's term is written to its
-    member's score address, the inactive lane's not at all."""
+    member's score address, the inactive lane's not at all; in the narrow forms and the
+    wide ones (the lane index g's and i's bits side by side, the groups' terms from a
+    shift register loaded by flags)."""
     from pentegg.rtl.evaluator.finalizer import terms_layout
     from pentegg.rtl.evaluator.scores import ScoreAccumulator
 
-    p = EvaluatorParams(lanes=6, max_width=8, group=2)
+    p = _wide_params(monkeypatch, wide, lanes=6, max_width=8, group=2)
     assert (p.finalizers, p.group_lanes) == (3, 2)
     dut = ScoreAccumulator(p)
     rng = random.Random(harness.pick_seed("score accumulator"))
@@ -1046,6 +1332,89 @@ def test_score_accumulator_takes_a_beat_every_group_count_cycles():
         if len(writes) == len(want)
         else (len(writes), len(want))
     )
+
+
+@pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
+@pytest.mark.parametrize("latency", [1, 3])
+def test_score_accumulator_sums_each_members_terms_over_the_samples_and_is_busy_until_written(
+    latency, wide, monkeypatch
+):
+    """Three samples of a round (two finalizer groups of two lanes, three lanes active),
+    the beats offered with random gaps, through a score memory of ``latency`` cycles:
+    each member's score is the sum of its terms (the first sample's written alone, over
+    whatever the memory held), and ``busy`` is high in every cycle from a beat's offer
+    to its last write and low once all are written."""
+    from pentegg.rtl.evaluator.finalizer import terms_layout
+    from pentegg.rtl.evaluator.scores import ScoreAccumulator
+
+    p = _wide_params(monkeypatch, wide, lanes=4, max_width=8, group=2, mem_latency=latency)
+    assert (p.finalizers, p.group_lanes) == (2, 2)
+    dut = ScoreAccumulator(p)
+    rng = random.Random(harness.pick_seed(f"score sums {latency} {wide}"))
+    first_pair, active = 3, 3
+    beats = [
+        {"i": i, "s": s, "first": int(b == 0), "term": [rng.randint(-512, 511) for _ in range(2)]}
+        for b in range(3)
+        for i in range(2)
+        for s in range(2)
+    ]
+    want = {}
+    for bt in beats:
+        for g in range(2):
+            if bt["i"] + 2 * g < active:
+                addr = ((first_pair + bt["i"] + 2 * g) << 1) | bt["s"]
+                want[addr] = want.get(addr, 0) + bt["term"][g]
+    # stale words in the memory: the first sample's term must replace them
+    mem = {a: rng.randint(-1000, 1000) for a in range(32)}
+    stale = dict(mem)
+    res = {"not_busy": [], "busy_end": None}
+
+    async def memory(ctx):
+        pipe = [None] * latency
+        async for _, _, re, ra, we, wa, wd in ctx.tick().sample(
+            dut.r_en, dut.r_addr, dut.w_en, dut.w_addr, dut.w_data.as_signed()
+        ):
+            if we:
+                mem[int(wa)] = int(wd)
+            pipe = [int(ra) if re else None, *pipe[:-1]]
+            # the read's word, or random bits in a cycle without one (a port shared with
+            # the accelerator's other readers)
+            word = mem[pipe[-1]] if pipe[-1] is not None else rng.randint(-1000, 1000)
+            ctx.set(dut.r_data, word & ((1 << p.score_bits) - 1))
+
+    async def bench(ctx):
+        ctx.set(dut.first_pair, first_pair)
+        ctx.set(dut.lanes_active, active)
+        layout = terms_layout(p)
+        k, last_write = 0, 0
+        for cycle in range(400):
+            offer = k < len(beats) and rng.random() < 0.6
+            ctx.set(dut.terms.valid, offer)
+            if offer:
+                ctx.set(dut.terms.payload, layout.const(beats[k]))
+            if (offer or ctx.get(dut.w_en)) and not ctx.get(dut.busy):
+                res["not_busy"].append(cycle)
+            if ctx.get(dut.w_en):
+                last_write = cycle
+            if offer and ctx.get(dut.terms.ready):
+                k += 1
+            await ctx.tick()
+        res["busy_end"] = ctx.get(dut.busy)
+        assert k == len(beats) and last_write < 390, f"{k} beats taken, last write {last_write}"
+
+    sim = Simulator(dut)
+    sim.add_clock(1e-6)
+    sim.add_process(memory)
+    sim.add_testbench(bench)
+    sim.run()
+    assert not res["not_busy"], (
+        f"busy low with a beat offered or a write, cycles {res['not_busy'][:4]}"
+    )
+    assert not res["busy_end"], "busy high after the last write"
+    got = {a: mem[a] for a in want}
+    assert got == want, {a: (got[a], want[a]) for a in want if got[a] != want[a]}
+    stray = [a for a in stale if a not in want and mem[a] != stale[a]]
+    assert not stray, f"written outside the active members' scores: {stray}"
 
 
 @pytest.mark.parametrize(("width", "bounds"), [(4, range(20)), (7, (0, 1, 63, 64, 65, 127, 200))])
