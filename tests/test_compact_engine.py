@@ -376,6 +376,19 @@ def _engine_votes(cfg, step, g, layer, blocks, max_width=11):
     return out
 
 
+def _check_votes(want, got, blocks, what):
+    """Each block's Z rows from the engine equal golden's; else the first differing
+    element with both values."""
+    for z_row, z_rows in blocks:
+        w, e = want[z_row : z_row + z_rows], got[z_row]
+        bad = np.argwhere(w != e)
+        if bad.size:
+            o, k = bad[0]
+            raise AssertionError(
+                f"seed {SEED} {what}: Z[{z_row + o}, {k}]: golden {w[o, k]}, engine {e[o, k]}"
+            )
+
+
 @pytest.mark.parametrize("rank", [1, 4])
 def test_vote_equals_golden_z(rank):
     """VOTE: the votes ``Z = sum_j g_j A_j B_j^T`` (spec 8.1) of a layer, in blocks of
@@ -394,15 +407,8 @@ def test_vote_equals_golden_z(rank):
         split = rng.randint(1, n_out)  # two blocks (or one)
         blocks = [(0, split)] + ([(split, n_out - split)] if split < n_out else [])
         got = _engine_votes(cfg, step, g, layer, blocks)
-        for z_row, z_rows in blocks:
-            w, e = want[z_row : z_row + z_rows], got[z_row]
-            bad = np.argwhere(w != e)
-            if bad.size:
-                o, k = bad[0]
-                raise AssertionError(
-                    f"seed {SEED} trial {trial} {cfg.layers} rank {rank} layer {layer}: "
-                    f"Z[{z_row + o}, {k}]: golden {w[o, k]}, engine {e[o, k]}"
-                )
+        what = f"trial {trial} {cfg.layers} rank {rank} layer {layer}"
+        _check_votes(want, got, blocks, what)
 
 
 def test_vote_of_rows_past_64_equals_golden_z():
@@ -415,14 +421,7 @@ def test_vote_of_rows_past_64_equals_golden_z():
     want = accumulate_z(cfg, make_noise(cfg, step), g, 0)
     blocks = [(63, 3), (100, 27)]
     got = _engine_votes(cfg, step, g, 0, blocks, max_width=127)
-    for z_row, z_rows in blocks:
-        w, e = want[z_row : z_row + z_rows], got[z_row]
-        bad = np.argwhere(w != e)
-        if bad.size:
-            o, k = bad[0]
-            raise AssertionError(
-                f"seed {SEED}: Z[{z_row + o}, {k}]: golden {w[o, k]}, engine {e[o, k]}"
-            )
+    _check_votes(want, got, blocks, f"{cfg.layers}")
 
 
 def _activation_cases(acc_bits: int, rng: random.Random) -> list[tuple[int, int, bool]]:

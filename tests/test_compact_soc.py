@@ -87,10 +87,8 @@ class FlashModel:
             prev_cs, prev_sck, prev_copi = cs, sck, copi
 
 
-def _boot(flash_bytes: bytes, cycles: int, rx=b""):
-    dut = CompactSoC(image=[], ram_bytes=RAM_BYTES, boot="flash", flash_offset=OFFSET)
-    flash = FlashModel(flash_bytes, OFFSET)
-    out = {"busy": 0, "error": 0, "halted": 0, "tx": []}
+def _rx_sender(dut, rx: bytes):
+    """A testbench that offers the bytes ``rx`` to the SoC's RX stream, each until taken."""
 
     async def host(ctx):
         for b in rx:
@@ -98,6 +96,16 @@ def _boot(flash_bytes: bytes, cycles: int, rx=b""):
             ctx.set(dut.rx.valid, 1)
             await ctx.tick().until(dut.rx.ready)
         ctx.set(dut.rx.valid, 0)
+
+    return host
+
+
+def _boot(flash_bytes: bytes, cycles: int, rx=b""):
+    dut = CompactSoC(image=[], ram_bytes=RAM_BYTES, boot="flash", flash_offset=OFFSET)
+    flash = FlashModel(flash_bytes, OFFSET)
+    out = {"busy": 0, "error": 0, "halted": 0, "tx": []}
+
+    host = _rx_sender(dut, rx)
 
     async def bench(ctx):
         ctx.set(dut.tx.ready, 1)
@@ -269,12 +277,7 @@ def test_mmio_waits_for_room_keeps_every_byte_and_answers_unmapped_regions_with_
     dut = CompactSoC(image=_mmio_program(len(rx)), ram_bytes=RAM_BYTES, rx_depth=16)
     out = {"tx": []}
 
-    async def host(ctx):
-        for b in rx:
-            ctx.set(dut.rx.payload, b)
-            ctx.set(dut.rx.valid, 1)
-            await ctx.tick().until(dut.rx.ready)
-        ctx.set(dut.rx.valid, 0)
+    host = _rx_sender(dut, rx)
 
     async def bench(ctx):
         halted = 0

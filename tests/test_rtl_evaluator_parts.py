@@ -314,6 +314,15 @@ def test_skid_buffer_passes_every_word_once_in_order_with_no_path_across():
     assert len(got) == len(sent), f"sent {len(sent)} words, got {len(got)}"
 
 
+def _set_loader_run(ctx, dut, *, shared, n0, batch, rounds=1, label_max=10):
+    """An InputLoader run's inputs (``start`` not raised)."""
+    ctx.set(dut.shared, shared)
+    ctx.set(dut.n0, n0)
+    ctx.set(dut.batch, batch)
+    ctx.set(dut.rounds, rounds)
+    ctx.set(dut.label_max, label_max)
+
+
 @pytest.mark.parametrize("wide", [False, True], ids=["narrow", "wide"])
 @pytest.mark.parametrize("n0", [3, 1])
 @pytest.mark.parametrize("shared", [0, 1], ids=["per_member", "shared"])
@@ -337,11 +346,7 @@ def test_input_loader_takes_input_words_only_while_it_loads_a_per_member_unit(
     taken, written, taken_at, written_at, addrs, in_fin = [], [], [], [], [], []
 
     async def bench(ctx):
-        ctx.set(dut.shared, shared)
-        ctx.set(dut.n0, n0)
-        ctx.set(dut.batch, batch)
-        ctx.set(dut.rounds, rounds)
-        ctx.set(dut.label_max, 10)
+        _set_loader_run(ctx, dut, shared=shared, n0=n0, batch=batch, rounds=rounds)
         ctx.set(dut.s_data, 0x5A)
         ctx.set(dut.start, 1)
         await ctx.tick()
@@ -409,11 +414,7 @@ def test_input_loader_puts_shared_sample_gs_label_in_labels_g_mod_4(wide, monkey
         return proc
 
     async def bench(ctx):
-        ctx.set(dut.shared, 1)
-        ctx.set(dut.n0, n0)
-        ctx.set(dut.batch, batch)
-        ctx.set(dut.rounds, rounds)
-        ctx.set(dut.label_max, classes)
+        _set_loader_run(ctx, dut, shared=1, n0=n0, batch=batch, rounds=rounds, label_max=classes)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -454,11 +455,7 @@ def test_input_loader_waits_for_a_released_slot_before_loading_into_it(wide, mon
     taken = []
 
     async def bench(ctx):
-        ctx.set(dut.shared, 0)
-        ctx.set(dut.n0, n0)
-        ctx.set(dut.batch, 2)
-        ctx.set(dut.rounds, 1)
-        ctx.set(dut.label_max, 10)
+        _set_loader_run(ctx, dut, shared=0, n0=n0, batch=2)
         ctx.set(dut.start, 1)
         await ctx.tick()
         ctx.set(dut.start, 0)
@@ -499,11 +496,7 @@ def test_input_loader_start_clears_bad_label_even_with_a_check_pending(wide, mon
                 ctx.set(dut.l_data, image["label"])
 
     async def bench(ctx):
-        ctx.set(dut.shared, 1)
-        ctx.set(dut.n0, 2)
-        ctx.set(dut.batch, 2)
-        ctx.set(dut.rounds, 1)
-        ctx.set(dut.label_max, classes)
+        _set_loader_run(ctx, dut, shared=1, n0=2, batch=2, label_max=classes)
         saw_bad = 0
         for d in range(1, 31):
             image["label"] = classes  # the run to be abandoned: every label bad
@@ -545,11 +538,7 @@ def test_input_loader_reads_a_shared_sample_past_64_kib_at_idx_times_n0(idx):
     reads = []
 
     async def bench(ctx):
-        ctx.set(dut.shared, 1)
-        ctx.set(dut.n0, n0)
-        ctx.set(dut.batch, 1)
-        ctx.set(dut.rounds, 1)
-        ctx.set(dut.label_max, 10)
+        _set_loader_run(ctx, dut, shared=1, n0=n0, batch=1)
         ctx.set(dut.b_data, idx)  # the batch memory's word, whatever its address
         ctx.set(dut.start, 1)
         await ctx.tick()
