@@ -35,7 +35,7 @@ from pentegg.rtl.update.apply import latent_shift_max
 from pentegg.sim.accelerator_host import AcceleratorJob, golden_steps, load_words
 from pentegg.sim.harness import tb_params, tb_value
 from pentegg.sim.scoreboard import Scoreboard
-from pentegg.sim.stream import reset, start_clock
+from pentegg.sim.stream import reset, start_clock, wait_low
 
 _tb, _params = tb_value, tb_params  # the harness's env and parameters
 
@@ -76,11 +76,7 @@ class Host:
     async def run(self, kind: str, limit: int = 50_000_000) -> None:
         await self.send(ap.run(kind))
         await ClockCycles(self.dut.clk, 4)
-        waited = 0
-        while self.dut.busy.value:
-            await ClockCycles(self.dut.clk, 64)
-            waited += 64
-            assert waited < limit, f"RUN {kind}: still busy after {waited} cycles"
+        await wait_low(self.dut, self.dut.busy, limit, lambda: f"(RUN {kind})")
         err = await self.reg("error")
         assert err == 0, f"RUN {kind}: error flags {ap.decode_error(err)}"
 

@@ -18,7 +18,7 @@ import random
 
 import cocotb
 import numpy as np
-from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge
+from cocotb.triggers import FallingEdge, RisingEdge
 
 from pentegg.golden import Config, init_state
 from pentegg.rtl.evaluator.evaluator import out_logits_layout
@@ -29,7 +29,7 @@ from pentegg.sim.evaluator_bench import EvalJob, random_job
 from pentegg.sim.evaluator_system import LOAD_TARGETS
 from pentegg.sim.harness import tb_params, tb_value
 from pentegg.sim.scoreboard import Mismatch, Scoreboard
-from pentegg.sim.stream import reset, start_clock
+from pentegg.sim.stream import reset, start_clock, wait_low
 
 _tb, _params = tb_value, tb_params  # the harness's env and parameters
 
@@ -117,17 +117,11 @@ async def run_job(dut, job: EvalJob, rng: random.Random, inputs: dict | None = N
     dut.start.value = 0
     beats = []
     limit = _tb("max_cycles", 5_000_000)
-    waited = 0
     if job.shared:
-        while True:
-            await ClockCycles(dut.clk, 64)
-            waited += 64
-            if not dut.busy.value:
-                break
-            assert waited < limit, f"still busy after {waited} cycles: {state(dut)}"
+        await wait_low(dut, dut.busy, limit, lambda: f": {state(dut)}")
     else:
         words = job.input_words(lanes)
-        wi = 0
+        wi = waited = 0
         ready_p = _tb("ready", 0.8)
         while True:
             await FallingEdge(dut.clk)

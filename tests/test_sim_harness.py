@@ -121,6 +121,40 @@ def test_stream_driver_and_sink_through_loopback(simulator):
     )
 
 
+def test_wait_low_and_which_signals_a_build_shows():
+    """``wait_low`` times out naming its wait, and ends on the falling edge after the
+    signal falls; Icarus and a Verilator build with ``internals`` show the tests the
+    FIFO's inner ``level``, a default Verilator build (only the top's ports public, the
+    fast model) does not; the two Verilator builds have their own directories."""
+    loop = lambda: StreamLoopback(8, 4)  # noqa: E731
+    case = "wait_low_and_inner_signals"
+    harness.run("loopback", {"width": 8, "depth": 4}, "cocotb_selftest", testcase=case,
+                env={"inner": True}, factory=loop)  # fmt: skip
+    fast = harness.run("loopback", {"width": 8, "depth": 4}, "cocotb_selftest",
+                       simulator="verilator", testcase=case, env={"inner": False},
+                       factory=loop)  # fmt: skip
+    full = harness.run("loopback", {"width": 8, "depth": 4}, "cocotb_selftest",
+                       simulator="verilator", testcase=case, env={"inner": True},
+                       factory=loop, internals=True)  # fmt: skip
+    assert Path(fast["build_dir"]).name == "verilator"
+    assert Path(full["build_dir"]).name == "verilator-internals"
+
+
+def test_a_build_is_elaborated_once_for_its_runs():
+    """The runs of one build in one process (a test's testcases, run one by one)
+    elaborate the design once; other parameters elaborate again."""
+    made = []
+
+    def loop(width=8):
+        made.append(width)
+        return StreamLoopback(width, 4)
+
+    for width in (8, 8, 6, 8):
+        harness.run("loopback", {"width": width, "depth": 4}, "cocotb_selftest",
+                    testcase="loopback_with_stalls", factory=lambda w=width: loop(w))  # fmt: skip
+    assert made == [8, 6]
+
+
 def test_a_run_in_which_no_test_ran_fails():
     """A testbench that does not import (here: one that does not exist), or a testcase
     filter that matches nothing, leaves no result to check: a failure, not a pass (and
