@@ -110,28 +110,27 @@ def build_dir(
 
 
 _VERILOG: dict[tuple, str] = {}
-"""The Verilog this process last elaborated (up to ``_VERILOG_KEPT`` designs), by
-(module, factory, parameters, family): the runs of one build (a test's testcases, one
-by one) elaborate it once."""
+"""The Verilog of the factories this process last elaborated (up to ``_VERILOG_KEPT``),
+by (factory, parameters, family): the runs of one factory (a test's testcases, one by
+one) elaborate it once. The key holds the factory object itself, so that its identity
+cannot pass to another; a catalog module (no factory) is elaborated on every run."""
 _VERILOG_KEPT = 4
 
 
 def _verilog(module: str, params: dict[str, Any], family: str | None, factory) -> str:
-    """The Verilog of ``module`` (or of ``factory()``, which is identified by its module,
-    qualified name and ``params``: a factory must build what its parameters say)."""
-    who = None if factory is None else (factory.__module__, factory.__qualname__)
-    key = (module, who, json.dumps(params, sort_keys=True, default=str), family)
+    """The Verilog of ``factory()``, or of the catalog's ``module`` if it is None."""
+    top = catalog.top_name(module)
+    if factory is None:
+        if family is not None:
+            platform = SynthPlatform(family)
+            return catalog.verilog_text(catalog.build(module, params), top, platform=platform)
+        return catalog.to_verilog(module, params)
+    key = (factory, json.dumps(params, sort_keys=True, default=str), family)
     if key not in _VERILOG:
         while len(_VERILOG) >= _VERILOG_KEPT:
             del _VERILOG[next(iter(_VERILOG))]
-        top = catalog.top_name(module)
-        if family is not None:
-            dut = factory() if factory is not None else catalog.build(module, params)
-            _VERILOG[key] = catalog.verilog_text(dut, top, platform=SynthPlatform(family))
-        elif factory is None:
-            _VERILOG[key] = catalog.to_verilog(module, params)
-        else:
-            _VERILOG[key] = catalog.verilog_text(factory(), top)
+        platform = SynthPlatform(family) if family is not None else None
+        _VERILOG[key] = catalog.verilog_text(factory(), top, platform=platform)
     return _VERILOG[key]
 
 

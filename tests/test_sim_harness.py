@@ -140,19 +140,24 @@ def test_wait_low_and_which_signals_a_build_shows():
     assert Path(full["build_dir"]).name == "verilator-internals"
 
 
-def test_a_build_is_elaborated_once_for_its_runs():
-    """The runs of one build in one process (a test's testcases, run one by one)
-    elaborate the design once; other parameters elaborate again."""
+def test_a_factory_is_elaborated_once_for_its_runs():
+    """The runs of one factory in one process (a test's testcases, run one by one)
+    elaborate it once; another factory object, even of the same code and parameters
+    (it may close over other contents: a ROM's words, memory sizes), elaborates again."""
     made = []
 
-    def loop(width=8):
-        made.append(width)
-        return StreamLoopback(width, 4)
+    def factory_of(width):
+        def build():
+            made.append(width)
+            return StreamLoopback(width, 4)
 
-    for width in (8, 8, 6, 8):
+        return build
+
+    eight, six, eight_again = factory_of(8), factory_of(6), factory_of(8)
+    for width, factory in ((8, eight), (8, eight), (6, six), (8, eight), (8, eight_again)):
         harness.run("loopback", {"width": width, "depth": 4}, "cocotb_selftest",
-                    testcase="loopback_with_stalls", factory=lambda w=width: loop(w))  # fmt: skip
-    assert made == [8, 6]
+                    testcase="loopback_with_stalls", factory=factory)  # fmt: skip
+    assert made == [8, 6, 8]
 
 
 def test_a_run_in_which_no_test_ran_fails():
