@@ -68,8 +68,12 @@ def set_run_inputs(dut, job: EvalJob) -> None:
 
 
 def state(dut) -> str:
-    """Where a run stands, for a failure message."""
-    ev = dut.ev
+    """Where a run stands, for a failure message (from inner signals: a Verilator build
+    shows them with ``PENTEGG_SIM_INTERNALS=1``)."""
+    try:
+        ev = dut.ev
+    except AttributeError:
+        return "inner signals hidden (Verilator: rerun with PENTEGG_SIM_INTERNALS=1)"
     out = []
     try:  # the sequencer's phase: its one-hot flip-flops, the one set
         seq = ev.seq

@@ -16,6 +16,9 @@ Knobs, all optional (environment variables, so that they also work through ``./r
 ``PENTEGG_WAVES=fail``
     Only when a run fails, run it again with the same seed and waveforms on; the failure
     message gives the file.
+``PENTEGG_SIM_INTERNALS=1``
+    Verilator builds show the tests every signal, not only the top's ports (the model
+    runs slower; ``run(..., internals=True)`` does this for one run).
 ``PENTEGG_SIM_BUILD=DIR``
     Root of the build directories (default ``build/sim`` in the repository, or in the
     current directory when pentegg is installed rather than run from a clone).
@@ -134,6 +137,10 @@ def _verilog(module: str, params: dict[str, Any], family: str | None, factory) -
     return _VERILOG[key]
 
 
+def _env_on(name: str) -> bool:
+    return os.environ.get(name, "").lower() in ("1", "yes", "true")
+
+
 def _write_if_changed(path: Path, text: str) -> None:
     if not path.exists() or path.read_text() != text:
         path.write_text(text)
@@ -225,6 +232,7 @@ def run(
     if family not in (None, "ice40"):
         raise ValueError(f"family={family!r} is not None or 'ice40'")
     params = catalog.resolved_params(module, params) if factory is None else dict(params or {})
+    internals = internals or _env_on("PENTEGG_SIM_INTERNALS")
     wave_mode = os.environ.get("PENTEGG_WAVES", "").lower()
     if waves is None:
         waves = wave_mode in ("1", "yes", "true", "all")

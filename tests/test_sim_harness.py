@@ -121,7 +121,7 @@ def test_stream_driver_and_sink_through_loopback(simulator):
     )
 
 
-def test_wait_low_and_which_signals_a_build_shows():
+def test_wait_low_and_which_signals_a_build_shows(monkeypatch):
     """``wait_low`` times out naming its wait, and ends on the falling edge after the
     signal falls; Icarus and a Verilator build with ``internals`` show the tests the
     FIFO's inner ``level``, a default Verilator build (only the top's ports public, the
@@ -138,6 +138,23 @@ def test_wait_low_and_which_signals_a_build_shows():
                        factory=loop, internals=True)  # fmt: skip
     assert Path(fast["build_dir"]).name == "verilator"
     assert Path(full["build_dir"]).name == "verilator-internals"
+    monkeypatch.setenv("PENTEGG_SIM_INTERNALS", "1")  # the same, for a user's reruns
+    again = harness.run("loopback", {"width": 8, "depth": 4}, "cocotb_selftest",
+                        simulator="verilator", testcase=case, env={"inner": True},
+                        factory=loop)  # fmt: skip
+    assert again["build_dir"] == full["build_dir"]
+
+
+def test_the_evaluators_failure_state_says_how_to_see_hidden_inner_signals():
+    """A default Verilator build hides the evaluator's blocks: the state a timeout
+    message gives says so and how to show them, instead of failing on the name."""
+    from types import SimpleNamespace
+
+    from pentegg.sim.cocotb_evaluator import state
+
+    assert state(SimpleNamespace()) == (
+        "inner signals hidden (Verilator: rerun with PENTEGG_SIM_INTERNALS=1)"
+    )
 
 
 def test_a_factory_is_elaborated_once_for_its_runs():
