@@ -390,7 +390,8 @@ async def runs_of_steps(dut):
     at the sequencer's ``fill_start``). The cycles an evaluation made ahead saves are
     checked in the Amaranth tests, on networks whose first pass waits for the fill: in
     small ones here it waits for the shared sample's bytes (one every ``lat + 4``
-    cycles or more) anyway."""
+    cycles or more) anyway. It reads the sequencer's inner ``fill_start``: Icarus, or a
+    Verilator build with ``internals``."""
     steps = _tb("steps", 0)
     if not steps:
         return
