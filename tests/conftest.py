@@ -34,23 +34,21 @@ def pytest_configure(config):
 #: workers in collection order (`--dist loadfile --no-loadscope-reorder`), so these go
 #: first and the short files fill in after them. xdist's own order (most tests first) left
 #: the cocotb accelerator file, 10 minutes in 6 tests, to run alone at the end. Measured
-#: at 3673da5 (one worker, seconds per file, beside a place and route): 615, 576, 474,
-#: 452, 396, 303, 298, 231; the rest 188 and less. The Verilator random jobs of
-#: test_cocotb_evaluator.py and the quantized xor comparison and resume tests of
-#: test_device_sim.py (2026-12-07) moved those two up: in a cold run beside other work
-#: (3,018 s for the suite, where CI took 1,555 to 2,006) the three Verilator tests took
-#: 358 s and the quantized xor comparison 90 s.
+#: at 5079742 (a clean clone's whole suite, two workers, seconds of test time per file
+#: from its junit XML): 589, 435, 405, 403, 390, 378, 168, 165, 160; the rest 106 and
+#: less.
 #: A scheduling hint only: a file not listed keeps its place, a stale entry costs
 #: minutes, not a result.
 LONGEST_FILES = (
-    "test_cocotb_accelerator.py",
     "test_rtl_evaluator.py",
     "test_device_sim.py",
-    "test_cocotb_evaluator.py",
-    "test_compact_soc.py",
     "test_build.py",
-    "test_rtl_accelerator.py",
+    "test_cocotb_accelerator.py",
+    "test_compact_soc.py",
+    "test_cocotb_evaluator.py",
     "test_hw_cli.py",
+    "test_rtl_accelerator.py",
+    "test_rtl_synth.py",
 )
 
 
