@@ -17,8 +17,8 @@ Knobs, all optional (environment variables, so that they also work through ``./r
     Only when a run fails, run it again with the same seed and waveforms on; the failure
     message gives the file.
 ``PENTEGG_SIM_INTERNALS=1``
-    Verilator builds show the tests every signal, not only the top's ports (the model
-    runs slower; ``run(..., internals=True)`` does this for one run).
+    Verilator builds show the tests every signal, not only the top's ports (a slower
+    model; ``run(..., internals=True)`` does this for one run).
 ``PENTEGG_SIM_BUILD=DIR``
     Root of the build directories (default ``build/sim`` in the repository, or in the
     current directory when pentegg is installed rather than run from a clone).
@@ -222,8 +222,9 @@ def run(
     catalog (harness self-tests). Returns ``{"seed", "build_dir", "log", "waves"}``.
 
     Under Verilator the tests see the top's ports only, unless ``internals`` (signals
-    below the top too, cocotb's ``--public-flat-rw``: the model then runs about half as
-    fast; a test that reads an inner signal needs it). Icarus shows every signal.
+    below the top too, cocotb's ``--public-flat-rw``, which keeps Verilator from
+    optimising the model; a test that reads an inner signal needs it). Icarus shows
+    every signal.
     """
     from cocotb_tools.runner import get_runner
 

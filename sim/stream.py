@@ -76,19 +76,19 @@ CLOCK_NS = 10
 """The testbenches' clock period (ns)."""
 
 
-def start_clock(dut, period_ns: int = CLOCK_NS):
+def start_clock(dut):
+    """``dut.clk`` at ``CLOCK_NS`` (``wait_low`` counts its cycles in it)."""
     # cocotb's Python clock: its C++ one (impl="gpi") writes the clock with the
     # simulator's inertial writes, which under Icarus reorders it with the tests' writes
     # (a random PRNG test read X; an LRGEN job never finished)
-    return cocotb.start_soon(Clock(dut.clk, period_ns, unit="ns").start())
+    return cocotb.start_soon(Clock(dut.clk, CLOCK_NS, unit="ns").start())
 
 
 async def wait_low(dut, signal, limit: int, what=lambda: "") -> None:
     """Wait until ``signal`` (one bit, a register's output) is low, then to the next falling
     clock edge. One simulator callback for the whole wait, where polling costs a Python
-    callback a clock edge: long runs (a whole ES step) simulate several times faster.
-    Raises AssertionError, with ``what()`` appended, if it is still high after ``limit``
-    cycles of the ``CLOCK_NS`` clock."""
+    callback a clock edge. Raises AssertionError, with ``what()`` appended, if it is
+    still high after ``limit`` cycles of the ``CLOCK_NS`` clock."""
     if signal.value:
         try:
             await with_timeout(FallingEdge(signal), limit * CLOCK_NS, "ns")
