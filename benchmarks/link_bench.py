@@ -2,7 +2,9 @@
 
 For each task it opens the simulated device built for the task's default configuration
 (``--device sim``: the accelerator; ``sim-compact``: the compact device, the iCEBreaker's
-core), loads the dataset and the initial state, then times ES steps two ways:
+core, with that build's memories: a dataset larger than its sample memory, as digits, is
+sent a batch a step, as on the board), loads the dataset and the initial state, then
+times ES steps two ways:
 
 * ``per_step``: one ``RUN train`` per step and the whole state read back after each (what
   ``pentegg compare`` does);
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 import time
 
-__all__ = ["board_links", "hypothetical_boards", "run"]
+__all__ = ["board_links", "board_memories", "hypothetical_boards", "run"]
 
 
 def board_links(device: str = "sim") -> dict[str, tuple[int, int]]:
@@ -50,6 +52,23 @@ def hypothetical_boards(device: str = "sim") -> list[str]:
     return [name for name in board_links(device) if core in boards()[name].unfit]
 
 
+#: The compact device's memories that decide the link's traffic: the iCEBreaker build's
+#: (a sample memory of one digits batch, so a larger dataset is sent step by step).
+ICEBREAKER_LINK_PARAMS = ("sample_bytes", "label_words", "batch_words", "frame_bytes")
+
+
+def board_memories(device: str) -> dict[str, int]:
+    """Memory sizes for the simulated device: for ``sim-compact`` the iCEBreaker build's
+    (:data:`ICEBREAKER_LINK_PARAMS`), so that a dataset the board cannot hold is sent a
+    batch a step here too and its bytes count in the predictions; none for ``sim`` (the
+    ULX3S build holds the tasks' datasets)."""
+    if device != "sim-compact":
+        return {}
+    from pentegg.boards.icebreaker import COMPACT_PARAMS
+
+    return {k: COMPACT_PARAMS[k] for k in ICEBREAKER_LINK_PARAMS}
+
+
 #: A STATUS request and its response on the wire (COBS, delimiters): 10 + 22 bytes.
 STATUS_BYTES = 32
 
@@ -77,7 +96,9 @@ def run_task(
     samples = len(task.x_train)
     step_batch = min(batch, samples)
     t0 = time.perf_counter()
-    dev = open_device(device, cfg=cfg, batch=step_batch, samples=samples, lanes=lanes)
+    dev = open_device(
+        device, cfg=cfg, batch=step_batch, samples=samples, lanes=lanes, **board_memories(device)
+    )
     open_s = time.perf_counter() - t0
     try:
         trainer = Trainer(dev, task, cfg, batch)
@@ -117,6 +138,8 @@ def run_task(
         "lanes": info["lanes"],
         "steps": steps,
         "open_s": round(open_s, 3),
+        # the dataset does not fit the device: each step's batch is sent before it
+        "dataset_streamed": trainer.stream,
         "load": load,
         "per_step": {k: mean(per, k) for k in per[0]},
         "chunked": {k: chunk[k] / steps for k in chunk},
@@ -137,6 +160,7 @@ def run_task(
         + (f"lanes {info['lanes']}" if device == "sim" else "on the compact device")
         + f": device built/opened in {open_s:.1f} s, dataset "
         f"and state loaded in {load['wall_s']:.2f} s ({load['bytes_out']} bytes)"
+        + ("; the dataset does not fit, so each step's batch is sent" if trainer.stream else "")
     )
     res["hypothetical_boards"] = hypothetical_boards(device)
     for way in ("per_step", "chunked"):

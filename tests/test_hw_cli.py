@@ -592,3 +592,25 @@ def test_bench_link_marks_the_accelerators_icebreaker_prediction_hypothetical():
     assert set(board_links("sim")) == {"icebreaker", "ulx3s-85f"}
     assert hypothetical_boards("sim") == ["icebreaker"]
     assert hypothetical_boards("sim-compact") == []
+
+
+def test_bench_link_sizes_the_compact_device_as_the_icebreaker_build():
+    """``bench link --device sim-compact`` predicts the iCEBreaker's step, so its simulated
+    device has that build's memories: digits (1,437 samples of 64 bytes) does not fit its
+    sample memory and is sent a batch a step, and those bytes count; ``--device sim``
+    keeps the job-sized memories (the ULX3S build holds every task's dataset)."""
+    from pentegg.benchmarks.link_bench import board_memories
+    from pentegg.boards.icebreaker import COMPACT_PARAMS
+    from pentegg.boards.ulx3s import DEFAULT_PARAMS
+    from pentegg.device import dataset_fits
+    from pentegg.golden import Config
+    from pentegg.tasks import get_task
+
+    mem = board_memories("sim-compact")
+    assert mem["sample_bytes"] == COMPACT_PARAMS["sample_bytes"] == 16384
+    assert board_memories("sim") == {}
+    digits = get_task("digits")
+    info = {"sample_bytes": mem["sample_bytes"], "label_words": mem["label_words"]}
+    assert not dataset_fits(info, Config(layers=(64, 64, 10)), len(digits.x_train))
+    ulx3s = {k: DEFAULT_PARAMS[k] for k in ("sample_bytes", "label_words")}
+    assert dataset_fits(ulx3s, Config(layers=(64, 64, 10)), len(digits.x_train))
