@@ -29,6 +29,7 @@ __all__ = [
     "mem_read",
     "mem_write",
     "member_words",
+    "pack_bytes",
     "reg_read",
     "reg_write",
     "run",
@@ -56,6 +57,16 @@ def mem_write(mem: str, addr: int, values: Iterable[int]) -> list[int]:
     if not vals:
         return []
     return [(Op.WMEM.value << 28) | (MEMORIES[mem] << 24) | addr, len(vals), *vals]
+
+
+def pack_bytes(values: Iterable[int]) -> list[int]:
+    """Bytes (each value's low 8 bits) four to a word, the first in bits 7:0: the words of
+    a packed select (docs/protocol.md, "Packed bytes"). A multiple of 4 values."""
+    b = np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
+    b = (b.astype(np.int64) & 0xFF).astype(np.uint8).ravel()
+    if b.size % 4:
+        raise ValueError(f"{b.size} bytes do not fill whole words (a multiple of 4)")
+    return [int(w) for w in b.view("<u4")]
 
 
 def mem_read(mem: str, addr: int, count: int) -> list[int]:

@@ -24,7 +24,9 @@ through a flip-flop of its own, a cycle later (rtl/reset.py; docs/rtl.md, "RESET
 reach"); the top's own registers are reset-less (each is written before it is read). The
 domain's reset, where there is one (simulation), also resets the blocks.
 
-Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`.
+Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`; the write-only packed
+selects of :data:`PACKED_MEMORIES` write the byte memories four bytes a word (the
+command decoder makes four byte writes of each word).
 
 Per-member inputs (RL, ``shared = 0``): the host writes member ``m``'s input ``k`` of
 sample ``b`` at ``(m * batch + b) * n_0 + k`` of ``member_x``, runs ``EVAL`` and reads
@@ -57,7 +59,7 @@ from .update.apply import WeightUpdater
 from .update.shaper import Shaper
 from .update.votes import VoteAccumulator, lanes_max
 
-__all__ = ["MEMORIES", "Accelerator"]
+__all__ = ["MEMORIES", "PACKED_MEMORIES", "Accelerator"]
 
 
 class _WritePort(NamedTuple):
@@ -85,7 +87,13 @@ MEMORIES = {
     "g": 6,
     "member_x": 7,
     "logits": 8,
+    # write-only, four bytes a word (docs/protocol.md, "Packed bytes")
+    "samples_packed": 9,
+    "member_x_packed": 10,
 }
+
+#: The packed selects and the byte memories they write.
+PACKED_MEMORIES = {"samples_packed": "samples", "member_x_packed": "member_x"}
 
 
 class Accelerator(wiring.Component):
@@ -167,6 +175,11 @@ class Accelerator(wiring.Component):
             "member_x": check_int("member_bytes", member_bytes, 16, 1 << 20),
             "logits": check_int("logit_bytes", logit_bytes, 16, 1 << 20),
         }
+        for name, param in (("samples", "sample_bytes"), ("member_x", "member_bytes")):
+            if self.depths[name] % 4:  # a packed word's four bytes all in the memory
+                raise ValueError(
+                    f"{param}={self.depths[name]} is not a multiple of 4 in 16..{1 << 20}"
+                )
         self.evaluator = PopulationEvaluator(
             lanes=lanes,
             max_layers=max_layers,
@@ -242,18 +255,21 @@ class Accelerator(wiring.Component):
         )
 
     @property
-    def host_memories(self) -> dict[str, tuple[int, int, bool]]:
+    def host_memories(self) -> dict[str, tuple[int, int, str]]:
         """The memories the host reaches with ``WMEM``/``RMEM``: name -> (select, depth in
-        words, writable by the host). The link engine checks requests against it."""
-        mems = {"weights": (MEMORIES["weights"], self.weight_depth, True)}
+        words, access: ``"rw"``, ``"r"`` or ``"w"``). The link engine checks requests
+        against it."""
+        mems = {"weights": (MEMORIES["weights"], self.weight_depth, "rw")}
         if self.update == "latent":
-            mems["latent"] = (MEMORIES["latent"], self.latent_words, True)
+            mems["latent"] = (MEMORIES["latent"], self.latent_words, "rw")
         for name in ("samples", "labels", "batch"):
-            mems[name] = (MEMORIES[name], self.depths[name], True)
-        mems["scores"] = (MEMORIES["scores"], self.max_population, True)
-        mems["g"] = (MEMORIES["g"], max(2, self.max_population // 2), False)
-        mems["member_x"] = (MEMORIES["member_x"], self.depths["member_x"], True)
-        mems["logits"] = (MEMORIES["logits"], self.depths["logits"], False)
+            mems[name] = (MEMORIES[name], self.depths[name], "rw")
+        mems["scores"] = (MEMORIES["scores"], self.max_population, "rw")
+        mems["g"] = (MEMORIES["g"], max(2, self.max_population // 2), "r")
+        mems["member_x"] = (MEMORIES["member_x"], self.depths["member_x"], "rw")
+        mems["logits"] = (MEMORIES["logits"], self.depths["logits"], "r")
+        for name, byte_mem in PACKED_MEMORIES.items():
+            mems[name] = (MEMORIES[name], self.depths[byte_mem] // 4, "w")
         return mems
 
     def elaborate(self, platform):
@@ -261,7 +277,7 @@ class Accelerator(wiring.Component):
         self.rw_watch = []  # the memories' ports (NO_RW_CHECK), for the tests
         p = self.params
         lat = p.mem_latency
-        dec = CommandDecoder()
+        dec = CommandDecoder(packed={MEMORIES[k]: MEMORIES[v] for k, v in PACKED_MEMORIES.items()})
         regs = RegisterFile(self.max_layers)
         ctl = Controller(eval_error_bits=len(self.evaluator.error))
         ev, sh, vo, up, ini = self.evaluator, self.shaper, self.votes, self.updater, self.init

@@ -62,7 +62,7 @@ from pentegg.link import (
     request_frame,
     words,
 )
-from pentegg.rtl.accelerator import Accelerator
+from pentegg.rtl.accelerator import PACKED_MEMORIES, Accelerator
 from pentegg.rtl.control.registers import register_map
 from pentegg.rtl.link.protocol import (
     INFO_CHOICES,
@@ -343,6 +343,23 @@ async def weights_round_trip(dut):
 
 
 @cocotb.test()
+async def packed_bytes_round_trip(dut):
+    """Random bytes over the whole sample and per-member input memories, written four a
+    word through ``samples_packed`` and ``member_x_packed`` in random WRITE_MEM chunks,
+    read back a byte a word through ``samples`` and ``member_x``: each word's bits 7:0
+    first (docs/protocol.md, "Packed bytes")."""
+    port, rng = await setup(dut)
+    p = _params()
+    most = max_payload(p["frame_bytes"]) // 4
+    for packed, byte_mem in PACKED_MEMORIES.items():
+        depth = _accel(p).host_memories[byte_mem][1]
+        data = [rng.randrange(256) for _ in range(depth)]
+        await write_mem(port, rng, packed, ap.pack_bytes(data), most)
+        got = await read_mem(port, rng, byte_mem, depth, most)
+        compare(f"{byte_mem} after {packed}", data, got)
+
+
+@cocotb.test()
 async def largest_frames(dut):
     """The largest payloads in both directions (``max_payload``: the response written over
     the request in one frame buffer), of bytes that are all non-zero where the protocol
@@ -439,7 +456,18 @@ def error_cases(p: dict, rng: random.Random, depth: int, new_weights: list[int])
             W,
             lambda s: _raw(wm(s, [1] * (fb // 4))),
         ),
-        ("VERSION 2", Status.VERSION, W, lambda s: _raw(wm(s, version=2))),
+        (
+            f"VERSION {VERSION + 1}",
+            Status.VERSION,
+            W,
+            lambda s: _raw(wm(s, version=VERSION + 1)),
+        ),
+        (
+            f"VERSION {VERSION - 1}",
+            Status.VERSION,
+            W,
+            lambda s: _raw(wm(s, version=VERSION - 1)),
+        ),
         (
             "VERSION 0",
             Status.VERSION,
@@ -483,6 +511,7 @@ def error_cases(p: dict, rng: random.Random, depth: int, new_weights: list[int])
         name = f"LENGTH: {c.name} with {len(pay)} payload bytes"
         table.append((name, Status.LENGTH, c, lambda s, c=c, pay=pay: request_bytes(c, s, pay)))
     g, logits = ap.MEMORIES["g"], ap.MEMORIES["logits"]
+    sp, sp_depth = ap.MEMORIES["samples_packed"], p["sample_bytes"] // 4
     param = [
         ("write read-only status after a valid pair", WR, [pop, 6, regs["status"].addr, 0]),
         ("write unmapped register 0x40", WR, [0x40, 1]),
@@ -491,7 +520,10 @@ def error_cases(p: dict, rng: random.Random, depth: int, new_weights: list[int])
         ("write weights past the end", W, [sel << 24 | (depth - 1), 1, 2]),
         ("write weights from the end", W, [sel << 24 | depth, 1]),
         ("write weights count 0", W, [sel << 24]),
-        ("write memory select 9", W, [9 << 24, 1]),
+        ("write memory select 11", W, [11 << 24, 1]),
+        ("read write-only samples_packed", R, [sp << 24, 1]),
+        ("read write-only member_x_packed", R, [ap.MEMORIES["member_x_packed"] << 24, 1]),
+        ("write samples_packed past the end", W, [sp << 24 | (sp_depth - 1), 1, 2]),
         ("write memory select 15", W, [15 << 24, 1]),
         ("write read-only memory g", W, [g << 24, 1]),
         ("write read-only memory logits", W, [logits << 24, 1]),

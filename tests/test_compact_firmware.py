@@ -19,7 +19,7 @@ from pentegg.device import DeviceError, Trainer, open_device
 from pentegg.golden import Config, init_state
 from pentegg.link import request_frame, words
 from pentegg.rtl.compact.firmware import check_params, defines, native_device
-from pentegg.rtl.link.protocol import Cmd, Status
+from pentegg.rtl.link.protocol import VERSION, Cmd, Status
 
 DIGITS = ["--task", "digits", "--hidden", "16", "--population", "32", "--batch", "16"]
 
@@ -245,10 +245,14 @@ def test_firmware_parameters_are_checked_with_one_line_errors():
         check_params(max_population=4096, rank=64)
     with pytest.raises(TypeError, match="unknown firmware parameter"):
         check_params(lanez=4)
+    for name in ("sample_bytes", "member_bytes"):  # whole packed words, as the RTL's
+        with pytest.raises(ValueError, match=rf"^{name}=18 is not a multiple of 4 in 16"):
+            check_params(**{name: 18})
     with pytest.raises(DeviceError, match="cannot build the firmware device"):
         open_device("firmware", cfg=Config(layers=(2, 8, 2), population=64), lanes=0)
     d = defines(check_params(mode="quantized", update="pentary"))
     assert d["QUANTIZED"] == 1 and d["PENTARY"] == 1 and d["SPEC_VERSION_WORD"] == 1 << 16
+    assert d["PROTOCOL_VERSION"] == VERSION
 
 
 def test_native_builds_are_cached_and_shared(tmp_path):
@@ -321,10 +325,12 @@ def test_a_dataset_larger_than_the_sample_memory_is_sent_a_batch_at_a_time():
 )
 def test_every_memory_ends_where_the_rtl_devices_does(cfg, samples):
     """The host cannot tell the compact device from the RTL Device by its memories: for
-    the same build parameters each memory's last word reads ``OK`` and the word past it
-    is ``PARAM``, at the depths of ``Accelerator.host_memories`` (the weights: the
-    largest network's packed words, not the power of two the RTL memory is built with),
-    and a memory the build does not have (latent in a pentary build) is ``PARAM``."""
+    the same build parameters each memory's last word reads (and writes) ``OK`` and the
+    word past it is ``PARAM``, at the depths of ``Accelerator.host_memories`` (the
+    weights: the largest network's packed words, not the power of two the RTL memory is
+    built with); a read of a write-only memory (the packed selects), a write of a
+    read-only one and any access of a memory the build does not have (latent in a
+    pentary build) is ``PARAM``."""
     from pentegg.device import sim_params
     from pentegg.rtl.link.device import Device as DeviceTop
 
@@ -337,7 +343,12 @@ def test_every_memory_ends_where_the_rtl_devices_does(cfg, samples):
                 with pytest.raises(DeviceError, match="READ_MEM refused: PARAM"):
                     dev.read_mem(name, 0, 1)
                 continue
-            depth = mems[name][1]
-            dev.read_mem(name, depth - 1, 1)
+            _, depth, access = mems[name]
+            if "r" in access:
+                dev.read_mem(name, depth - 1, 1)
             with pytest.raises(DeviceError, match="READ_MEM refused: PARAM"):
-                dev.read_mem(name, depth, 1)
+                dev.read_mem(name, depth if "r" in access else 0, 1)
+            if "w" in access:
+                dev.write_mem(name, depth - 1, [0])
+            with pytest.raises(DeviceError, match="WRITE_MEM refused: PARAM"):
+                dev.write_mem(name, depth if "w" in access else 0, [0])

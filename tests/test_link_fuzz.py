@@ -148,7 +148,7 @@ def test_fuzzed_frames_get_the_right_status_and_change_nothing(device):
             cmd = rng.choice([0, *range(9, 256)])
             expect(raw.request(cmd, b"", seq), Status.COMMAND, f"cmd {cmd}")
         elif kind == "version":
-            ver = rng.choice([0, *range(2, 256)])
+            ver = rng.choice([v for v in range(256) if v != VERSION])
             f = _frame(ver, seq, Cmd.INFO, 0, b"")
             expect(raw.send(cobs_encode(f)), Status.VERSION, f"version {ver}")
         elif kind == "length":
@@ -161,6 +161,10 @@ def test_fuzzed_frames_get_the_right_status_and_change_nothing(device):
                     (Cmd.WRITE_MEM, words([6 << 24, 1])),  # g is read-only
                     (Cmd.WRITE_MEM, words([15 << 24, 1])),  # no memory 15
                     (Cmd.WRITE_MEM, words([(depth - 1), 1, 2])),  # past the end
+                    (Cmd.READ_MEM, words([9 << 24, 1])),  # samples_packed is write-only
+                    (Cmd.READ_MEM, words([10 << 24, 1])),  # member_x_packed too
+                    # past samples_packed's 16 words (64 sample bytes)
+                    (Cmd.WRITE_MEM, words([9 << 24 | 15, 1, 2])),
                     (Cmd.READ_MEM, words([0, 0])),  # count 0
                     (Cmd.READ_MEM, words([0, frame_bytes])),  # more than a frame
                     (Cmd.WRITE_REGS, words([0x00, 1])),  # id is read-only

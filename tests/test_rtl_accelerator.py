@@ -16,7 +16,7 @@ from amaranth.sim import Simulator
 from pentegg import accel_protocol as ap
 from pentegg.golden import Config, init_state, make_noise, population_forward
 from pentegg.golden.digit import pack
-from pentegg.rtl.accelerator import Accelerator
+from pentegg.rtl.accelerator import PACKED_MEMORIES, Accelerator
 from pentegg.sim import harness
 from pentegg.sim.accelerator_host import golden_steps, load_words, random_job
 from pentegg.sim.collisions import simulate_watched
@@ -348,8 +348,8 @@ def test_host_reads_back_every_writable_memory_as_written(mem_latency):
     # 0..127 is the same word in every memory (all at least 8 bits, signed or not)
     want = {
         name: [int(v) for v in rng.integers(0, 128, size=min(depth, 16))]
-        for name, (_, depth, writable) in dut.host_memories.items()
-        if writable
+        for name, (_, depth, access) in dut.host_memories.items()
+        if access == "rw"
     }
 
     async def script(send):
@@ -362,13 +362,47 @@ def test_host_reads_back_every_writable_memory_as_written(mem_latency):
     run_on(dut, script)
 
 
+@pytest.mark.parametrize("mem_latency", [1, 3])
+def test_packed_selects_write_the_byte_memories_four_bytes_a_word(mem_latency):
+    """WMEM of ``samples_packed`` and ``member_x_packed`` (random words, from word 1): the
+    byte memories read back with each word's four bytes at ``4 (addr + i) + j``, low
+    byte first, and the bytes before them as a byte-a-word WMEM left them."""
+    rng = np.random.default_rng(harness.pick_seed(f"accelerator packed {mem_latency}"))
+    dut = small_accelerator(2, mem_latency, member_bytes=64, logit_bytes=16)
+    mems = dut.host_memories
+    assert all(mems[k][2] == "w" for k in PACKED_MEMORIES)
+    want = {}
+    for packed, byte_mem in PACKED_MEMORIES.items():
+        assert mems[packed][1] == mems[byte_mem][1] // 4
+        words = [int(v) for v in rng.integers(0, 1 << 32, size=5, dtype=np.uint64)]
+        head = [int(v) for v in rng.integers(0, 256, size=4)]
+        want[byte_mem] = (head, words, packed)
+
+    async def script(send):
+        for byte_mem, (head, words, packed) in want.items():
+            await send(ap.mem_write(byte_mem, 0, head))
+            await send(ap.mem_write(packed, 1, words))
+        for byte_mem, (head, words, _) in want.items():
+            n = 4 + 4 * len(words)
+            got = await send(ap.mem_read(byte_mem, 0, n), n)
+            exp = head + [(w >> 8 * j) & 0xFF for w in words for j in range(4)]
+            Scoreboard(f"RMEM {byte_mem}").check(byte_mem, np.array(exp), np.array(got))
+
+    run_on(dut, script)
+
+
 def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_only():
     acc = Accelerator(lanes=2, max_width=4, member_bytes=100, logit_bytes=16)
     mems = acc.host_memories
-    assert mems["member_x"] == (7, 100, True) and mems["logits"] == (8, 16, False)
+    assert mems["member_x"] == (7, 100, "rw") and mems["logits"] == (8, 16, "r")
+    assert mems["member_x_packed"] == (10, 25, "w") and mems["samples_packed"][:2] == (9, 1024)
     for name, bad in (("member_bytes", 15), ("logit_bytes", 1 << 21)):
         with pytest.raises(ValueError, match=rf"^{name}={bad} is not an integer in 16\.\.1048576$"):
             Accelerator(**{name: bad})
+    for name in ("member_bytes", "sample_bytes"):  # a packed word's bytes all in the memory
+        msg = rf"^{name}=18 is not a multiple of 4 in 16\.\.1048576$"
+        with pytest.raises(ValueError, match=msg):
+            Accelerator(**{name: 18})
 
 
 @pytest.mark.parametrize("group", [None, 1])

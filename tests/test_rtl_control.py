@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from amaranth import Module
+from amaranth import Module, Mux, Signal
 from amaranth.lib import memory
 from amaranth.sim import Simulator
 
@@ -18,14 +18,17 @@ from pentegg.sim.scoreboard import Scoreboard
 
 
 class _Bench:
-    """A decoder wired to a register file and one 32-bit memory (sel 0), for tests."""
+    """A decoder wired to a register file, a 32-bit memory (sel 0) and a byte memory (sel
+    1; ``packed``: the decoder's, e.g. ``{9: 1}``), for tests."""
 
-    def __init__(self, busy_cycles: int = 0):
+    def __init__(self, busy_cycles: int = 0, packed=None):
         self.m = m = Module()
-        m.submodules.dec = self.dec = dec = CommandDecoder()
+        m.submodules.dec = self.dec = dec = CommandDecoder(packed=packed)
         m.submodules.regs = self.regs = regs = RegisterFile(max_layers=2)
         m.submodules.mem = mem = memory.Memory(shape=32, depth=64, init=[])
+        m.submodules.mem8 = mem8 = memory.Memory(shape=8, depth=64, init=[])
         wp, rp = mem.write_port(), mem.read_port()
+        wp8, rp8 = mem8.write_port(), mem8.read_port()
         m.d.comb += [
             regs.w_addr.eq(dec.reg_waddr),
             regs.w_data.eq(dec.reg_wdata),
@@ -37,13 +40,23 @@ class _Bench:
             wp.en.eq(dec.mem_wen & (dec.mem_sel == 0)),
             rp.addr.eq(dec.mem_addr),
             rp.en.eq(dec.mem_ren),
-            dec.mem_rdata.eq(rp.data),
+            wp8.addr.eq(dec.mem_addr),
+            wp8.data.eq(dec.mem_wdata),
+            wp8.en.eq(dec.mem_wen & (dec.mem_sel == 1)),
+            rp8.addr.eq(dec.mem_addr),
+            rp8.en.eq(dec.mem_ren),
         ]
+        sel = Signal(4)  # the read's select, sampled with it
+        m.d.sync += sel.eq(dec.mem_sel)
+        m.d.comb += dec.mem_rdata.eq(Mux(sel == 1, rp8.data, rp.data))
 
-    def run(self, words, n_rsp, busy_for=0):
+    def run(self, words, n_rsp, busy_for=0, busy_at=None):
         """Send ``words``, collect ``n_rsp`` response words and the runs (cycle, kind);
-        ``busy`` is high for the first ``busy_for`` cycles. ``self.writes``: the cycles of
-        the register and memory write strobes, ``self.bad``: ``bad_command`` at the end."""
+        ``busy`` is high for the first ``busy_for`` cycles (or where ``busy_at(cycle)``).
+        ``self.writes``: the cycles of the register and memory write strobes,
+        ``self.busy``: the busy cycles, ``self.bad``: ``bad_command`` at the end."""
+        busy_at = busy_at or (lambda c: c < busy_for)
+        self.busy = set()
         got, runs = [], []
         self.bad = False
         self.writes = []
@@ -59,7 +72,9 @@ class _Bench:
             cycles = 0
             while len(got) < n_rsp or cycles < 60:
                 ctx.set(self.dec.rsp.ready, cycles % 3 != 1)  # some back-pressure
-                ctx.set(self.dec.busy, cycles < busy_for)
+                ctx.set(self.dec.busy, busy_at(cycles))
+                if busy_at(cycles):
+                    self.busy.add(cycles)
                 _, _, v, r, p, run, kind, reg_wen, mem_wen = await ctx.tick().sample(
                     self.dec.rsp.valid,
                     self.dec.rsp.ready,
@@ -161,6 +176,48 @@ def test_a_memory_block_of_zero_words_is_a_header_and_its_count():
     b = _Bench()
     got, _ = b.run([*words, *_rreg("margin")], 2)
     assert got == [ID_VALUE, 32] and b.writes == []
+
+
+def _wmem(sel, addr, data):
+    return [(Op.WMEM.value << 28) | sel << 24 | addr, len(data), *data]
+
+
+def _rmem(sel, addr, n):
+    return [(Op.RMEM.value << 28) | sel << 24 | addr, n]
+
+
+def test_a_packed_select_writes_its_byte_memory_four_bytes_a_word_low_byte_first():
+    """WMEM of packed select 9 at word 2: the byte memory's (select 1) bytes 8..19, each
+    word's bits 7:0 first, a byte a cycle; the 32-bit memory (select 0) and the byte
+    memory's other bytes untouched; a plain WMEM after it writes its own select."""
+    data = [0x4433_2211, 0x8877_6655, 0xCCBB_AA99]
+    words = _wmem(1, 0, [0xEE] * 24) + _wmem(0, 8, [7]) + _wmem(9, 2, data) + _wmem(0, 9, [5])
+    words += _rmem(1, 0, 24) + _rmem(0, 8, 2)
+    b = _Bench(packed={9: 1})
+    got, _ = b.run(words, 26)
+    bytes_ = [0xEE] * 8 + [(w >> 8 * j) & 0xFF for w in data for j in range(4)] + [0xEE] * 4
+    assert got == [*bytes_, 7, 5], [hex(v) for v in got]
+    mem = [c for c, w in b.writes if w == "mem"]
+    packed = mem[24 + 1 : 24 + 1 + 12]
+    assert packed == list(range(packed[0], packed[0] + 12)), f"not a byte a cycle: {packed}"
+
+
+def test_a_packed_words_bytes_wait_while_busy_and_none_is_written_twice():
+    """``busy`` high on every third cycle, through the packed words' bytes: each byte is
+    written once, in order, never in a busy cycle."""
+    data = [0x0403_0201, 0x0807_0605]
+    b = _Bench(packed={9: 1})
+    got, _ = b.run(_wmem(9, 0, data) + _rmem(1, 0, 8), 8, busy_at=lambda c: c % 3 == 2)
+    assert got == list(range(1, 9))
+    mem = [c for c, w in b.writes if w == "mem"]
+    assert len(mem) == 8 and not set(mem) & b.busy, (mem, sorted(b.busy)[:10])
+
+
+def test_packed_selects_are_checked():
+    with pytest.raises(ValueError, match=r"^packed select=16 is not an integer in 0\.\.15$"):
+        CommandDecoder(packed={16: 1})
+    with pytest.raises(ValueError, match="both packed and a byte memory"):
+        CommandDecoder(packed={9: 1, 1: 2})
 
 
 @pytest.mark.parametrize("max_layers", [0, 9])

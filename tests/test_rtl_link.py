@@ -26,7 +26,7 @@ from pentegg.link import (
 from pentegg.rtl.link.cobs import CobsDecoder, CobsEncoder
 from pentegg.rtl.link.device import Device
 from pentegg.rtl.link.engine import LinkEngine
-from pentegg.rtl.link.protocol import Cmd, Status, max_payload
+from pentegg.rtl.link.protocol import VERSION, Cmd, Status, max_payload
 from pentegg.sim.link_host import run_link
 
 ML = 2
@@ -198,7 +198,7 @@ def test_info_decodes_to_the_builds_parameters():
         rsp = await host.request(Cmd.INFO, 3)
         assert (rsp.seq, rsp.cmd, rsp.status) == (3, Cmd.INFO, Status.OK)
         info = decode_info(rsp.payload)
-        assert info["magic"] == 0x50454747 and info["protocol"] == 1 and info["spec"] == "1.0"
+        assert info["magic"] == 0x50454747 and info["protocol"] == VERSION and info["spec"] == "1.0"
         assert (info["lanes"], info["max_layers"], info["max_width"]) == (1, ML, 8)
         assert (info["mode"], info["digits"], info["update"]) == ("lowrank", "binomial", "latent")
         assert (info["max_population"], info["max_batch"]) == (8, 4)

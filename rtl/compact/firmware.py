@@ -32,7 +32,7 @@ from typing import Any
 
 from ...golden import SPEC_VERSION
 from ..link.engine import check_frame_bytes
-from ..link.protocol import INFO_CHOICES
+from ..link.protocol import INFO_CHOICES, VERSION
 from ..params import check_choice, check_int
 from .engine import Z_WORDS
 
@@ -103,6 +103,9 @@ def check_params(**params: Any) -> dict[str, Any]:
     check_int("max_batch", p["max_batch"], 1, 65535)
     for name in ("sample_bytes", "label_words", "batch_words", "member_bytes", "logit_bytes"):
         check_int(name, p[name], 16, 1 << 20)
+    for name in ("sample_bytes", "member_bytes"):  # whole packed words, as the Accelerator's
+        if p[name] % 4:
+            raise ValueError(f"{name}={p[name]} is not a multiple of 4 in 16..{1 << 20}")
     check_frame_bytes(p["frame_bytes"])
     check_int("clock_hz", p["clock_hz"], 0, 10**9)
     check_int("baud", p["baud"], 0, 10**8)
@@ -149,6 +152,7 @@ def defines(params: dict[str, Any]) -> dict[str, int]:
         "CLOCK_HZ": p["clock_hz"],
         "BAUD": p["baud"],
         "SPEC_VERSION_WORD": major << 16 | minor,
+        "PROTOCOL_VERSION": VERSION,
     }
 
 

@@ -14,21 +14,28 @@ op        header fields, following words        response words
 ========  ====================================  =======================================
 
 Memory words carry their value in the low bits (a weight word 16 bits, a sample byte 8,
-a score ``score_bits`` sign-extended). Writes (registers and memories), memory reads and
+a score ``score_bits`` sign-extended). A *packed* select (the ``packed`` parameter: the
+protocol's ``samples_packed`` and ``member_x_packed``) writes a byte memory four bytes a
+word: ``WMEM`` of a packed select at ``addr`` writes the byte memory's bytes from
+``4 addr`` on, each word's bits ``[7:0]`` first; the accesses leave the decoder as byte
+writes of the byte memory's select. Writes (registers and memories), memory reads and
 ``RUN`` wait while the accelerator is ``busy``; ``RREG`` never waits, so a host polls
 ``status`` and ``step`` during a run. An unknown ``op`` sets ``bad_command`` (until the
 next ``RUN``) and the word is dropped (the next word is read as a header).
 
-Throughput: one command or data word per cycle on writes; five cycles per word read from
+Throughput: one command or data word per cycle on writes (four cycles per word of a
+packed select: a byte a cycle); five cycles per word read from
 a memory (address, two waits, data, response beat), three per register read (the
 register file's two-cycle read, the response beat), more under back-pressure.
 """
 
 from __future__ import annotations
 
-from amaranth import Module, Signal
+from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
+
+from ..params import check_int
 
 __all__ = ["CommandDecoder", "Op"]
 
@@ -43,6 +50,14 @@ class Op(enum.Enum, shape=4):
 
 class CommandDecoder(wiring.Component):
     """Commands in, register and memory accesses and run strobes out (module docstring).
+
+    Parameters
+    ----------
+    packed : dict of int to int
+        Packed select -> the select of the byte memory it writes (each 0..15, a packed
+        select not also a byte memory's): a ``WMEM`` of a packed select writes four
+        bytes a word (module docstring). ``RMEM`` of a packed select is not decoded
+        specially (the link engine refuses it).
 
     Interface attributes
     --------------------
@@ -64,7 +79,14 @@ class CommandDecoder(wiring.Component):
         Sticky: an unknown op was received (cleared by a RUN).
     """
 
-    def __init__(self):
+    def __init__(self, packed: dict[int, int] | None = None):
+        self.packed = {}
+        for k, v in (packed or {}).items():
+            check_int("packed select", k, 0, 15)
+            check_int(f"packed[{k}]", v, 0, 15)
+            self.packed[k] = v
+        if set(self.packed) & set(self.packed.values()):
+            raise ValueError(f"packed={packed!r}: a select both packed and a byte memory")
         super().__init__(
             {
                 "cmd": In(stream.Signature(32)),
@@ -99,13 +121,21 @@ class CommandDecoder(wiring.Component):
         rdata = Signal(32)
         word = self.cmd.payload
         take = self.cmd.valid & self.cmd.ready
+        # a packed WMEM: its byte memory's select, the byte address, and per word the
+        # three bytes after the first (written from ``rest`` while ``in_bytes``)
+        sel = Signal(4)
+        pack = Signal()  # the command's select is packed
+        rest = Signal(24)
+        in_bytes = Signal()
+        byte_n = Signal(2)  # bytes of ``rest`` left - 1
+        last_word = Signal()  # the word in ``rest`` is the command's last
         m.d.comb += [
             self.reg_waddr.eq(head[:8]),
             self.reg_raddr.eq(head[:8]),
             self.reg_wdata.eq(word),
-            self.mem_sel.eq(head[24:28]),
+            self.mem_sel.eq(sel),
             self.mem_addr.eq(addr),
-            self.mem_wdata.eq(word),
+            self.mem_wdata.eq(Cat(Mux(in_bytes, rest[:8], word[:8]), word[8:])),
             self.run_kind.eq(head[:4]),
         ]
 
@@ -113,7 +143,16 @@ class CommandDecoder(wiring.Component):
             with m.State("HEAD"):
                 m.d.comb += self.cmd.ready.eq(1)
                 with m.If(self.cmd.valid):
-                    m.d.sync += [head.eq(word), addr.eq(word[:24])]
+                    m.d.sync += [
+                        head.eq(word),
+                        addr.eq(word[:24]),
+                        sel.eq(word[24:28]),
+                        pack.eq(0),
+                    ]
+                    with m.If(word[28:] == Op.WMEM):
+                        for k, v in self.packed.items():
+                            with m.If(word[24:28] == k):
+                                m.d.sync += [addr.eq(word[:22] << 2), sel.eq(v), pack.eq(1)]
                     with m.Switch(word[28:]):
                         with m.Case(Op.WREG):
                             m.next = "WREG"
@@ -153,8 +192,27 @@ class CommandDecoder(wiring.Component):
                 m.d.comb += [self.cmd.ready.eq(~self.busy), self.mem_wen.eq(take)]
                 with m.If(take):
                     m.d.sync += [addr.eq(addr + 1), count.eq(count - 1), count_one.eq(count == 2)]
-                    with m.If(count_one):
+                    with m.If(pack):
+                        m.d.sync += [
+                            rest.eq(word[8:]),
+                            in_bytes.eq(1),
+                            byte_n.eq(2),
+                            last_word.eq(count_one),
+                        ]
+                        m.next = "WBYTES"
+                    with m.Elif(count_one):
                         m.next = "HEAD"
+            # a packed word's bytes 1..3, a byte a cycle (while not busy, as WDATA)
+            with m.State("WBYTES"):
+                m.d.comb += self.mem_wen.eq(~self.busy)
+                with m.If(~self.busy):
+                    m.d.sync += [addr.eq(addr + 1), rest.eq(rest >> 8), byte_n.eq(byte_n - 1)]
+                    with m.If(byte_n == 0):
+                        m.d.sync += in_bytes.eq(0)
+                        with m.If(last_word):
+                            m.next = "HEAD"
+                        with m.Else():
+                            m.next = "WDATA"
             with m.State("RADDR"):
                 m.d.comb += self.mem_ren.eq(~self.busy)
                 with m.If(~self.busy):

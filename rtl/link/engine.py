@@ -62,7 +62,7 @@ from amaranth.utils import ceil_log2
 from ..bram import SinglePortRAM
 from ..control.command import Op
 from ..control.registers import register_map
-from ..params import check_int
+from ..params import check_choice, check_int
 from .cobs import CobsDecoder, CobsEncoder
 from .protocol import (
     CRC_BYTES,
@@ -101,8 +101,9 @@ class LinkEngine(wiring.Component):
     frame_bytes : int
         The frame buffer's size in bytes, a power of two, 256..65536.
     memories : dict
-        ``name -> (sel, depth, writable)``: the Accelerator's ``host_memories``, which
-        ``WRITE_MEM``/``READ_MEM`` are checked against.
+        ``name -> (sel, depth, access)``: the Accelerator's ``host_memories``, which
+        ``WRITE_MEM``/``READ_MEM`` are checked against (``access``: ``"rw"``, ``"r"``
+        read-only, ``"w"`` write-only).
     max_layers : int
         The Accelerator's (its register map, 1..8).
     info : list of int
@@ -127,7 +128,7 @@ class LinkEngine(wiring.Component):
         self,
         *,
         frame_bytes: int = 2048,
-        memories: dict[str, tuple[int, int, bool]],
+        memories: dict[str, tuple[int, int, str]],
         max_layers: int,
         info: list[int],
     ):
@@ -135,10 +136,11 @@ class LinkEngine(wiring.Component):
         self.max_layers = check_int("max_layers", max_layers, 1, 8)
         self.max_words = max_payload(frame_bytes) // 4
         self.memories = {}
-        for name, (sel, depth, writable) in memories.items():
+        for name, (sel, depth, access) in memories.items():
             check_int(f"memories[{name!r}] select", sel, 0, 15)
             check_int(f"memories[{name!r}] depth", depth, 1, 1 << 24)
-            self.memories[name] = (sel, depth, bool(writable))
+            check_choice(f"memories[{name!r}] access", access, ("rw", "r", "w"))
+            self.memories[name] = (sel, depth, access)
         self.info = [check_int("info word", w, 0, 0xFFFF_FFFF) for w in info]
         if not 1 <= len(self.info) <= self.max_words:
             raise ValueError(f"info has {len(self.info)} words, not 1..{self.max_words}")
@@ -231,8 +233,8 @@ class LinkEngine(wiring.Component):
                 m.next = f"{state}_K"
             with m.State(f"{state}_K"):
                 ok = Const(0)
-                for s, depth, writable in self.memories.values():
-                    if write and not writable:
+                for s, depth, access in self.memories.values():
+                    if ("w" if write else "r") not in access:
                         continue
                     ok |= (sel == s) & (mem_end <= depth)
                 m.d.sync += mem_good.eq(ok & (count != 0) & (count <= self.max_words))

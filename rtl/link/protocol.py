@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 #: Protocol version, the first byte of every frame.
-VERSION = 1
+VERSION = 2
 
 #: Header bytes before the payload.
 REQUEST_HEADER = 5

@@ -117,7 +117,10 @@ static int16_t mem_g[G_WORDS];
 static uint8_t mem_member_x[MEMBER_BYTES];
 static int8_t mem_logits[LOGIT_BYTES];
 
-enum { M_WEIGHTS, M_LATENT, M_SAMPLES, M_LABELS, M_BATCH, M_SCORES, M_G, M_MEMBER_X, M_LOGITS };
+enum {
+    M_WEIGHTS, M_LATENT, M_SAMPLES, M_LABELS, M_BATCH, M_SCORES, M_G, M_MEMBER_X, M_LOGITS,
+    M_SAMPLES_PACKED, M_MEMBER_X_PACKED, /* write-only, four bytes a word, bits 7:0 first */
+};
 
 int mem_valid(uint32_t sel, uint32_t addr, uint32_t count, int write) {
     uint32_t depth;
@@ -133,6 +136,8 @@ int mem_valid(uint32_t sel, uint32_t addr, uint32_t count, int write) {
     case M_G: depth = write ? 0 : G_WORDS; break;
     case M_MEMBER_X: depth = MEMBER_BYTES; break;
     case M_LOGITS: depth = write ? 0 : LOGIT_BYTES; break;
+    case M_SAMPLES_PACKED: depth = write ? SAMPLE_BYTES / 4 : 0; break;
+    case M_MEMBER_X_PACKED: depth = write ? MEMBER_BYTES / 4 : 0; break;
     default: depth = 0;
     }
     return count != 0 && (uint64_t)addr + count <= depth;
@@ -166,13 +171,19 @@ void mem_write(uint32_t sel, uint32_t addr, uint32_t v) {
     case M_BATCH: mem_batch[addr] = (uint16_t)v; break;
     case M_SCORES: mem_scores[addr] = sign_extend(v, bits_for_sym(SCORE_BOUND)); break;
     case M_MEMBER_X: mem_member_x[addr] = (uint8_t)v; break;
+    case M_SAMPLES_PACKED:
+        for (int j = 0; j < 4; j++) mem_samples[4 * addr + j] = (uint8_t)(v >> 8 * j);
+        break;
+    case M_MEMBER_X_PACKED:
+        for (int j = 0; j < 4; j++) mem_member_x[4 * addr + j] = (uint8_t)(v >> 8 * j);
+        break;
     }
 }
 
 /* ------------------------------------------------------------------ INFO */
 const uint32_t info_words[] = {
     0x50454747u,            /* magic */
-    1,                      /* protocol */
+    PROTOCOL_VERSION,       /* protocol */
     SPEC_VERSION_WORD,      /* spec, major << 16 | minor */
     LANES, MAX_LAYERS, MAX_WIDTH, RANK,
     QUANTIZED, UNIFORM, PENTARY, LATENT_BITS,

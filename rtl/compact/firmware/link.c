@@ -52,7 +52,7 @@ static uint8_t rsp_byte(uint32_t i) {
 }
 
 static void respond(uint8_t seq, uint8_t cmd, uint8_t status, uint32_t payload) {
-    head[0] = 1;
+    head[0] = PROTOCOL_VERSION;
     head[1] = seq;
     head[2] = cmd;
     head[3] = status;
@@ -89,7 +89,7 @@ static void handle(int cobs_err) {
     if (over) return respond(seq, cmd, S_OVERSIZE, 0);
     if (cobs_err || n_rx < REQ_HEADER + 2) return respond(seq, cmd, S_FRAME, 0);
     if (crc_rx != 0) return respond(seq, cmd, S_CRC, 0);
-    if (ver != 1) return respond(seq, cmd, S_VERSION, 0);
+    if (ver != PROTOCOL_VERSION) return respond(seq, cmd, S_VERSION, 0);
     if (len != n_rx - REQ_HEADER - 2) return respond(seq, cmd, S_LENGTH, 0);
     uint32_t words = len / 4, odd = len & 3, p = REQ_HEADER;
     /* LENGTH against the command, then PARAM */
