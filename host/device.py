@@ -27,12 +27,14 @@ from .link import (
     FrameError,
     FrameReader,
     Response,
+    VersionMismatch,
     cobs_decode,
     decode_info,
     parse_response,
     request_bytes,
     words,
 )
+from .rtl.accelerator import PACKED_MEMORIES
 from .rtl.control.registers import register_map
 from .rtl.link.protocol import VERSION, Cmd, Status, max_payload
 
@@ -148,6 +150,12 @@ class Device:
                 raw = self._pending.pop(0)
                 try:
                     rsp = parse_response(cobs_decode(raw))
+                except VersionMismatch as e:  # not a corruption: a retry cannot help
+                    raise DeviceError(
+                        f"{self.name}: the device speaks protocol version {e.version}, this "
+                        f"host {VERSION}: build and program the board from this version "
+                        "(pentegg build --board B --program)"
+                    ) from None
                 except FrameError as e:
                     return None, f"corrupted response ({e})"
                 if rsp.status in (Status.CRC, Status.FRAME):
@@ -238,6 +246,23 @@ class Device:
         for i in range(0, len(vals), per):
             head = sel << 24 | (addr + i)
             self.request(Cmd.WRITE_MEM, words([head, *vals[i : i + per]]))
+
+    def write_bytes(self, mem: str, addr: int, values: Iterable[int]) -> None:
+        """``write_mem`` of a byte memory (``samples``, ``member_x``: each value's low 8
+        bits), four bytes a word through its packed select from a multiple of 4 on
+        (docs/protocol.md, "Packed bytes"); the one to three bytes before it and after
+        the last whole word one a word."""
+        vals = (np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
+                .astype(np.int64).ravel() & 0xFF)  # fmt: skip
+        packed = {v: k for k, v in PACKED_MEMORIES.items()}[mem]
+        head = min(len(vals), -addr % 4)
+        whole = (len(vals) - head) // 4 * 4
+        if head:
+            self.write_mem(mem, addr, vals[:head])
+        if whole:
+            self.write_mem(packed, (addr + head) // 4, ap.pack_bytes(vals[head : head + whole]))
+        if head + whole < len(vals):
+            self.write_mem(mem, addr + head + whole, vals[head + whole :])
 
     def read_mem(self, mem: str, addr: int, count: int) -> np.ndarray:
         """``count`` words of memory ``mem`` from ``addr`` (int64; signed memories
@@ -425,7 +450,7 @@ class Trainer:
         dev.write_regs(regs)
         self._batch_reg = self.step_batch
         if self.classify and not self.stream:
-            dev.write_mem("samples", 0, (np.asarray(self.x, dtype=np.int64) & 0xFF).ravel())
+            dev.write_bytes("samples", 0, np.asarray(self.x, dtype=np.int64))
             dev.write_mem("labels", 0, self.y)
         self.load_state(state)
 
@@ -462,7 +487,7 @@ class Trainer:
             )
             if self.stream:  # this step's samples in place of the dataset
                 x = np.asarray(self.x, dtype=np.int64)[idx]
-                self.dev.write_mem("samples", 0, (x & 0xFF).ravel())
+                self.dev.write_bytes("samples", 0, x)
                 self.dev.write_mem("labels", 0, np.asarray(self.y)[idx])
                 idx = np.arange(len(idx))
             self.dev.write_mem("batch", 0, idx)
@@ -483,7 +508,7 @@ class Trainer:
         if batch != self._batch_reg:
             self.dev.write_regs({"batch": batch})
             self._batch_reg = batch
-        self.dev.write_mem("member_x", 0, ap.member_words(x))
+        self.dev.write_bytes("member_x", 0, ap.member_words(x))
         self.dev.run("eval")
         n = pop * batch * cfg.layers[-1]
         return self.dev.read_mem("logits", 0, n).reshape(pop, batch, cfg.layers[-1])

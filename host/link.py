@@ -25,6 +25,7 @@ __all__ = [
     "FrameError",
     "FrameReader",
     "Response",
+    "VersionMismatch",
     "cobs_decode",
     "cobs_encode",
     "crc16",
@@ -38,6 +39,15 @@ __all__ = [
 
 class FrameError(ValueError):
     """A received frame is malformed (COBS, CRC, header or length)."""
+
+
+class VersionMismatch(FrameError):
+    """A whole, CRC-checked response of another protocol version: the device was built
+    from another version of pentegg (``version``: its protocol version)."""
+
+    def __init__(self, version: int):
+        super().__init__(f"response protocol version {version}, expected {VERSION}")
+        self.version = version
 
 
 def crc16(data: bytes, crc: int = 0xFFFF) -> int:
@@ -126,7 +136,7 @@ def parse_response(frame: bytes) -> Response:
         raise FrameError("response CRC is wrong")
     ver, seq, cmd, status, n = struct.unpack_from("<BBBBH", frame)
     if ver != VERSION:
-        raise FrameError(f"response protocol version {ver}, expected {VERSION}")
+        raise VersionMismatch(ver)
     if n != len(frame) - RESPONSE_HEADER - CRC_BYTES:
         raise FrameError(f"response len {n} but {len(frame) - 8} payload bytes")
     try:

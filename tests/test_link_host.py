@@ -197,6 +197,64 @@ def test_driver_refuses_another_spec_version():
         Device(ScriptedTransport(script)).info()
 
 
+def test_a_device_of_another_protocol_version_is_named_at_once_not_retried():
+    """A board built before this host's protocol (it answers VERSION, in its own version's
+    header): one line that says to rebuild it, after one request."""
+
+    def script(frame, n):
+        body = struct.pack("<BBBBH", VERSION - 1, frame[1], frame[2], Status.VERSION, 0)
+        return _framed(body + crc16(body).to_bytes(2, "big"))
+
+    t = ScriptedTransport(script)
+    with pytest.raises(DeviceError) as e:
+        Device(t, timeout=1.0, retries=3, name="serial:/dev/ttyUSB1").info()
+    assert str(e.value) == (
+        f"serial:/dev/ttyUSB1: the device speaks protocol version {VERSION - 1}, this host "
+        f"{VERSION}: build and program the board from this version "
+        "(pentegg build --board B --program)"
+    )
+    assert t.n == 1
+
+
+@pytest.mark.parametrize(
+    "addr, n", [(0, 8), (0, 11), (3, 10), (2, 1), (1, 3), (4, 4), (0, 3), (5, 0)]
+)
+def test_write_bytes_sends_whole_words_packed_and_the_rest_a_byte_a_word(addr, n):
+    """``Device.write_bytes``: bytes from a multiple of 4 go four to a word through the
+    packed select (low byte first); the one to three before it and after the last whole
+    word through the byte select; every byte once, at its address."""
+    from pentegg.rtl.accelerator import MEMORIES
+
+    mem: dict[int, int] = {}
+    sends = []
+
+    def script(frame, k):
+        if frame[2] == Cmd.WRITE_MEM:
+            ws = struct.unpack(f"<{(len(frame) - 7) // 4}I", frame[5:-2])
+            sel, at = ws[0] >> 24, ws[0] & 0xFFFFFF
+            sends.append((sel, len(ws) - 1))
+            for i, w in enumerate(ws[1:]):
+                if sel == MEMORIES["samples_packed"]:
+                    for j in range(4):
+                        mem[4 * (at + i) + j] = (w >> 8 * j) & 0xFF
+                else:
+                    assert sel == MEMORIES["samples"] and w < 256
+                    mem[at + i] = w
+            return _framed(_response(frame[1], frame[2]))
+        return _framed(_response(frame[1], frame[2], 0, _info_words()))
+
+    values = [(37 * i - 100) for i in range(n)]  # negative: the low 8 bits are sent
+    Device(ScriptedTransport(script), timeout=1.0).write_bytes("samples", addr, values)
+    assert mem == {addr + i: v & 0xFF for i, v in enumerate(values)}
+    head = min(n, -addr % 4)
+    whole = (n - head) // 4
+    want = [(MEMORIES["samples"], head)] * bool(head) + [
+        (MEMORIES["samples_packed"], whole)
+    ] * bool(whole)
+    want += [(MEMORIES["samples"], n - head - 4 * whole)] * bool(n - head - 4 * whole)
+    assert sends == want
+
+
 def test_serial_without_a_rate_tries_each_board_rate_then_names_them():
     """A port where nothing answers: every board rate is tried, and the one-line error
     names them and how to give a rate."""
