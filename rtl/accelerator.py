@@ -24,9 +24,10 @@ through a flip-flop of its own, a cycle later (rtl/reset.py; docs/rtl.md, "RESET
 reach"); the top's own registers are reset-less (each is written before it is read). The
 domain's reset, where there is one (simulation), also resets the blocks.
 
-Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`; the write-only packed
-selects of :data:`PACKED_MEMORIES` write the byte memories four bytes a word (the
-command decoder makes four byte writes of each word).
+Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`; the packed selects of
+:data:`PACKED_MEMORIES` carry several elements of a memory a word (the command decoder
+makes an element access of each): the byte memories written four bytes a word, the
+weights and the latent state read two words or four values a word.
 
 Per-member inputs (RL, ``shared = 0``): the host writes member ``m``'s input ``k`` of
 sample ``b`` at ``(m * batch + b) * n_0 + k`` of ``member_x``, runs ``EVAL`` and reads
@@ -87,13 +88,21 @@ MEMORIES = {
     "g": 6,
     "member_x": 7,
     "logits": 8,
-    # write-only, four bytes a word (docs/protocol.md, "Packed bytes")
+    # several elements a word (docs/protocol.md, "Packed words"): write-only, four bytes
+    # a word; read-only, two weight words or four latent values a word
     "samples_packed": 9,
     "member_x_packed": 10,
+    "weights_packed": 11,
+    "latent_packed": 12,
 }
 
-#: The packed selects and the byte memories they write.
-PACKED_MEMORIES = {"samples_packed": "samples", "member_x_packed": "member_x"}
+#: The packed selects: name -> (the memory they reach, element bits, host access).
+PACKED_MEMORIES = {
+    "samples_packed": ("samples", 8, "w"),
+    "member_x_packed": ("member_x", 8, "w"),
+    "weights_packed": ("weights", 16, "r"),
+    "latent_packed": ("latent", 8, "r"),
+}
 
 
 class Accelerator(wiring.Component):
@@ -268,8 +277,9 @@ class Accelerator(wiring.Component):
         mems["g"] = (MEMORIES["g"], max(2, self.max_population // 2), "r")
         mems["member_x"] = (MEMORIES["member_x"], self.depths["member_x"], "rw")
         mems["logits"] = (MEMORIES["logits"], self.depths["logits"], "r")
-        for name, byte_mem in PACKED_MEMORIES.items():
-            mems[name] = (MEMORIES[name], self.depths[byte_mem] // 4, "w")
+        for name, (target, bits, access) in PACKED_MEMORIES.items():
+            if target in mems:  # a word's elements all in the memory
+                mems[name] = (MEMORIES[name], mems[target][1] // (32 // bits), access)
         return mems
 
     def elaborate(self, platform):
@@ -277,7 +287,9 @@ class Accelerator(wiring.Component):
         self.rw_watch = []  # the memories' ports (NO_RW_CHECK), for the tests
         p = self.params
         lat = p.mem_latency
-        dec = CommandDecoder(packed={MEMORIES[k]: MEMORIES[v] for k, v in PACKED_MEMORIES.items()})
+        dec = CommandDecoder(
+            packed={MEMORIES[k]: (MEMORIES[t], bits) for k, (t, bits, _) in PACKED_MEMORIES.items()}
+        )
         regs = RegisterFile(self.max_layers)
         ctl = Controller(eval_error_bits=len(self.evaluator.error))
         ev, sh, vo, up, ini = self.evaluator, self.shaper, self.votes, self.updater, self.init

@@ -363,30 +363,47 @@ def test_host_reads_back_every_writable_memory_as_written(mem_latency):
 
 
 @pytest.mark.parametrize("mem_latency", [1, 3])
-def test_packed_selects_write_the_byte_memories_four_bytes_a_word(mem_latency):
+def test_packed_selects_write_the_byte_memories_and_read_weights_and_latent(mem_latency):
     """WMEM of ``samples_packed`` and ``member_x_packed`` (random words, from word 1): the
-    byte memories read back with each word's four bytes at ``4 (addr + i) + j``, low
-    byte first, and the bytes before them as a byte-a-word WMEM left them."""
+    byte memories read back with each word's four bytes at ``4 (addr + i) + j``, low byte
+    first, and the bytes before them as a byte-a-word WMEM left them; RMEM of
+    ``weights_packed`` and ``latent_packed`` (from word 1) after random plain writes: two
+    weight words and four latent values (their two's complement bytes) a word, the first
+    in the low bits, whatever the memories' read latency."""
     rng = np.random.default_rng(harness.pick_seed(f"accelerator packed {mem_latency}"))
     dut = small_accelerator(2, mem_latency, member_bytes=64, logit_bytes=16)
     mems = dut.host_memories
-    assert all(mems[k][2] == "w" for k in PACKED_MEMORIES)
-    want = {}
-    for packed, byte_mem in PACKED_MEMORIES.items():
-        assert mems[packed][1] == mems[byte_mem][1] // 4
-        words = [int(v) for v in rng.integers(0, 1 << 32, size=5, dtype=np.uint64)]
-        head = [int(v) for v in rng.integers(0, 256, size=4)]
-        want[byte_mem] = (head, words, packed)
+    writes, reads = {}, {}
+    for packed, (target, bits, access) in PACKED_MEMORIES.items():
+        per = 32 // bits
+        assert mems[packed][1:] == (mems[target][1] // per, access)
+        if access == "w":
+            words = [int(v) for v in rng.integers(0, 1 << 32, size=5, dtype=np.uint64)]
+            head = [int(v) for v in rng.integers(0, 256, size=4)]
+            writes[target] = (head, words, packed)
+        else:  # weights: 16-bit words; latent: values in range, negative ones too
+            lo, hi = (0, 1 << 16) if target == "weights" else (-31, 32)
+            vals = [int(v) for v in rng.integers(lo, hi, size=per * 4)]
+            reads[target] = (vals, packed, per, bits)
 
     async def script(send):
-        for byte_mem, (head, words, packed) in want.items():
-            await send(ap.mem_write(byte_mem, 0, head))
+        for target, (head, words, packed) in writes.items():
+            await send(ap.mem_write(target, 0, head))
             await send(ap.mem_write(packed, 1, words))
-        for byte_mem, (head, words, _) in want.items():
+        for target, (vals, *_) in reads.items():
+            await send(ap.mem_write(target, 0, vals))
+        for target, (head, words, _) in writes.items():
             n = 4 + 4 * len(words)
-            got = await send(ap.mem_read(byte_mem, 0, n), n)
+            got = await send(ap.mem_read(target, 0, n), n)
             exp = head + [(w >> 8 * j) & 0xFF for w in words for j in range(4)]
-            Scoreboard(f"RMEM {byte_mem}").check(byte_mem, np.array(exp), np.array(got))
+            Scoreboard(f"RMEM {target}").check(target, np.array(exp), np.array(got))
+        for vals, packed, per, bits in reads.values():
+            got = await send(ap.mem_read(packed, 1, 3), 3)
+            mask = (1 << bits) - 1
+            exp = [
+                sum((vals[per * i + j] & mask) << bits * j for j in range(per)) for i in range(1, 4)
+            ]
+            Scoreboard(f"RMEM {packed}").check(packed, np.array(exp), np.array(got))
 
     run_on(dut, script)
 
@@ -396,6 +413,8 @@ def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_onl
     mems = acc.host_memories
     assert mems["member_x"] == (7, 100, "rw") and mems["logits"] == (8, 16, "r")
     assert mems["member_x_packed"] == (10, 25, "w") and mems["samples_packed"][:2] == (9, 1024)
+    assert mems["weights_packed"][2] == mems["latent_packed"][2] == "r"
+    assert "latent_packed" not in Accelerator(lanes=2, max_width=4, update="pentary").host_memories
     for name, bad in (("member_bytes", 15), ("logit_bytes", 1 << 21)):
         with pytest.raises(ValueError, match=rf"^{name}={bad} is not an integer in 16\.\.1048576$"):
             Accelerator(**{name: bad})

@@ -19,7 +19,7 @@ from pentegg.sim.scoreboard import Scoreboard
 
 class _Bench:
     """A decoder wired to a register file, a 32-bit memory (sel 0) and a byte memory (sel
-    1; ``packed``: the decoder's, e.g. ``{9: 1}``), for tests."""
+    1; ``packed``: the decoder's, e.g. ``{9: (1, 8)}``), for tests."""
 
     def __init__(self, busy_cycles: int = 0, packed=None):
         self.m = m = Module()
@@ -178,6 +178,11 @@ def test_a_memory_block_of_zero_words_is_a_header_and_its_count():
     assert got == [ID_VALUE, 32] and b.writes == []
 
 
+#: The benches' packed selects: 9 and 12 bytes of the byte memory, 11 16-bit halves of
+#: the 32-bit memory.
+PACKED = {9: (1, 8), 11: (0, 16), 12: (1, 8)}
+
+
 def _wmem(sel, addr, data):
     return [(Op.WMEM.value << 28) | sel << 24 | addr, len(data), *data]
 
@@ -193,7 +198,7 @@ def test_a_packed_select_writes_its_byte_memory_four_bytes_a_word_low_byte_first
     data = [0x4433_2211, 0x8877_6655, 0xCCBB_AA99]
     words = _wmem(1, 0, [0xEE] * 24) + _wmem(0, 8, [7]) + _wmem(9, 2, data) + _wmem(0, 9, [5])
     words += _rmem(1, 0, 24) + _rmem(0, 8, 2)
-    b = _Bench(packed={9: 1})
+    b = _Bench(packed=PACKED)
     got, _ = b.run(words, 26)
     bytes_ = [0xEE] * 8 + [(w >> 8 * j) & 0xFF for w in data for j in range(4)] + [0xEE] * 4
     assert got == [*bytes_, 7, 5], [hex(v) for v in got]
@@ -206,18 +211,44 @@ def test_a_packed_words_bytes_wait_while_busy_and_none_is_written_twice():
     """``busy`` high on every third cycle, through the packed words' bytes: each byte is
     written once, in order, never in a busy cycle."""
     data = [0x0403_0201, 0x0807_0605]
-    b = _Bench(packed={9: 1})
+    b = _Bench(packed=PACKED)
     got, _ = b.run(_wmem(9, 0, data) + _rmem(1, 0, 8), 8, busy_at=lambda c: c % 3 == 2)
     assert got == list(range(1, 9))
     mem = [c for c, w in b.writes if w == "mem"]
     assert len(mem) == 8 and not set(mem) & b.busy, (mem, sorted(b.busy)[:10])
 
 
+def test_packed_reads_gather_their_elements_first_in_the_low_bits():
+    """RMEM of packed select 11 (16-bit elements of the 32-bit memory) at word 1 and of 12
+    (bytes of the byte memory) at word 2: each response word holds the elements from
+    ``(32 / bits) addr`` on, the first in the low bits (only each element's low bits);
+    a plain RMEM after them reads its own select from its own address."""
+    mem32 = [(0xA5A5_0000 | i * 0x0101) for i in range(8)]
+    mem8 = [(i * 37 + 5) & 0xFF for i in range(16)]
+    words = _wmem(0, 0, mem32) + _wmem(1, 0, mem8)
+    words += _rmem(11, 1, 3) + _rmem(12, 2, 2) + _rmem(0, 5, 1)
+    got, _ = _Bench(packed=PACKED).run(words, 6)
+    halves = [v & 0xFFFF for v in mem32]
+    want16 = [halves[2 * i] | halves[2 * i + 1] << 16 for i in range(1, 4)]
+    want8 = [sum(mem8[4 * i + j] << 8 * j for j in range(4)) for i in range(2, 4)]
+    assert got == [*want16, *want8, mem32[5]], [hex(v) for v in got]
+
+
+def test_a_packed_write_of_16_bit_elements_reads_back_through_the_same_select():
+    """WMEM of packed select 11 (16-bit elements) then RMEM of it: the words come back (a
+    target wider than 16 bits keeps only each element's low 16 bits defined)."""
+    data = [0x1234_5678, 0x9ABC_DEF0, 0x0F1E_2D3C]
+    got, _ = _Bench(packed=PACKED).run(_wmem(11, 2, data) + _rmem(11, 2, 3), 3)
+    assert got == data, [hex(v) for v in got]
+
+
 def test_packed_selects_are_checked():
     with pytest.raises(ValueError, match=r"^packed select=16 is not an integer in 0\.\.15$"):
-        CommandDecoder(packed={16: 1})
-    with pytest.raises(ValueError, match="both packed and a byte memory"):
-        CommandDecoder(packed={9: 1, 1: 2})
+        CommandDecoder(packed={16: (1, 8)})
+    with pytest.raises(ValueError, match="both packed and a target"):
+        CommandDecoder(packed={9: (1, 8), 1: (2, 8)})
+    with pytest.raises(ValueError, match=r"^packed\[9\] element bits=4 is not one of 8, 16$"):
+        CommandDecoder(packed={9: (1, 4)})
 
 
 @pytest.mark.parametrize("max_layers", [0, 9])

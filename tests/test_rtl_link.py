@@ -311,7 +311,9 @@ def _errors(frame_bytes):
     flipped = bytearray(good)
     flipped[6] ^= 0x10
     long = words([reg("population"), 4] * (frame_bytes // 8 + 2))
-    hdr = struct.pack("<BBBH", 1, 24, Cmd.WRITE_REGS, 8) + words([reg("population"), 4])
+    hdr = struct.pack("<BBBH", VERSION, 24, Cmd.WRITE_REGS, 8) + words([reg("population"), 4])
+    short = with_crc(struct.pack("<BBBH", VERSION, 28, Cmd.WRITE_REGS, 256))
+    other = request_frame(Cmd.WRITE_REGS, 25, pairs(population=4), version=VERSION + 1)
     return [
         ("crc", raw(bytes(flipped)), Status.CRC, (20, Cmd.WRITE_REGS)),
         ("3-byte frame", raw(b"\x01\x15\x02"), Status.FRAME, (0x15, 2)),
@@ -321,9 +323,9 @@ def _errors(frame_bytes):
         ("len mismatch", raw(with_crc(hdr[:3] + b"\x0c\x00" + hdr[5:])), Status.LENGTH, (24, 2)),
         # the shortest frame, its length field's high byte three beats before the end:
         # the check must see the whole field (its low byte alone, 0, would pass)
-        ("len 256, no payload", raw(with_crc(struct.pack("<BBBH", 1, 28, Cmd.WRITE_REGS, 256))),
+        ("len 256, no payload", raw(short),
          Status.LENGTH, (28, 2)),
-        ("version", raw(request_frame(Cmd.WRITE_REGS, 25, pairs(population=4), version=2)),
+        ("version", raw(other),
          Status.VERSION, (25, 2)),
         ("command 0x09", raw(request_frame(0x09, 26)), Status.COMMAND, (26, 9)),
         ("command 0x00", raw(request_frame(0x00, 27)), Status.COMMAND, (27, 0)),
@@ -350,11 +352,14 @@ PARAM_CASES = [
     ("write unmapped 0x40", Cmd.WRITE_REGS, words([0x40, 1])),
     ("write 0x105", Cmd.WRITE_REGS, words([0x105, 1])),
     ("read unmapped 0x40", Cmd.READ_REGS, words([reg("id"), 0x40])),
-    ("write mem sel 9", Cmd.WRITE_MEM, words([9 << 24, 1])),
+    ("write mem sel 13", Cmd.WRITE_MEM, words([13 << 24, 1])),
+    ("write mem weights_packed (read-only)", Cmd.WRITE_MEM, words([11 << 24, 1])),
+    ("read mem samples_packed (write-only)", Cmd.READ_MEM, words([9 << 24, 1])),
     ("write mem g", Cmd.WRITE_MEM, words([6 << 24, 1])),
     ("write mem count 0", Cmd.WRITE_MEM, words([0 << 24])),
     ("write mem past depth", Cmd.WRITE_MEM, words([3 << 24 | 15, 1, 2])),
-    ("read mem sel 10", Cmd.READ_MEM, words([10 << 24, 1])),
+    ("read mem sel 13", Cmd.READ_MEM, words([13 << 24, 1])),
+    ("read mem member_x_packed (write-only)", Cmd.READ_MEM, words([10 << 24, 1])),
     ("write mem logits", Cmd.WRITE_MEM, words([8 << 24, 1])),
     ("read mem count 0", Cmd.READ_MEM, words([0 << 24, 0])),
     ("read mem count too big", Cmd.READ_MEM, words([0 << 24, max_payload(FB) // 4 + 1])),

@@ -15,17 +15,16 @@ op        header fields, following words        response words
 
 Memory words carry their value in the low bits (a weight word 16 bits, a sample byte 8,
 a score ``score_bits`` sign-extended). A *packed* select (the ``packed`` parameter: the
-protocol's ``samples_packed`` and ``member_x_packed``) writes a byte memory four bytes a
-word: ``WMEM`` of a packed select at ``addr`` writes the byte memory's bytes from
-``4 addr`` on, each word's bits ``[7:0]`` first; the accesses leave the decoder as byte
-writes of the byte memory's select. Writes (registers and memories), memory reads and
-``RUN`` wait while the accelerator is ``busy``; ``RREG`` never waits, so a host polls
-``status`` and ``step`` during a run. An unknown ``op`` sets ``bad_command`` (until the
-next ``RUN``) and the word is dropped (the next word is read as a header).
+protocol's ``samples_packed``, ``member_x_packed``, ``weights_packed`` and
+``latent_packed``) carries several elements of another memory a word, 8 or 16 bits each,
+the first in the low bits: ``WMEM``/``RMEM`` of a packed select at ``addr`` writes or
+reads the memory's elements from ``(32 / bits) addr`` on; the accesses leave the
+decoder as element accesses of that memory's select (a read's element is its low
+``bits``: a signed memory's two's complement).
 
-Throughput: one command or data word per cycle on writes (four cycles per word of a
-packed select: a byte a cycle); five cycles per word read from
-a memory (address, two waits, data, response beat), three per register read (the
+Throughput: one command or data word per cycle on writes (a packed word: an element a
+cycle); five cycles per word read from a memory (address, two waits, data, response
+beat; a packed word: four per element and the beat), three per register read (the
 register file's two-cycle read, the response beat), more under back-pressure.
 """
 
@@ -53,11 +52,11 @@ class CommandDecoder(wiring.Component):
 
     Parameters
     ----------
-    packed : dict of int to int
-        Packed select -> the select of the byte memory it writes (each 0..15, a packed
-        select not also a byte memory's): a ``WMEM`` of a packed select writes four
-        bytes a word (module docstring). ``RMEM`` of a packed select is not decoded
-        specially (the link engine refuses it).
+    packed : dict of int to (int, int)
+        Packed select -> (the select of the memory it reaches, element bits: 8 or 16);
+        selects 0..15, a packed select not also a target (module docstring). The
+        decoder takes both ``WMEM`` and ``RMEM`` of a packed select; which of them a
+        host may send is the link engine's check.
 
     Interface attributes
     --------------------
@@ -79,14 +78,16 @@ class CommandDecoder(wiring.Component):
         Sticky: an unknown op was received (cleared by a RUN).
     """
 
-    def __init__(self, packed: dict[int, int] | None = None):
+    def __init__(self, packed: dict[int, tuple[int, int]] | None = None):
         self.packed = {}
-        for k, v in (packed or {}).items():
+        for k, (v, bits) in (packed or {}).items():
             check_int("packed select", k, 0, 15)
-            check_int(f"packed[{k}]", v, 0, 15)
-            self.packed[k] = v
-        if set(self.packed) & set(self.packed.values()):
-            raise ValueError(f"packed={packed!r}: a select both packed and a byte memory")
+            check_int(f"packed[{k}] select", v, 0, 15)
+            if bits not in (8, 16):
+                raise ValueError(f"packed[{k}] element bits={bits!r} is not one of 8, 16")
+            self.packed[k] = (v, bits)
+        if set(self.packed) & {v for v, _ in self.packed.values()}:
+            raise ValueError(f"packed={packed!r}: a select both packed and a target")
         super().__init__(
             {
                 "cmd": In(stream.Signature(32)),
@@ -121,13 +122,15 @@ class CommandDecoder(wiring.Component):
         rdata = Signal(32)
         word = self.cmd.payload
         take = self.cmd.valid & self.cmd.ready
-        # a packed WMEM: its byte memory's select, the byte address, and per word the
-        # three bytes after the first (written from ``rest`` while ``in_bytes``)
+        # a packed command: its target's select and element address; per word the
+        # elements after the first (a write's, from ``rest`` while ``in_elems``) or
+        # before the last (a read's, gathered into ``rdata`` from the top)
         sel = Signal(4)
         pack = Signal()  # the command's select is packed
+        half = Signal()  # ... with 16-bit elements (else 8)
         rest = Signal(24)
-        in_bytes = Signal()
-        byte_n = Signal(2)  # bytes of ``rest`` left - 1
+        in_elems = Signal()
+        elem_n = Signal(2)  # elements of the word left - 1
         last_word = Signal()  # the word in ``rest`` is the command's last
         m.d.comb += [
             self.reg_waddr.eq(head[:8]),
@@ -135,9 +138,10 @@ class CommandDecoder(wiring.Component):
             self.reg_wdata.eq(word),
             self.mem_sel.eq(sel),
             self.mem_addr.eq(addr),
-            self.mem_wdata.eq(Cat(Mux(in_bytes, rest[:8], word[:8]), word[8:])),
+            self.mem_wdata.eq(Cat(Mux(in_elems, rest[:16], word[:16]), word[16:])),
             self.run_kind.eq(head[:4]),
         ]
+        elems_after_first = Mux(half, 0, 2)  # elem_n at a word's second element
 
         with m.FSM():
             with m.State("HEAD"):
@@ -148,11 +152,18 @@ class CommandDecoder(wiring.Component):
                         addr.eq(word[:24]),
                         sel.eq(word[24:28]),
                         pack.eq(0),
+                        half.eq(0),
                     ]
-                    with m.If(word[28:] == Op.WMEM):
-                        for k, v in self.packed.items():
+                    with m.If((word[28:] == Op.WMEM) | (word[28:] == Op.RMEM)):
+                        for k, (v, bits) in self.packed.items():
                             with m.If(word[24:28] == k):
-                                m.d.sync += [addr.eq(word[:22] << 2), sel.eq(v), pack.eq(1)]
+                                first = word[:22] << 2 if bits == 8 else word[:23] << 1
+                                m.d.sync += [
+                                    addr.eq(first),
+                                    sel.eq(v),
+                                    pack.eq(1),
+                                    half.eq(bits == 16),
+                                ]
                     with m.Switch(word[28:]):
                         with m.Case(Op.WREG):
                             m.next = "WREG"
@@ -187,6 +198,7 @@ class CommandDecoder(wiring.Component):
                     with m.Elif(head[28:] == Op.WMEM):
                         m.next = "WDATA"
                     with m.Else():
+                        m.d.sync += elem_n.eq(Mux(half, 1, 3))  # a packed read's elements
                         m.next = "RADDR"
             with m.State("WDATA"):
                 m.d.comb += [self.cmd.ready.eq(~self.busy), self.mem_wen.eq(take)]
@@ -194,21 +206,26 @@ class CommandDecoder(wiring.Component):
                     m.d.sync += [addr.eq(addr + 1), count.eq(count - 1), count_one.eq(count == 2)]
                     with m.If(pack):
                         m.d.sync += [
-                            rest.eq(word[8:]),
-                            in_bytes.eq(1),
-                            byte_n.eq(2),
+                            rest.eq(Mux(half, word[16:], word[8:])),
+                            in_elems.eq(1),
+                            elem_n.eq(elems_after_first),
                             last_word.eq(count_one),
                         ]
-                        m.next = "WBYTES"
+                        m.next = "WELEMS"
                     with m.Elif(count_one):
                         m.next = "HEAD"
-            # a packed word's bytes 1..3, a byte a cycle (while not busy, as WDATA)
-            with m.State("WBYTES"):
+            # a packed word's elements after the first, one a cycle (while not busy, as
+            # WDATA)
+            with m.State("WELEMS"):
                 m.d.comb += self.mem_wen.eq(~self.busy)
                 with m.If(~self.busy):
-                    m.d.sync += [addr.eq(addr + 1), rest.eq(rest >> 8), byte_n.eq(byte_n - 1)]
-                    with m.If(byte_n == 0):
-                        m.d.sync += in_bytes.eq(0)
+                    m.d.sync += [
+                        addr.eq(addr + 1),
+                        rest.eq(Mux(half, rest >> 16, rest >> 8)),
+                        elem_n.eq(elem_n - 1),
+                    ]
+                    with m.If(elem_n == 0):
+                        m.d.sync += in_elems.eq(0)
                         with m.If(last_word):
                             m.next = "HEAD"
                         with m.Else():
@@ -222,12 +239,32 @@ class CommandDecoder(wiring.Component):
             with m.State("RWAIT2"):
                 m.next = "RDATA"
             with m.State("RDATA"):
-                m.d.sync += rdata.eq(self.mem_rdata)
-                m.next = "RSEND"
+                with m.If(pack):  # the element into the top, the earlier ones down
+                    m.d.sync += [
+                        rdata.eq(
+                            Mux(
+                                half,
+                                Cat(rdata[16:], self.mem_rdata[:16]),
+                                Cat(rdata[8:], self.mem_rdata[:8]),
+                            )
+                        ),
+                        addr.eq(addr + 1),
+                        elem_n.eq(elem_n - 1),
+                    ]
+                    with m.If(elem_n == 0):
+                        m.next = "RSEND"
+                    with m.Else():
+                        m.next = "RADDR"
+                with m.Else():
+                    m.d.sync += rdata.eq(self.mem_rdata)
+                    m.next = "RSEND"
             with m.State("RSEND"):
                 m.d.comb += [self.rsp.valid.eq(1), self.rsp.payload.eq(rdata)]
                 with m.If(self.rsp.ready):
-                    m.d.sync += [addr.eq(addr + 1), count.eq(count - 1), count_one.eq(count == 2)]
+                    m.d.sync += [count.eq(count - 1), count_one.eq(count == 2)]
+                    m.d.sync += elem_n.eq(Mux(half, 1, 3))
+                    with m.If(~pack):
+                        m.d.sync += addr.eq(addr + 1)
                     with m.If(count_one):
                         m.next = "HEAD"
                     with m.Else():
