@@ -250,11 +250,11 @@ class Device:
     def write_bytes(self, mem: str, addr: int, values: Iterable[int]) -> None:
         """``write_mem`` of a byte memory (``samples``, ``member_x``: each value's low 8
         bits), four bytes a word through its packed select from a multiple of 4 on
-        (docs/protocol.md, "Packed bytes"); the one to three bytes before it and after
+        (docs/protocol.md, "Packed words"); the one to three bytes before it and after
         the last whole word one a word."""
         vals = (np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
                 .astype(np.int64).ravel() & 0xFF)  # fmt: skip
-        packed = {v: k for k, v in PACKED_MEMORIES.items()}[mem]
+        packed, _ = _packed_select(mem, "w")
         head = min(len(vals), -addr % 4)
         whole = (len(vals) - head) // 4 * 4
         if head:
@@ -263,6 +263,28 @@ class Device:
             self.write_mem(packed, (addr + head) // 4, ap.pack_bytes(vals[head : head + whole]))
         if head + whole < len(vals):
             self.write_mem(mem, addr + head + whole, vals[head + whole :])
+
+    def read_mem_packed(self, mem: str, addr: int, count: int) -> np.ndarray:
+        """``read_mem`` of the weights or the latent state, two weight words or four
+        latent values a word through its packed select (docs/protocol.md, "Packed words")
+        from a multiple of 2 or 4 on; the elements before it and after the last whole
+        word one a word. The same values as ``read_mem``."""
+        packed, bits = _packed_select(mem, "r")
+        per = 32 // bits
+        head = min(count, -addr % per)
+        whole = (count - head) // per
+        out = []
+        if head:
+            out.append(self.read_mem(mem, addr, head))
+        if whole:
+            w = self.read_mem(packed, (addr + head) // per, whole).astype("<u4")
+            elems = w.view("<u2" if bits == 16 else "<u1")
+            if mem in SIGNED_MEMORIES:
+                elems = elems.view("<i2" if bits == 16 else "i1")
+            out.append(elems.astype(np.int64))
+        if head + per * whole < count:
+            out.append(self.read_mem(mem, addr + head + per * whole, count - head - per * whole))
+        return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def read_mem(self, mem: str, addr: int, count: int) -> np.ndarray:
         """``count`` words of memory ``mem`` from ``addr`` (int64; signed memories
@@ -408,6 +430,15 @@ def sim_params(
     }
 
 
+def _packed_select(mem: str, access: str) -> tuple[str, int]:
+    """The packed select of memory ``mem`` a host may use for ``access`` ("r", "w") and
+    its element bits (``PACKED_MEMORIES``)."""
+    for name, (target, bits, acc) in PACKED_MEMORIES.items():
+        if target == mem and acc == access:
+            return name, bits
+    raise ValueError(f"memory {mem!r} has no packed select for {access!r}")
+
+
 # ---------------------------------------------------------------------- training
 class Trainer:
     """ES steps of a training task on a device, with golden's data order.
@@ -464,10 +495,10 @@ class Trainer:
         cfg = self.cfg
         shapes = [cfg.shape(l) for l in range(cfg.n_layers)]
         n_words = sum(-(-out * fan // DIGITS_PER_WORD) for out, fan in shapes)  # spec 1.4
-        weights = ap.weights_from_words(self.dev.read_mem("weights", 0, n_words), shapes)
+        weights = ap.weights_from_words(self.dev.read_mem_packed("weights", 0, n_words), shapes)
         latent = None
         if cfg.update == "latent":
-            flat = self.dev.read_mem("latent", 0, sum(o * f for o, f in shapes))
+            flat = self.dev.read_mem_packed("latent", 0, sum(o * f for o, f in shapes))
             latent = [v.astype(np.int16) for v in ap.latent_from_words(flat, shapes)]
         return TrainState(cfg, step, weights, latent)
 

@@ -255,6 +255,50 @@ def test_write_bytes_sends_whole_words_packed_and_the_rest_a_byte_a_word(addr, n
     assert sends == want
 
 
+@pytest.mark.parametrize("mem", ["weights", "latent"])
+@pytest.mark.parametrize("addr, n", [(0, 8), (0, 11), (3, 10), (2, 1), (1, 3), (5, 0)])
+def test_read_mem_packed_reads_whole_words_packed_and_the_rest_a_word_each(mem, addr, n):
+    """``Device.read_mem_packed``: the same values as ``read_mem`` (latent values signed),
+    whole words through the packed select (two weight words or four latent bytes a word)
+    from a multiple of 2 or 4 on, the elements before and after them a word each."""
+    from pentegg.rtl.accelerator import MEMORIES
+
+    per = 2 if mem == "weights" else 4
+    sel, psel = MEMORIES[mem], MEMORIES[f"{mem}_packed"]
+    if mem == "weights":
+        values = [(0xF00D + 77 * i) & 0xFFFF for i in range(40)]
+    else:  # signed bytes, the extremes among them
+        values = [(i * 29) % 255 - 127 for i in range(40)]
+    sends = []
+
+    def script(frame, k):
+        if frame[2] == Cmd.READ_MEM:
+            h, count = struct.unpack("<2I", frame[5:13])
+            s, at = h >> 24, h & 0xFFFFFF
+            sends.append((s, count))
+            if s == psel:
+                bits = 32 // per
+                mask = (1 << bits) - 1
+                out = [
+                    sum((values[per * (at + i) + j] & mask) << bits * j for j in range(per))
+                    for i in range(count)
+                ]
+            else:
+                assert s == sel
+                out = [values[at + i] & 0xFFFF_FFFF for i in range(count)]
+            return _framed(_response(frame[1], frame[2], 0, words(out)))
+        return _framed(_response(frame[1], frame[2], 0, _info_words()))
+
+    got = Device(ScriptedTransport(script), timeout=1.0).read_mem_packed(mem, addr, n)
+    assert got.tolist() == values[addr : addr + n]
+    head = min(n, -addr % per)
+    whole = (n - head) // per
+    tail = n - head - per * whole
+    assert sends == [(sel, head)] * bool(head) + [(psel, whole)] * bool(whole) + [
+        (sel, tail)
+    ] * bool(tail)
+
+
 def test_serial_without_a_rate_tries_each_board_rate_then_names_them():
     """A port where nothing answers: every board rate is tried, and the one-line error
     names them and how to give a rate."""
