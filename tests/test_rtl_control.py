@@ -1,3 +1,4 @@
+# amaranth: UnusedElaboratable=no
 """The command decoder and register file (Amaranth simulator)."""
 
 from __future__ import annotations
