@@ -265,8 +265,9 @@ class Device:
             self.write_mem(mem, addr + head + whole, vals[head + whole :])
 
     def read_mem_packed(self, mem: str, addr: int, count: int) -> np.ndarray:
-        """``read_mem`` of the weights or the latent state, two weight words or four
-        latent values a word through its packed select (docs/protocol.md, "Packed words")
+        """``read_mem`` of the weights, the latent state or the logits, two weight words or
+        four latent values or logits a word through its packed select (docs/protocol.md,
+        "Packed words")
         from a multiple of 2 or 4 on; the elements before it and after the last whole
         word one a word. The same values as ``read_mem``."""
         packed, bits = _packed_select(mem, "r")
@@ -542,7 +543,7 @@ class Trainer:
         self.dev.write_bytes("member_x", 0, ap.member_words(x))
         self.dev.run("eval")
         n = pop * batch * cfg.layers[-1]
-        return self.dev.read_mem("logits", 0, n).reshape(pop, batch, cfg.layers[-1])
+        return self.dev.read_mem_packed("logits", 0, n).reshape(pop, batch, cfg.layers[-1])
 
     def _host_scored_step(self, t: int) -> np.ndarray:
         self.dev.write_regs({"step": t})

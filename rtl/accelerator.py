@@ -27,7 +27,7 @@ domain's reset, where there is one (simulation), also resets the blocks.
 Host memory selects (``WMEM``/``RMEM`` ``sel``): :data:`MEMORIES`; the packed selects of
 :data:`PACKED_MEMORIES` carry several elements of a memory a word (the command decoder
 makes an element access of each): the byte memories written four bytes a word, the
-weights and the latent state read two words or four values a word.
+weights, the latent state and the logits read two words or four values a word.
 
 Per-member inputs (RL, ``shared = 0``): the host writes member ``m``'s input ``k`` of
 sample ``b`` at ``(m * batch + b) * n_0 + k`` of ``member_x``, runs ``EVAL`` and reads
@@ -89,11 +89,12 @@ MEMORIES = {
     "member_x": 7,
     "logits": 8,
     # several elements a word (docs/protocol.md, "Packed words"): write-only, four bytes
-    # a word; read-only, two weight words or four latent values a word
+    # a word; read-only, two weight words or four latent values or logits a word
     "samples_packed": 9,
     "member_x_packed": 10,
     "weights_packed": 11,
     "latent_packed": 12,
+    "logits_packed": 13,
 }
 
 #: The packed selects: name -> (the memory they reach, element bits, host access).
@@ -102,6 +103,7 @@ PACKED_MEMORIES = {
     "member_x_packed": ("member_x", 8, "w"),
     "weights_packed": ("weights", 16, "r"),
     "latent_packed": ("latent", 8, "r"),
+    "logits_packed": ("logits", 8, "r"),
 }
 
 

@@ -165,6 +165,8 @@ def test_fuzzed_frames_get_the_right_status_and_change_nothing(device):
                     (Cmd.READ_MEM, words([10 << 24, 1])),  # member_x_packed too
                     (Cmd.WRITE_MEM, words([11 << 24, 1])),  # weights_packed is read-only
                     (Cmd.WRITE_MEM, words([12 << 24, 1])),  # latent_packed too
+                    (Cmd.WRITE_MEM, words([13 << 24, 1])),  # logits_packed too
+                    (Cmd.READ_MEM, words([14 << 24, 1])),  # no memory 14
                     # past samples_packed's 16 words (64 sample bytes)
                     (Cmd.WRITE_MEM, words([9 << 24 | 15, 1, 2])),
                     (Cmd.READ_MEM, words([0, 0])),  # count 0

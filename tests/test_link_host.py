@@ -255,7 +255,7 @@ def test_write_bytes_sends_whole_words_packed_and_the_rest_a_byte_a_word(addr, n
     assert sends == want
 
 
-@pytest.mark.parametrize("mem", ["weights", "latent"])
+@pytest.mark.parametrize("mem", ["weights", "latent", "logits"])
 @pytest.mark.parametrize("addr, n", [(0, 8), (0, 11), (3, 10), (2, 1), (1, 3), (5, 0)])
 def test_read_mem_packed_reads_whole_words_packed_and_the_rest_a_word_each(mem, addr, n):
     """``Device.read_mem_packed``: the same values as ``read_mem`` (latent values signed),

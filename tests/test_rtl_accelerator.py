@@ -303,6 +303,12 @@ def test_accelerator_per_member_eval_reads_member_x_and_writes_golden_logits(
             got = ap.logits_from_words(words, cfg.population, batch, cfg.layers[-1])
             want = population_forward(cfg, state.weights, make_noise(cfg, step), x)
             Scoreboard(f"per-member eval {t}").check("logits", want.ravel(), got.ravel())
+            n4 = n_y // 4  # the same logits through logits_packed, four a word
+            packed = await send(ap.mem_read("logits_packed", 0, n4), n4)
+            want4 = ap.pack_bytes(np.asarray(words[: 4 * n4]))
+            Scoreboard(f"per-member eval {t}, packed").check(
+                "logits_packed", np.array(want4), np.array(packed)
+            )
         # 2 more samples per member: the logits do not fit, the run is refused
         await send(ap.reg_write("batch", batch + 1, ml) + ap.run("eval"))
         status = await wait_idle(send, ml)
@@ -381,7 +387,8 @@ def test_packed_selects_write_the_byte_memories_and_read_weights_and_latent(mem_
             words = [int(v) for v in rng.integers(0, 1 << 32, size=5, dtype=np.uint64)]
             head = [int(v) for v in rng.integers(0, 256, size=4)]
             writes[target] = (head, words, packed)
-        else:  # weights: 16-bit words; latent: values in range, negative ones too
+        elif target != "logits":  # (the host cannot write the logits: the per-member
+            # eval's test reads them packed) weights: 16-bit words; latent: in range
             lo, hi = (0, 1 << 16) if target == "weights" else (-31, 32)
             vals = [int(v) for v in rng.integers(lo, hi, size=per * 4)]
             reads[target] = (vals, packed, per, bits)

@@ -121,8 +121,8 @@ enum {
     M_WEIGHTS, M_LATENT, M_SAMPLES, M_LABELS, M_BATCH, M_SCORES, M_G, M_MEMBER_X, M_LOGITS,
     /* several elements a word, the first in the low bits (docs/protocol.md, "Packed
      * words"): write-only, four bytes a word; read-only, two weight words or four latent
-     * values (their two's complement bytes) a word */
-    M_SAMPLES_PACKED, M_MEMBER_X_PACKED, M_WEIGHTS_PACKED, M_LATENT_PACKED,
+     * values or logits (their two's complement bytes) a word */
+    M_SAMPLES_PACKED, M_MEMBER_X_PACKED, M_WEIGHTS_PACKED, M_LATENT_PACKED, M_LOGITS_PACKED,
 };
 
 int mem_valid(uint32_t sel, uint32_t addr, uint32_t count, int write) {
@@ -142,6 +142,7 @@ int mem_valid(uint32_t sel, uint32_t addr, uint32_t count, int write) {
     case M_SAMPLES_PACKED: depth = write ? SAMPLE_BYTES / 4 : 0; break;
     case M_MEMBER_X_PACKED: depth = write ? MEMBER_BYTES / 4 : 0; break;
     case M_WEIGHTS_PACKED: depth = write ? 0 : WEIGHT_WORDS / 2; break;
+    case M_LOGITS_PACKED: depth = write ? 0 : LOGIT_BYTES / 4; break;
 #if !PENTARY
     case M_LATENT_PACKED: depth = write ? 0 : LATENT_WORDS / 4; break;
 #endif
@@ -164,6 +165,11 @@ uint32_t mem_read(uint32_t sel, uint32_t addr) {
     case M_MEMBER_X: return mem_member_x[addr];
     case M_LOGITS: return (uint32_t)(int32_t)mem_logits[addr];
     case M_WEIGHTS_PACKED: return w_get(2 * addr) | (uint32_t)w_get(2 * addr + 1) << 16;
+    case M_LOGITS_PACKED: {
+        uint32_t v = 0;
+        for (int j = 0; j < 4; j++) v |= (uint32_t)(uint8_t)mem_logits[4 * addr + j] << 8 * j;
+        return v;
+    }
 #if !PENTARY
     case M_LATENT_PACKED: {
         uint32_t v = 0;
