@@ -97,7 +97,8 @@ MEMORIES = {
     "logits_packed": 13,
 }
 
-#: The packed selects: name -> (the memory they reach, element bits, host access).
+#: The packed selects: name -> (the memory they reach, element bits, host access). A
+#: build has one where its memory holds a whole word of elements.
 PACKED_MEMORIES = {
     "samples_packed": ("samples", 8, "w"),
     "member_x_packed": ("member_x", 8, "w"),
@@ -127,11 +128,12 @@ class Accelerator(wiring.Component):
     pivots : int
         Pairs per sweep of the Shaper's rank shaping, 1..16.
     sample_bytes, label_words, batch_words : int
-        Depths of the sample, label and batch-index memories (16..2**20).
+        Depths of the sample, label and batch-index memories (16..2**20;
+        ``sample_bytes`` a multiple of 4: whole words of ``samples_packed``).
     member_bytes, logit_bytes : int
-        Depths of the per-member input and logit memories (16..2**20; default 4096 and
-        1024): a per-member run holds ``population * batch * n_0`` and ``population *
-        batch * n_L`` bytes.
+        Depths of the per-member input and logit memories (16..2**20, ``member_bytes`` a
+        multiple of 4; default 4096 and 1024): a per-member run holds ``population *
+        batch * n_0`` and ``population * batch * n_L`` bytes.
 
     Interface attributes
     --------------------
@@ -280,7 +282,9 @@ class Accelerator(wiring.Component):
         mems["member_x"] = (MEMORIES["member_x"], self.depths["member_x"], "rw")
         mems["logits"] = (MEMORIES["logits"], self.depths["logits"], "r")
         for name, (target, bits, access) in PACKED_MEMORIES.items():
-            if target in mems:  # a word's elements all in the memory
+            # a word's elements all in the memory (a 1-wide, 1-layer build's weights are
+            # one word: no weights_packed)
+            if target in mems and mems[target][1] >= 32 // bits:
                 mems[name] = (MEMORIES[name], mems[target][1] // (32 // bits), access)
         return mems
 
@@ -290,7 +294,7 @@ class Accelerator(wiring.Component):
         p = self.params
         lat = p.mem_latency
         dec = CommandDecoder(
-            packed={MEMORIES[k]: (MEMORIES[t], bits) for k, (t, bits, _) in PACKED_MEMORIES.items()}
+            packed={MEMORIES[k]: (MEMORIES[t], b, a) for k, (t, b, a) in PACKED_MEMORIES.items()}
         )
         regs = RegisterFile(self.max_layers)
         ctl = Controller(eval_error_bits=len(self.evaluator.error))

@@ -411,8 +411,26 @@ def test_packed_selects_write_the_byte_memories_and_read_weights_and_latent(mem_
                 sum((vals[per * i + j] & mask) << bits * j for j in range(per)) for i in range(1, 4)
             ]
             Scoreboard(f"RMEM {packed}").check(packed, np.array(exp), np.array(got))
+        # a write to the read-only weights_packed reaches no memory
+        await send(ap.mem_write("weights_packed", 1, [0xBEEF_CAFE, 0x1234_5678]))
+        got = await send(ap.mem_read("weights", 0, 8), 8)
+        Scoreboard("weights").check("weights", np.array(reads["weights"][0]), np.array(got))
 
     run_on(dut, script)
+
+
+def test_a_build_whose_memory_holds_less_than_a_word_has_no_packed_select_for_it():
+    """A 1-wide, 1-layer build: its weights are one word and its latent state two values,
+    so it has neither weights_packed nor latent_packed (a select of depth 0), and its
+    Device (the link engine checks every depth) still builds."""
+    from pentegg.rtl.catalog import silence
+    from pentegg.rtl.link.device import Device
+
+    mems = Accelerator(lanes=1, max_layers=1, max_width=1).host_memories
+    assert mems["weights"][1] == 1 and mems["latent"][1] == 2
+    assert "weights_packed" not in mems and "latent_packed" not in mems
+    assert all(depth >= 1 for _, depth, _ in mems.values())
+    silence(Device(lanes=1, max_layers=1, max_width=1))
 
 
 def test_accelerator_per_member_memories_are_selects_7_and_8_and_logits_read_only():

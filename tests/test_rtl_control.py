@@ -20,7 +20,7 @@ from pentegg.sim.scoreboard import Scoreboard
 
 class _Bench:
     """A decoder wired to a register file, a 32-bit memory (sel 0) and a byte memory (sel
-    1; ``packed``: the decoder's, e.g. ``{9: (1, 8)}``), for tests."""
+    1; ``packed``: the decoder's, e.g. ``{9: (1, 8, "w")}``), for tests."""
 
     def __init__(self, busy_cycles: int = 0, packed=None):
         self.m = m = Module()
@@ -179,9 +179,9 @@ def test_a_memory_block_of_zero_words_is_a_header_and_its_count():
     assert got == [ID_VALUE, 32] and b.writes == []
 
 
-#: The benches' packed selects: 9 and 12 bytes of the byte memory, 11 16-bit halves of
-#: the 32-bit memory.
-PACKED = {9: (1, 8), 11: (0, 16), 12: (1, 8)}
+#: The benches' packed selects: 9 (written) and 12 (read) bytes of the byte memory, 11
+#: 16-bit halves of the 32-bit memory (both ways).
+PACKED = {9: (1, 8, "w"), 11: (0, 16, "rw"), 12: (1, 8, "r")}
 
 
 def _wmem(sel, addr, data):
@@ -243,13 +243,23 @@ def test_a_packed_write_of_16_bit_elements_reads_back_through_the_same_select():
     assert got == data, [hex(v) for v in got]
 
 
+def test_a_packed_select_in_its_other_direction_reaches_no_memory():
+    """WMEM of read-only packed select 12 is decoded as of select 12 (no memory): the byte
+    memory and the 32-bit memory keep what they held."""
+    words = _wmem(1, 0, [7] * 8) + _wmem(0, 0, [9] * 2) + _wmem(12, 0, [0xFFFF_FFFF] * 2)
+    got, _ = _Bench(packed=PACKED).run(words + _rmem(1, 0, 8) + _rmem(0, 0, 2), 10)
+    assert got == [7] * 8 + [9] * 2
+
+
 def test_packed_selects_are_checked():
     with pytest.raises(ValueError, match=r"^packed select=16 is not an integer in 0\.\.15$"):
-        CommandDecoder(packed={16: (1, 8)})
+        CommandDecoder(packed={16: (1, 8, "w")})
     with pytest.raises(ValueError, match="both packed and a target"):
-        CommandDecoder(packed={9: (1, 8), 1: (2, 8)})
+        CommandDecoder(packed={9: (1, 8, "w"), 1: (2, 8, "r")})
     with pytest.raises(ValueError, match=r"^packed\[9\] element bits=4 is not one of 8, 16$"):
-        CommandDecoder(packed={9: (1, 4)})
+        CommandDecoder(packed={9: (1, 4, "w")})
+    with pytest.raises(ValueError, match=r"^packed\[9\] access='x' is not one of r, w, rw$"):
+        CommandDecoder(packed={9: (1, 8, "x")})
 
 
 @pytest.mark.parametrize("max_layers", [0, 9])

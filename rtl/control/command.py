@@ -15,12 +15,14 @@ op        header fields, following words        response words
 
 Memory words carry their value in the low bits (a weight word 16 bits, a sample byte 8,
 a score ``score_bits`` sign-extended). A *packed* select (the ``packed`` parameter: the
-protocol's ``samples_packed``, ``member_x_packed``, ``weights_packed`` and
-``latent_packed``) carries several elements of another memory a word, 8 or 16 bits each,
-the first in the low bits: ``WMEM``/``RMEM`` of a packed select at ``addr`` writes or
-reads the memory's elements from ``(32 / bits) addr`` on; the accesses leave the
-decoder as element accesses of that memory's select (a read's element is its low
-``bits``: a signed memory's two's complement).
+protocol's ``samples_packed``, ``member_x_packed``, ``weights_packed``,
+``latent_packed`` and ``logits_packed``) carries several elements of another memory a
+word, 8 or 16 bits each, the first in the low bits: ``WMEM`` (``RMEM``) of a packed
+select the host may write (read) at ``addr`` writes (reads) the memory's elements from
+``(32 / bits) addr`` on; the accesses leave the decoder as element accesses of that
+memory's select (a read's element is its low ``bits``: a signed memory's two's
+complement). The other direction is decoded as of an unpacked select, which reaches no
+memory.
 
 Throughput: one command or data word per cycle on writes (a packed word: an element a
 cycle); five cycles per word read from a memory (address, two waits, data, response
@@ -34,7 +36,7 @@ from amaranth import Cat, Module, Mux, Signal
 from amaranth.lib import enum, stream, wiring
 from amaranth.lib.wiring import In, Out
 
-from ..params import check_int
+from ..params import check_choice, check_int
 
 __all__ = ["CommandDecoder", "Op"]
 
@@ -52,11 +54,11 @@ class CommandDecoder(wiring.Component):
 
     Parameters
     ----------
-    packed : dict of int to (int, int)
-        Packed select -> (the select of the memory it reaches, element bits: 8 or 16);
-        selects 0..15, a packed select not also a target (module docstring). The
-        decoder takes both ``WMEM`` and ``RMEM`` of a packed select; which of them a
-        host may send is the link engine's check.
+    packed : dict of int to (int, int, str)
+        Packed select -> (the select of the memory it reaches, element bits: 8 or 16,
+        the host's access: ``"r"``, ``"w"`` or ``"rw"``); selects 0..15, a packed select
+        not also a target (module docstring). The link engine refuses the other
+        direction before it reaches the decoder.
 
     Interface attributes
     --------------------
@@ -78,15 +80,16 @@ class CommandDecoder(wiring.Component):
         Sticky: an unknown op was received (cleared by a RUN).
     """
 
-    def __init__(self, packed: dict[int, tuple[int, int]] | None = None):
+    def __init__(self, packed: dict[int, tuple[int, int, str]] | None = None):
         self.packed = {}
-        for k, (v, bits) in (packed or {}).items():
+        for k, (v, bits, access) in (packed or {}).items():
             check_int("packed select", k, 0, 15)
             check_int(f"packed[{k}] select", v, 0, 15)
             if bits not in (8, 16):
                 raise ValueError(f"packed[{k}] element bits={bits!r} is not one of 8, 16")
-            self.packed[k] = (v, bits)
-        if set(self.packed) & {v for v, _ in self.packed.values()}:
+            check_choice(f"packed[{k}] access", access, ("r", "w", "rw"))
+            self.packed[k] = (v, bits, access)
+        if set(self.packed) & {v for v, _, _ in self.packed.values()}:
             raise ValueError(f"packed={packed!r}: a select both packed and a target")
         super().__init__(
             {
@@ -154,16 +157,17 @@ class CommandDecoder(wiring.Component):
                         pack.eq(0),
                         half.eq(0),
                     ]
-                    with m.If((word[28:] == Op.WMEM) | (word[28:] == Op.RMEM)):
-                        for k, (v, bits) in self.packed.items():
-                            with m.If(word[24:28] == k):
-                                first = word[:22] << 2 if bits == 8 else word[:23] << 1
-                                m.d.sync += [
-                                    addr.eq(first),
-                                    sel.eq(v),
-                                    pack.eq(1),
-                                    half.eq(bits == 16),
-                                ]
+                    for k, (v, bits, access) in self.packed.items():
+                        ops = [Op.WMEM] * ("w" in access) + [Op.RMEM] * ("r" in access)
+                        hit = (word[24:28] == k) & Cat(word[28:] == op for op in ops).any()
+                        with m.If(hit):
+                            first = word[:22] << 2 if bits == 8 else word[:23] << 1
+                            m.d.sync += [
+                                addr.eq(first),
+                                sel.eq(v),
+                                pack.eq(1),
+                                half.eq(bits == 16),
+                            ]
                     with m.Switch(word[28:]):
                         with m.Case(Op.WREG):
                             m.next = "WREG"
