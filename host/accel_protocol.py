@@ -62,8 +62,7 @@ def mem_write(mem: str, addr: int, values: Iterable[int]) -> list[int]:
 def pack_bytes(values: Iterable[int]) -> list[int]:
     """Bytes (each value's low 8 bits) four to a word, the first in bits 7:0: the words of
     a packed select (docs/protocol.md, "Packed words"). A multiple of 4 values."""
-    b = np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
-    b = (b.astype(np.int64) & 0xFF).astype(np.uint8).ravel()
+    b = (np.asarray(list(values)).astype(np.int64) & 0xFF).astype(np.uint8).ravel()
     if b.size % 4:
         raise ValueError(f"{b.size} bytes do not fill whole words (a multiple of 4)")
     return [int(w) for w in b.view("<u4")]

@@ -252,17 +252,15 @@ class Device:
         bits), four bytes a word through its packed select from a multiple of 4 on
         (docs/protocol.md, "Packed words"); the one to three bytes before it and after
         the last whole word one a word."""
-        vals = (np.asarray(list(values) if not isinstance(values, np.ndarray) else values)
-                .astype(np.int64).ravel() & 0xFF)  # fmt: skip
+        vals = np.asarray(list(values)).astype(np.int64).ravel() & 0xFF
         packed, _ = _packed_select(mem, "w")
-        head = min(len(vals), -addr % 4)
-        whole = (len(vals) - head) // 4 * 4
+        head, end = _word_span(addr, len(vals), 4)
         if head:
             self.write_mem(mem, addr, vals[:head])
-        if whole:
-            self.write_mem(packed, (addr + head) // 4, ap.pack_bytes(vals[head : head + whole]))
-        if head + whole < len(vals):
-            self.write_mem(mem, addr + head + whole, vals[head + whole :])
+        if end > head:
+            self.write_mem(packed, (addr + head) // 4, ap.pack_bytes(vals[head:end]))
+        if end < len(vals):
+            self.write_mem(mem, addr + end, vals[end:])
 
     def read_mem_packed(self, mem: str, addr: int, count: int) -> np.ndarray:
         """``read_mem`` of the weights, the latent state or the logits, two weight words or
@@ -272,19 +270,16 @@ class Device:
         word one a word. The same values as ``read_mem``."""
         packed, bits = _packed_select(mem, "r")
         per = 32 // bits
-        head = min(count, -addr % per)
-        whole = (count - head) // per
+        head, end = _word_span(addr, count, per)
         out = []
         if head:
             out.append(self.read_mem(mem, addr, head))
-        if whole:
-            w = self.read_mem(packed, (addr + head) // per, whole).astype("<u4")
-            elems = w.view("<u2" if bits == 16 else "<u1")
-            if mem in SIGNED_MEMORIES:
-                elems = elems.view("<i2" if bits == 16 else "i1")
-            out.append(elems.astype(np.int64))
-        if head + per * whole < count:
-            out.append(self.read_mem(mem, addr + head + per * whole, count - head - per * whole))
+        if end > head:
+            w = self.read_mem(packed, (addr + head) // per, (end - head) // per)
+            kind = "i" if mem in SIGNED_MEMORIES else "u"
+            out.append(w.astype("<u4").view(f"<{kind}{bits // 8}").astype(np.int64))
+        if end < count:
+            out.append(self.read_mem(mem, addr + end, count - end))
         return np.concatenate(out) if out else np.zeros(0, dtype=np.int64)
 
     def read_mem(self, mem: str, addr: int, count: int) -> np.ndarray:
@@ -429,6 +424,14 @@ def sim_params(
         "frame_bytes": 8192,
         **over,
     }
+
+
+def _word_span(addr: int, count: int, per: int) -> tuple[int, int]:
+    """Of ``count`` elements from ``addr``, ``per`` a packed word: the offsets ``(head,
+    end)`` of the whole words (the elements before ``head`` and from ``end`` on go one
+    a word)."""
+    head = min(count, -addr % per)
+    return head, head + (count - head) // per * per
 
 
 def _packed_select(mem: str, access: str) -> tuple[str, int]:

@@ -144,7 +144,7 @@ class CommandDecoder(wiring.Component):
             self.mem_wdata.eq(Cat(Mux(in_elems, rest[:16], word[:16]), word[16:])),
             self.run_kind.eq(head[:4]),
         ]
-        elems_after_first = Mux(half, 0, 2)  # elem_n at a word's second element
+        last_elem = Mux(half, 1, 3)  # elem_n at a word's first element (elements - 1)
 
         with m.FSM():
             with m.State("HEAD"):
@@ -202,7 +202,7 @@ class CommandDecoder(wiring.Component):
                     with m.Elif(head[28:] == Op.WMEM):
                         m.next = "WDATA"
                     with m.Else():
-                        m.d.sync += elem_n.eq(Mux(half, 1, 3))  # a packed read's elements
+                        m.d.sync += elem_n.eq(last_elem)  # a packed read's elements
                         m.next = "RADDR"
             with m.State("WDATA"):
                 m.d.comb += [self.cmd.ready.eq(~self.busy), self.mem_wen.eq(take)]
@@ -212,7 +212,7 @@ class CommandDecoder(wiring.Component):
                         m.d.sync += [
                             rest.eq(Mux(half, word[16:], word[8:])),
                             in_elems.eq(1),
-                            elem_n.eq(elems_after_first),
+                            elem_n.eq(last_elem - 1),
                             last_word.eq(count_one),
                         ]
                         m.next = "WELEMS"
@@ -266,7 +266,7 @@ class CommandDecoder(wiring.Component):
                 m.d.comb += [self.rsp.valid.eq(1), self.rsp.payload.eq(rdata)]
                 with m.If(self.rsp.ready):
                     m.d.sync += [count.eq(count - 1), count_one.eq(count == 2)]
-                    m.d.sync += elem_n.eq(Mux(half, 1, 3))
+                    m.d.sync += elem_n.eq(last_elem)
                     with m.If(~pack):
                         m.d.sync += addr.eq(addr + 1)
                     with m.If(count_one):
