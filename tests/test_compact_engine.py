@@ -279,11 +279,12 @@ def _layer_cycles(rank: int, fan_in: int, n_out: int, shared: bool) -> int:
 
 @pytest.mark.parametrize("fan_in", [1, 5, 10])
 def test_layer_rows_take_the_documented_cycles(fan_in):
-    """LAYER's throughput at rank 4 (module docstring): a row takes ``max(fan, r + 2)``
-    cycles a member (``fan`` for its MACs, ``r + 2`` at least for the finish), a shared
-    layer 0's ``r + 3`` for both members: two more rows add that."""
+    """LAYER's throughput at rank 4 (module docstring): a row of both members takes
+    ``max(fan, 2r + 2)`` cycles (``fan`` for its two MACs, one weight read for both
+    members; ``2r + 2`` at least for the finish of both), a shared layer 0's ``r + 3``:
+    two more rows add that."""
     fan, r = fan_in + 1, 4
-    for shared, want in ((False, 2 * max(fan, r + 2)), (True, r + 3)):
+    for shared, want in ((False, max(fan, 2 * r + 2)), (True, r + 3)):
         a, b = (_layer_cycles(r, fan_in, n_out, shared) for n_out in (3, 5))
         assert (b - a) / 2 == want, (
             f"fan {fan} shared {shared}: {(b - a) / 2} cycles a row, documented {want}"

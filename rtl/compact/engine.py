@@ -2,8 +2,9 @@
 its votes.
 
 The firmware (rtl/compact/firmware) keeps the schedule of spec 10.2; the engine does the
-arithmetic of one pair at a time, in low-rank mode (spec 5, 6.2), one member after the
-other through one datapath (the UP5K's logic cells are its limit, not its cycles):
+arithmetic of one pair at a time, in low-rank mode (spec 5, 6.2), both members' rows
+through two MACs that share each weight digit read, everything else one member after
+the other (the UP5K's logic cells are its limit, not its cycles):
 
 * ``NOISE l, A|B``: the digits of one stream of the pair (``A_l`` or ``B_l``, spec 2-3)
   from its start state ``x0`` (the ``X0`` register: the firmware mixes the keys, spec
@@ -16,14 +17,15 @@ other through one datapath (the UP5K's logic cells are its limit, not its cycles
   ``s`` in activation bank ``3 * (s & 1)``, low bytes for ``s < 2``, high bytes else;
   its base products in the base memory's slot ``s``), so that the firmware generates a
   pair's noise once for four samples;
-* ``LAYER l``: for member + (the activations' low bytes), then member − (their high
-  bytes): ``x± . B`` (``r`` sums, all in one pass), then per output row ``o``:
-  ``acc± = x± . W_l[o]^T`` (or the base product: layer 0 of a shared sample) and
-  ``h± = act(acc± ± rshr((x± . B) . A[o]^T, k))`` (spec 5.3: ``rshr`` by the layer's
-  shift, saturated to 0..127, or to -127..127 in the last layer), into the member's byte
-  of the other bank. Layer 0 of a shared sample is one pass for both members: their
-  input, ``x . B``, base product and ``p = (x . B) . A[o]^T`` are the same (spec 6.2), so
-  each row's ``p`` goes through the tail twice, with ``+`` and with ``−``;
+* ``LAYER l``: ``x+ . B`` (member +: the activations' low bytes; ``r`` sums, all in one
+  pass), then ``x− . B`` (member −: their high bytes), then per output row ``o`` one pass
+  for both members, ``acc± = x± . W_l[o]^T`` (or the base product: layer 0 of a shared
+  sample), and ``h± = act(acc± ± rshr((x± . B) . A[o]^T, k))`` (spec 5.3: ``rshr`` by
+  the layer's shift, saturated to 0..127, or to -127..127 in the last layer), member +
+  then member −, into the member's byte of the other bank. Layer 0 of a shared sample
+  has one ``x . B`` pass: both members' input, ``x . B``, base product and ``p = (x . B)
+  . A[o]^T`` are the same (spec 6.2), so each row's ``p`` goes through the tail twice,
+  with ``+`` and with ``−``;
 * ``VOTE l``: the pair's votes of layer ``l`` (spec 8.1, low-rank: ``g A B^T``) for a
   block of rows: ``Z[(o - z_row) fan + k] (+)= g * sum_c A[o, c] B[k, c]`` for the rows
   ``o = z_row .. z_row + z_rows - 1`` and every input ``k`` (``fan = width l + 1``;
@@ -68,13 +70,14 @@ Every access is answered three cycles after its request, its data from a registe
 in every other cycle); an access to a memory waits while an op runs (the firmware reads
 ``CMD`` until it is idle).
 
-Throughput: a pass takes a cycle per input (``fan``). ``LAYER`` takes, per member,
-``fan`` cycles for ``x.B`` (all ``r`` sums at once), ``fan`` per output row (``r + 2`` at
-least: the finish's) and about 12 to set up and drain: for 64-16-10 at rank 4, 409
-cycles for layer 1. A shared layer 0 takes ``fan`` for ``x.B`` and ``r + 3`` per row for
-both members at once: 189 cycles for 64-16-10 (347 when it took the members in turn,
-``r + 2`` a row each; 240 with both members in the same cycles throughout, the datapath
-before, which did not fit).
+Throughput: a pass takes a cycle per input (``fan``). ``LAYER`` takes ``fan`` cycles for
+each member's ``x.B`` (all ``r`` sums at once), ``fan`` per output row for both members
+(``2r + 2`` at least: the finish's, both members') and about 12 to set up and drain:
+for 64-16-10 at rank 4, 225 cycles for layer 1 (409 when the rows took the members in
+turn, ``fan`` a row each), and 801 for digits' 64-64-10 (1,465). A shared layer 0
+takes ``fan`` for ``x.B`` and ``r + 3`` per row for both members at once: 189 cycles for
+64-16-10 (347 when it took the members in turn, ``r + 2`` a row each; 240 with both
+members in the same cycles throughout, the datapath before, which did not fit).
 ``BASE`` takes ``fan`` per row; ``NOISE`` a cycle per row and 4; ``VOTE`` ``r`` cycles
 per vote (one rank term a cycle: a select of ``g``, ``2 g`` or ``4 g`` and one adder),
 two more per row and about 6.
@@ -410,17 +413,19 @@ class CompactEngine(wiring.Component):
             return Cat(row[: self.row_bits], a, layer[:lbits])
 
         # ---------------------------------------------------------------- passes
-        # One member at a time (LAYER: member + from the words' low bytes, then member −
-        # from their high bytes). Every path is short (the UP5K's clock): stage 0 issues
-        # the memories' addresses of input k from counters and registered flags (the
-        # read addresses from flip-flops only); stage 1 registers the memories' data (and
-        # picks the weight digit); stage 2 is the MACs: x.B's r sums in one pass over the
-        # inputs, then a pass per output row (one MAC). A row's end hands its sum and A
-        # row to the finish: FA takes a rank term (xb[fc] and the A row's low digit, the
-        # row shifting), FB accumulates the low-rank product; the tail T1..T5 (shift,
-        # round, acc ±, shift, round), T6 (saturate), then the write of the member's byte.
+        # LAYER: x.B of member + (the words' low bytes), then of member − (their high
+        # bytes), then a pass per output row for both. Every path is short (the UP5K's
+        # clock): stage 0 issues the memories' addresses of input k from counters and
+        # registered flags (the read addresses from flip-flops only); stage 1 registers
+        # the memories' data (and picks the weight digit); stage 2 is the MACs: x.B's r
+        # sums in one pass over the inputs, then a pass per output row (two MACs, one
+        # weight digit). A row's end hands its sums and A row to the finish: FA takes a
+        # rank term (member +'s x.B sum c, then member −'s, and the A row's low digit,
+        # the row rotating), FB accumulates the low-rank product; the tail T1..T5
+        # (shift, round, acc ±, shift, round), T6 (saturate), then the write of the
+        # member's byte.
         layer = Signal(3)
-        member = Signal()  # 0: member + (the low bytes), 1: member −
+        member = Signal()  # x.B's pass: 0 member + (the low bytes), 1 member −
         n_out = Signal(8)
         bank_in = Signal(2)
         bank_out = Signal(2)
@@ -453,9 +458,12 @@ class CompactEngine(wiring.Component):
         s1_last = Signal()  # the pass's last input
         s1_row1 = Signal()  # a shared layer-0 row (its base product, no MAC)
         s1_pos = Signal(3)  # the weight digit's index in its word
+        s1_hi = Signal()  # the input's high bytes (member −'s x.B, a slot 2, 3 sample)
+        s1_m = Signal()  # member −'s x.B pass
         m.d.sync += s1.eq(0)
         s2 = Signal()  # stage 2 valid
         s2_xb, s2_first, s2_last, s2_row1 = Signal(), Signal(), Signal(), Signal()
+        s2_bias, s2_m = Signal(), Signal()
 
         # the input counter's two moves, requested by the states and applied in one
         # place (restart first), so that its next value is one choice of three, not a
@@ -540,7 +548,7 @@ class CompactEngine(wiring.Component):
                     m.d.sync += busy.eq(0)
                     goto("N_ROWS", "IDLE")
 
-        # ---- BASE and LAYER (LAYER: member +, then from SETUP again member −)
+        # ---- BASE and LAYER
         # a slot is a shared sample's (BASE, or a shared LAYER; per-member inputs: slot 0)
         in_slot = Mux(base_op | op_shared, slot, 0)
         with m.If(st["SETUP"]):
@@ -579,12 +587,19 @@ class CompactEngine(wiring.Component):
                 s1_first.eq(k == 0),
                 s1_last.eq(0),
                 s1_row1.eq(0),
+                s1_hi.eq(member | x_hi),
+                s1_m.eq(member),
             ]
             advance_k()
             with m.If(k_last):
                 restart_k()
-                m.d.sync += in_rows.eq(1)
-                goto("XB", "ROWS")
+                # member +'s pass, then member −'s (their sums kept apart: xbp, xb),
+                # but one pass for a shared layer 0 (both members' x.B is the same)
+                with m.If(shared0 | member):
+                    m.d.sync += [in_rows.eq(1), member.eq(0)]
+                    goto("XB", "ROWS")
+                with m.Else():
+                    m.d.sync += member.eq(1)
         with m.If(st["ROWS"]):
             row_end = shared0 | k_last
             # a row's last input waits while the finish works on the row before
@@ -597,6 +612,7 @@ class CompactEngine(wiring.Component):
                 s1_last.eq(row_end),
                 s1_row1.eq(shared0),
                 s1_pos.eq(wpos),
+                s1_hi.eq(x_hi),
             ]
             with m.If(go & ~shared0):  # the weights' cursor runs on over row ends
                 m.d.sync += wpos.eq(Mux(wpos == 4, 0, wpos + 1))
@@ -613,12 +629,8 @@ class CompactEngine(wiring.Component):
             # registered: nothing enters the pipeline here, so it stays empty
             m.d.sync += drained.eq(~s1 & ~s2 & ~fin_busy & ~tail_busy)
             with m.If(drained):
-                with m.If(base_op | member | shared0):  # a shared layer 0: both at once
-                    m.d.sync += busy.eq(0)
-                    goto("DRAIN", "IDLE")
-                with m.Else():
-                    m.d.sync += member.eq(1)
-                    goto("DRAIN", "SETUP")
+                m.d.sync += busy.eq(0)
+                goto("DRAIN", "IDLE")
 
         # ---- VOTE l: Z[i] (+)= g * sum_c A[o, c] B[k, c] (spec 8.1) for the block's rows
         # o = z_row .. z_row + z_rows - 1 and every input k of layer l (the pair's
@@ -728,7 +740,8 @@ class CompactEngine(wiring.Component):
 
         # ---- stage 1: the memories' data into registers
         xw = x_rp.data
-        s2_x = Signal(signed(8))
+        s2_x = Signal(signed(8))  # member +'s input (or x.B's member, or a BASE's)
+        s2_xm = Signal(signed(8))  # member −'s input (a row's second MAC)
         s2_d = Signal(3)  # the digit: of the B row (x.B) or of the weight word (a row)
         s2_n = Signal(3 * r)  # the A row (a row's end)
         s2_b = Signal(signed(self.xb_bits))
@@ -739,7 +752,10 @@ class CompactEngine(wiring.Component):
             s2_first.eq(s1_first),
             s2_last.eq(s1_last),
             s2_row1.eq(s1_row1),
-            s2_x.eq(Mux(s1_bias, BIAS, Mux(member | x_hi, xw[8:16], xw[:8]).as_signed())),
+            s2_bias.eq(s1_bias),
+            s2_m.eq(s1_m),
+            s2_x.eq(Mux(s1_bias, BIAS, Mux(s1_hi, xw[8:16], xw[:8]).as_signed())),
+            s2_xm.eq(Mux(s1_bias, BIAS, xw[8:16].as_signed())),
             s2_d.eq(w_digits[s1_pos]),
             s2_n.eq(n_rp.data),
             s2_b.eq(b_rp.data),
@@ -759,16 +775,27 @@ class CompactEngine(wiring.Component):
             total = Cat(neg, base) + Cat(neg, opnd)
             return total[1 : width + 1].as_signed()
 
-        # ---- stage 2: the MACs (x.B: r sums; a row: x.W)
+        # ---- stage 2: the MACs (x.B: r sums; a row: x.W of both members, one weight
+        # digit against the two inputs). x.B's pass for member + (or a shared layer 0's)
+        # leaves its sums in ``xb``; the cycle after its last MAC (``xb_keep``, from a
+        # flip-flop) they are copied into ``xbp`` (registers with an enable, no logic of
+        # their own), as member −'s pass, which leaves its own in ``xb``, starts
         xb = [Signal(signed(self.xb_bits), name=f"xb{c}") for c in range(r)]
+        xbp = [Signal(signed(self.xb_bits), name=f"xbp{c}") for c in range(r)]
         with m.If(s2 & s2_xb):
             m.d.sync += [
                 xb[c].eq(mac(xb[c], s2_first, s2_x, s2_n[3 * c : 3 * c + 3])) for c in range(r)
             ]
-        acc = Signal(signed(self.xb_bits))
+        xb_keep = Signal()
+        m.d.sync += xb_keep.eq(s2 & s2_xb & s2_bias & ~s2_m)
+        with m.If(xb_keep):
+            m.d.sync += [xbp[c].eq(xb[c]) for c in range(r)]
+        acc = Signal(signed(self.xb_bits))  # member +'s row (or a BASE row)
+        acc_m = Signal(signed(self.xb_bits))  # member −'s row
         sums = mac(acc, s2_first, s2_x, s2_d)
+        sums_m = mac(acc_m, s2_first, s2_xm, s2_d)
         with m.If(s2 & ~s2_xb & ~s2_row1):
-            m.d.sync += acc.eq(sums)
+            m.d.sync += [acc.eq(sums), acc_m.eq(sums_m)]
         # BASE: a row's sum is its base product, written the cycle after the row's last
         # MAC from acc (the MAC's carry chain into the block RAM's write data was among
         # the iCEBreaker build's late paths at 48 MHz, 21.41 ns at seed 4)
@@ -777,15 +804,17 @@ class CompactEngine(wiring.Component):
         m.d.sync += [b_we.eq(s2 & s2_last & base_op), b_waddr.eq(Cat(w_o[:ob], b_slot))]
         m.d.comb += [b_wp.addr.eq(b_waddr), b_wp.data.eq(acc), b_wp.en.eq(b_we)]
 
-        # ---- the finish: a row's sum (or the base product) and its A row wait here;
-        # cycles fc = 0 .. r-1 take a rank term (FA: xb[fc] and the A row's low digit, the
-        # A row shifting), FB accumulates p; cycle r + 1 hands the row to the tail; a row
-        # every r + 2 cycles. A shared layer 0 serves both members in one pass (their
-        # input, x.B, base product and p are the same; only p's sign differs, spec 6.2):
-        # cycle r + 1 hands member +'s row to the tail and cycle r + 2 member −'s, a row
-        # every r + 3 cycles
-        fc = Signal(range(r + 3))
-        fin_acc = Signal(signed(self.xb_bits))
+        # ---- the finish: a row's two sums (or the base product) and its A row wait
+        # here; cycles fc = 0 .. r-1 take member +'s rank terms (FA: xbp[fc] and the A
+        # row's low digit, the A row rotating), FB accumulates p, cycle r + 1 hands member
+        # +'s row to the tail; cycles r .. 2r-1 take member −'s (xb[fc - r]), cycle 2r + 1
+        # hands it to the tail: a row every 2r + 2 cycles at least. A shared layer 0's row
+        # (both members' input, x.B, base product and p are the same; only p's sign
+        # differs, spec 6.2): cycle r + 1 hands member +'s row to the tail and cycle r + 2
+        # member −'s, a row every r + 3 cycles
+        fc = Signal(range(2 * r + 2))
+        fin_acc = Signal(signed(self.xb_bits))  # member +'s sum (or both's: the base)
+        fin_acc_m = Signal(signed(self.xb_bits))  # member −'s
         fin_a = Signal(3 * r)
         # the row's sum: a shared layer-0 row's base product at once, a MAC row's from
         # acc the cycle after its last MAC (the carry chain into fin_acc was the
@@ -795,30 +824,29 @@ class CompactEngine(wiring.Component):
         fin_ld = Signal()
         m.d.sync += fin_ld.eq(s2 & s2_last & ~base_op & ~s2_row1)
         with m.If(fin_ld):
-            m.d.sync += fin_acc.eq(acc)
+            m.d.sync += [fin_acc.eq(acc), fin_acc_m.eq(acc_m)]
         with m.If(s2 & s2_last & ~base_op):
             m.d.sync += [fin_busy.eq(1), fc.eq(0), fin_a.eq(s2_n)]
             with m.If(s2_row1):
                 m.d.sync += fin_acc.eq(s2_b)
         with m.Elif(fin_busy):
-            m.d.sync += [fc.eq(fc + 1), fin_a.eq(fin_a >> 3)]
+            m.d.sync += [fc.eq(fc + 1), fin_a.eq(Cat(fin_a[3:], fin_a[:3]))]
             # the next row's end may issue: it reaches the finish as the last cycle
-            # (fc = r + 1, or r + 2 in a shared layer 0) ends
-            pend_end = Mux(shared0, r - 1, r - 2) if r > 1 else 0
-            with m.If(fc == pend_end):
+            # (fc = 2r + 1, or r + 2 in a shared layer 0) ends
+            with m.If(fc == Mux(shared0, r - 1, 2 * r - 2)):
                 m.d.sync += pend.eq(0)
-            with m.If(fc == Mux(shared0, r + 2, r + 1)):
+            with m.If(fc == Mux(shared0, r + 2, 2 * r + 1)):
                 m.d.sync += fin_busy.eq(0)
-        cbits = max(1, (r - 1).bit_length())
+        ibits = (2 * r - 1).bit_length()
         fa = Signal()
         fa_first = Signal()
         fa_x = Signal(signed(self.xb_bits))
         fa_d = Signal(3)
         m.d.sync += [
-            fa.eq(fin_busy & (fc < r)),
-            fa_first.eq(fc == 0),
+            fa.eq(fin_busy & (fc < Mux(shared0, r, 2 * r))),
+            fa_first.eq((fc == 0) | (fc == r)),
             fa_d.eq(fin_a[:3]),
-            fa_x.eq(Array(xb)[fc[:cbits]]),
+            fa_x.eq(Array(xbp + xb)[fc[:ibits]]),
         ]
         pacc = Signal(signed(self.p_bits))
         with m.If(fa):
@@ -826,10 +854,12 @@ class CompactEngine(wiring.Component):
 
         # ---- the tail: rshr(v, s) = ((2 v >> s) + 1) >> 1 (s >= 0); T1 takes p and the
         # row's sum as the next row's end may replace them
-        feed = fin_busy & ((fc == r + 1) | (fc == r + 2))
+        # member −'s feed: cycle r + 2 (a shared layer 0) or 2r + 1
+        feed_m = fc == Mux(shared0, r + 2, 2 * r + 1)
+        feed = fin_busy & ((fc == r + 1) | feed_m)
         # the fed row's member (0: +), down the tail with it
         t_m = [Signal(name=f"t{i}_m") for i in range(1, 7)]  # T1 .. T6
-        m.d.sync += [t_m[0].eq(member | (fc == r + 2))]
+        m.d.sync += [t_m[0].eq(feed_m)]
         m.d.sync += [t_m[i].eq(t_m[i - 1]) for i in range(1, 6)]
         t2_m, t6_m = t_m[1], t_m[5]
         t1_v = Signal()
@@ -838,7 +868,7 @@ class CompactEngine(wiring.Component):
         m.d.sync += [
             t1_v.eq(feed),
             t1_u.eq(Cat(Const(0, 1), pacc).as_signed() >> pshift),
-            t1_acc.eq(fin_acc),
+            t1_acc.eq(Mux(feed_m & ~shared0, fin_acc_m, fin_acc)),
         ]
         t2_v = Signal()
         t2_t = Signal(signed(self.p_bits))
@@ -851,9 +881,8 @@ class CompactEngine(wiring.Component):
         m.d.sync += [t4_v.eq(t3_v), t5_v.eq(t4_v), t6_v.eq(t5_v)]
         t6_h = activation_tail(m, t3_y, sh_s, last_layer)
         m.d.comb += tail_busy.eq(t1_v | t2_v | t3_v | t4_v | t5_v | t6_v)
-        # the next row written: after a row's member + in a shared layer 0 the same row's
-        # member − follows
-        with m.If(t6_v & (t6_m | ~shared0) | s2 & s2_last & base_op):
+        # the next row written: after a row's member + the same row's member − follows
+        with m.If(t6_v & t6_m | s2 & s2_last & base_op):
             m.d.sync += w_o.eq(w_o + 1)
 
         # ---- the activation memory's write port: the tail's member (its byte), or the core's
