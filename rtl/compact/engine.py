@@ -778,8 +778,11 @@ class CompactEngine(wiring.Component):
         # ---- stage 2: the MACs (x.B: r sums; a row: x.W of both members, one weight
         # digit against the two inputs). x.B's pass for member + (or a shared layer 0's)
         # leaves its sums in ``xb``; the cycle after its last MAC (``xb_keep``, from a
-        # flip-flop) they are copied into ``xbp`` (registers with an enable, no logic of
-        # their own), as member −'s pass, which leaves its own in ``xb``, starts
+        # flip-flop) they are copied into ``xbp``, as member −'s pass, which leaves its
+        # own in ``xb``, starts. ``xbp`` rotates through the finish (its term ``c`` in
+        # ``xbp[0]`` in the finish's cycle ``c``): its registers' logic cells hold a
+        # choice of two, where a choice of 2r sums at the finish's input took seven LUTs
+        # a bit (the iCEBreaker build's logic cells)
         xb = [Signal(signed(self.xb_bits), name=f"xb{c}") for c in range(r)]
         xbp = [Signal(signed(self.xb_bits), name=f"xbp{c}") for c in range(r)]
         with m.If(s2 & s2_xb):
@@ -805,7 +808,7 @@ class CompactEngine(wiring.Component):
         m.d.comb += [b_wp.addr.eq(b_waddr), b_wp.data.eq(acc), b_wp.en.eq(b_we)]
 
         # ---- the finish: a row's two sums (or the base product) and its A row wait
-        # here; cycles fc = 0 .. r-1 take member +'s rank terms (FA: xbp[fc] and the A
+        # here; cycles fc = 0 .. r-1 take member +'s rank terms (FA: xbp and the A
         # row's low digit, the A row rotating), FB accumulates p, cycle r + 1 hands member
         # +'s row to the tail; cycles r .. 2r-1 take member −'s (xb[fc - r]), cycle 2r + 1
         # hands it to the tail: a row every 2r + 2 cycles at least. A shared layer 0's row
@@ -831,13 +834,15 @@ class CompactEngine(wiring.Component):
                 m.d.sync += fin_acc.eq(s2_b)
         with m.Elif(fin_busy):
             m.d.sync += [fc.eq(fc + 1), fin_a.eq(Cat(fin_a[3:], fin_a[:3]))]
+            with m.If(fc < r):  # member +'s terms: xbp rotates, back in place after r
+                m.d.sync += [xbp[c].eq(xbp[(c + 1) % r]) for c in range(r)]
             # the next row's end may issue: it reaches the finish as the last cycle
             # (fc = 2r + 1, or r + 2 in a shared layer 0) ends
             with m.If(fc == Mux(shared0, r - 1, 2 * r - 2)):
                 m.d.sync += pend.eq(0)
             with m.If(fc == Mux(shared0, r + 2, 2 * r + 1)):
                 m.d.sync += fin_busy.eq(0)
-        ibits = (2 * r - 1).bit_length()
+        cbits = (r - 1).bit_length()
         fa = Signal()
         fa_first = Signal()
         fa_x = Signal(signed(self.xb_bits))
@@ -846,7 +851,9 @@ class CompactEngine(wiring.Component):
             fa.eq(fin_busy & (fc < Mux(shared0, r, 2 * r))),
             fa_first.eq((fc == 0) | (fc == r)),
             fa_d.eq(fin_a[:3]),
-            fa_x.eq(Array(xbp + xb)[fc[:ibits]]),
+            # member +'s term c from xbp[0] (rotated there), member −'s from xb[c - r]
+            # (r a power of two: c - r is c's low bits)
+            fa_x.eq(Mux(fc < r, xbp[0], Array(xb)[fc[:cbits]] if r > 1 else xb[0])),
         ]
         pacc = Signal(signed(self.p_bits))
         with m.If(fa):

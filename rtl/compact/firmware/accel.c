@@ -524,9 +524,10 @@ static int eval_engine(uint32_t batch_base) {
     static int8_t yp[MAX_WIDTH], ym[MAX_WIDTH];
     if (shared) {
         for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
-        /* a sample's score terms wait for the next sample's last layer when that takes
-         * longer than their compares (2 fan (n_out + 1) cycles against about 90 n_out:
-         * fan >= 48); a narrow layer's are added at once (xor's 8 inputs) */
+        /* a sample's score terms wait for the next sample's last layer when that hides
+         * most of their compares (fan (n_out + 2) cycles against about 90 n_out: digits'
+         * 780 against 900; fan >= 48); a narrow layer's are added at once (xor's 8
+         * inputs) */
         unsigned defer = width(n_layers() - 1) + 1 >= 48;
         volatile uint32_t *bank = logit_bank();
         for (unsigned b = 0; b < batch; b += SLOTS) {
