@@ -383,9 +383,11 @@ def test_the_compact_device_with_and_without_its_datapath_steps_equal_golden(
 @pytest.mark.parametrize(
     "task, cfg, batch, steps",
     [
-        # layer 0's votes in two blocks of rows (16 x 65 > Z_WORDS), the pentary update (its
-        # one step moves 53 of layer 0's weights and 9 of layer 1's)
-        ("digits", Config(layers=(64, 16, 10), population=32, update="pentary", tau=64), 16, 1),
+        # layer 0's votes in four blocks of rows (48 x 65 > 3 Z_WORDS), the pentary update
+        # (its one step moves 221 of layer 0's weights and 27 of layer 1's); a last layer
+        # of 49 inputs: the firmware compares a sample's logits while the engine runs the
+        # next sample's layers (accel.c, held_rows and held_scores)
+        ("digits", Config(layers=(64, 48, 10), population=32, update="pentary", tau=64), 16, 1),
         # batch 3: a group of shared samples smaller than the engine's slots
         ("xor", Config(layers=(2, 8, 2), population=16, rank=1, shaping="sign"), 3, 3),
     ],
@@ -395,7 +397,8 @@ def test_the_datapath_votes_equal_golden(task, cfg, batch, steps):
     """The datapath's VOTE op (the update's votes): in blocks of rows when a layer's do not
     fit its Z memory, at rank 1 as at rank 4, under the pentary update and sign shaping
     as under the defaults (above); the digits batch fills the engine's four sample slots
-    four times, xor's three of them."""
+    four times, xor's three of them; digits' scores from compares deferred into the
+    engine's next ops (a wide last layer), xor's at once."""
     _steps_equal_golden(task, cfg, batch, steps, 1)
 
 
