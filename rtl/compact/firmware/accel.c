@@ -446,22 +446,20 @@ static void engine_logits(unsigned n_out, int8_t *yp, int8_t *ym) {
     }
 }
 
-/* both members' score terms of a sample (spec 7.1, as score_term) added to their scores
- * sc[0] (member +) and sc[1] (member -), from the last layer's words y, {y-, y+} per
- * output row (the engine's bank or a copy of it): one read per row for both. The bytes
- * are compared with their sign bits flipped (x ^ 0x80 orders int8 as unsigned), so no
- * sign extension; a difference of two is the same. Inlined: a call costs xor's step
- * about 2 %. */
-static inline __attribute__((always_inline)) void
-add_score_terms(const volatile uint32_t *y, unsigned n_out, unsigned label, int32_t *sc) {
-    int32_t margin = (int32_t)regs[R_MARGIN];
-    if (n_out == 1) {
-        sc[0] += margin;
-        sc[1] += margin;
-        return;
-    }
-    int32_t op = 0, om = 0, lp = 0, lm = 0; /* largest other (flipped: >= 0), the label's */
-    for (unsigned o = 0; o < n_out; o++) {
+/* both members' compare state over a sample's logit rows (spec 7.1, as score_term): the
+ * largest other logit and the label's, their sign bits flipped (x ^ 0x80 orders int8 as
+ * unsigned, so no sign extension; a difference of two is the same) */
+struct margins {
+    int32_t op, om, lp, lm; /* largest other (flipped: >= 0) of member +, -; the label's */
+};
+
+/* rows from..to-1 of the last layer's words y ({y-, y+} per output row: the engine's bank
+ * or a copy of it; one read per row for both members) into the compare state */
+static inline __attribute__((always_inline)) void compare_rows(
+    const volatile uint32_t *y, unsigned from, unsigned to, unsigned label, struct margins *mg
+) {
+    int32_t op = mg->op, om = mg->om, lp = mg->lp, lm = mg->lm;
+    for (unsigned o = from; o < to; o++) {
         uint32_t v = y[o] ^ 0x8080u;
         int32_t yp = (int32_t)(v & 0xFF), ym = (int32_t)(v >> 8 & 0xFF);
         if (o == label) {
@@ -472,19 +470,46 @@ add_score_terms(const volatile uint32_t *y, unsigned n_out, unsigned label, int3
             if (ym > om) om = ym;
         }
     }
-    int32_t tp = lp - op, tm = lm - om;
+    mg->op = op;
+    mg->om = om;
+    mg->lp = lp;
+    mg->lm = lm;
+}
+
+/* both members' score terms from the compare state of all n_out rows, added to their
+ * scores sc[0] (member +) and sc[1] (member -); one output row: the margin */
+static inline __attribute__((always_inline)) void
+add_terms(const struct margins *mg, unsigned n_out, int32_t *sc) {
+    int32_t margin = (int32_t)regs[R_MARGIN];
+    if (n_out == 1) {
+        sc[0] += margin;
+        sc[1] += margin;
+        return;
+    }
+    int32_t tp = mg->lp - mg->op, tm = mg->lm - mg->om;
     sc[0] += tp < margin ? tp : margin;
     sc[1] += tm < margin ? tm : margin;
 }
 
+/* a sample's score terms at once. Inlined: a call costs xor's step about 2 %. */
+static inline __attribute__((always_inline)) void
+add_score_terms(const volatile uint32_t *y, unsigned n_out, unsigned label, int32_t *sc) {
+    struct margins mg = {0, 0, 0, 0};
+    if (n_out > 1) compare_rows(y, 0, n_out, label, &mg);
+    add_terms(&mg, n_out, sc);
+}
+
 static volatile uint32_t *logit_bank(void) { return &EX[128 * (1 + ((n_layers() - 1) & 1))]; }
 
-/* a sample's logits copied from the engine (hold_scores: the engine is idle), their
- * score terms added by held_scores while the engine runs the next sample's last layer:
- * where that layer takes longer than the core's compares (about 90 cycles a row) */
+/* a sample's logits copied from the engine (hold_scores: the engine is idle), compared
+ * while the engine runs the next sample's layers: held_rows up to a row during its first
+ * layer, held_scores the rest during its last, and the score terms added (the core's
+ * compares take about 100 cycles a row: digits' 10 rows outlast its last layer, 780
+ * cycles, but not its two layers) */
 static struct {
     uint32_t raw[MAX_WIDTH];
-    unsigned n_out, label, pending;
+    unsigned n_out, label, pending, next; /* next: the first row not compared yet */
+    struct margins mg;
     int32_t *sc;
 } held;
 
@@ -494,12 +519,20 @@ static void hold_scores(unsigned n_out, unsigned label, int32_t *sc) {
     held.n_out = n_out;
     held.label = label;
     held.sc = sc;
+    held.next = 0;
+    held.mg = (struct margins){0, 0, 0, 0};
     held.pending = 1;
+}
+
+static void held_rows(unsigned to) {
+    if (held.n_out > 1) compare_rows(held.raw, held.next, to, held.label, &held.mg);
+    held.next = to;
 }
 
 static void held_scores(void) {
     held.pending = 0;
-    add_score_terms(held.raw, held.n_out, held.label, held.sc);
+    held_rows(held.n_out);
+    add_terms(&held.mg, held.n_out, held.sc);
 }
 
 /* the network's registers of the datapath, and the step's stream start states */
@@ -524,10 +557,9 @@ static int eval_engine(uint32_t batch_base) {
     static int8_t yp[MAX_WIDTH], ym[MAX_WIDTH];
     if (shared) {
         for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
-        /* a sample's score terms wait for the next sample's last layer when that hides
-         * most of their compares (fan (n_out + 2) cycles against about 90 n_out: digits'
-         * 780 against 900; fan >= 48); a narrow layer's are added at once (xor's 8
-         * inputs) */
+        /* a sample's score terms wait for the next sample's layers when its last layer
+         * is wide (fan >= 48: fan (n_out + 2) cycles, digits' 780, against about 100
+         * n_out for the compares); a narrow layer's are added at once (xor's 8 inputs) */
         unsigned defer = width(n_layers() - 1) + 1 >= 48;
         volatile uint32_t *bank = logit_bank();
         for (unsigned b = 0; b < batch; b += SLOTS) {
@@ -559,8 +591,14 @@ static int eval_engine(uint32_t batch_base) {
                     unsigned nl = n_layers();
                     for (unsigned l = 0; l < nl; l++) {
                         engine_start(OP_LAYER | (l == 0 ? s << SLOT_SHIFT : 0), l, 1);
-                        /* the sample before's terms while the last layer runs */
-                        if (defer && l == nl - 1 && held.pending) held_scores();
+                        /* the sample before's compares while the engine runs: half
+                         * its rows during layer 0, the rest during the last layer */
+                        if (defer && held.pending) {
+                            if (l == nl - 1)
+                                held_scores();
+                            else if (l == 0)
+                                held_rows(n_out / 2);
+                        }
                         engine_wait();
                     }
                     if (defer)
