@@ -491,11 +491,13 @@ def test_icebreaker_default_is_the_compact_core_and_programs_its_firmware(
     """``pentegg build --board icebreaker --program``: the compact core (RV32I + firmware
     + the datapath) fits the UP5K, meets its 48 MHz clock, and the programmer is run
     twice: the firmware image at the flash's 1 MiB (a length word, then the image), then
-    the bitstream."""
+    the bitstream. At seed 2: seed 1's placement of the present netlist does not route
+    (nextpnr's router stalls; the default command then places again with seed 2, about
+    three minutes later; docs/boards.md, "A row's pass for both members")."""
     args_file = tmp_path / "args"
     r = pentegg(
         "build", "--board", "icebreaker", "--build-dir", str(tmp_path / "b"), "--program",
-        "--json", env=env_with(fake_programmer, args_file, append=True),
+        "--seed", "2", "--json", env=env_with(fake_programmer, args_file, append=True),
     )  # fmt: skip
     assert r.returncode == 0, r.stderr
     info = json.loads(r.stdout.strip().splitlines()[-1])
