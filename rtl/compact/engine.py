@@ -72,12 +72,13 @@ in every other cycle); an access to a memory waits while an op runs (the firmwar
 
 Throughput: a pass takes a cycle per input (``fan``). ``LAYER`` takes ``fan`` cycles for
 each member's ``x.B`` (all ``r`` sums at once), ``fan`` per output row for both members
-(``2r + 2`` at least: the finish's, both members') and about 12 to set up and drain:
+(``2r + 2`` at least: the finish's, both members') and about 21 to set up and drain:
 for 64-16-10 at rank 4, 225 cycles for layer 1 (409 when the rows took the members in
 turn, ``fan`` a row each), and 801 for digits' 64-64-10 (1,465). A shared layer 0
-takes ``fan`` for ``x.B`` and ``r + 3`` per row for both members at once: 189 cycles for
-64-16-10 (347 when it took the members in turn, ``r + 2`` a row each; 240 with both
-members in the same cycles throughout, the datapath before, which did not fit).
+takes ``fan`` for ``x.B``, ``r + 3`` per row for both members at once and about 12 to
+set up and drain: 189 cycles for 64-16-10 (347 when it took the members in turn,
+``r + 2`` a row each; 240 with both members in the same cycles throughout, the
+datapath before, which did not fit).
 ``BASE`` takes ``fan`` per row; ``NOISE`` a cycle per row and 4; ``VOTE`` ``r`` cycles
 per vote (one rank term a cycle: a select of ``g``, ``2 g`` or ``4 g`` and one adder),
 two more per row and about 6.

@@ -504,7 +504,7 @@ static volatile uint32_t *logit_bank(void) { return &EX[128 * (1 + ((n_layers() 
 /* a sample's logits copied from the engine (hold_scores: the engine is idle), compared
  * while the engine runs the next sample's layers: held_rows up to a row during its first
  * layer, held_scores the rest during its last, and the score terms added (the core's
- * compares take about 100 cycles a row: digits' 10 rows outlast its last layer, about
+ * compares take about 105 cycles a row: digits' 10 rows outlast its last layer, about
  * 800 cycles, but not its two layers) */
 static struct {
     uint32_t raw[MAX_WIDTH];
@@ -558,7 +558,7 @@ static int eval_engine(uint32_t batch_base) {
     if (shared) {
         for (unsigned m = 0; m < pop; m++) mem_scores[m] = 0;
         /* a sample's score terms wait for the next sample's layers when its last layer
-         * is wide (fan >= 48: fan (n_out + 2) cycles, digits' 780, against about 100
+         * is wide (fan >= 48: fan (n_out + 2) cycles, digits' 780, against about 105
          * n_out for the compares); a narrow layer's are added at once (xor's 8 inputs) */
         unsigned defer = width(n_layers() - 1) + 1 >= 48;
         volatile uint32_t *bank = logit_bank();
