@@ -59,10 +59,17 @@ def mem_write(mem: str, addr: int, values: Iterable[int]) -> list[int]:
     return [(Op.WMEM.value << 28) | (MEMORIES[mem] << 24) | addr, len(vals), *vals]
 
 
+def low_bytes(values: Iterable[int]) -> np.ndarray:
+    """Each value's low 8 bits, flat, as uint8 (an array is taken as it is, without a
+    Python list in between: a dataset is tens of thousands of values)."""
+    a = values if isinstance(values, np.ndarray) else np.asarray(list(values))
+    return (a.astype(np.int64) & 0xFF).astype(np.uint8).ravel()
+
+
 def pack_bytes(values: Iterable[int]) -> list[int]:
     """Bytes (each value's low 8 bits) four to a word, the first in bits 7:0: the words of
     a packed select (docs/protocol.md, "Packed words"). A multiple of 4 values."""
-    b = (np.asarray(list(values)).astype(np.int64) & 0xFF).astype(np.uint8).ravel()
+    b = low_bytes(values)
     if b.size % 4:
         raise ValueError(f"{b.size} bytes do not fill whole words (a multiple of 4)")
     return [int(w) for w in b.view("<u4")]

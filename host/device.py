@@ -252,7 +252,7 @@ class Device:
         bits), four bytes a word through its packed select from a multiple of 4 on
         (docs/protocol.md, "Packed words"); the one to three bytes before it and after
         the last whole word one a word."""
-        vals = np.asarray(list(values)).astype(np.int64).ravel() & 0xFF
+        vals = ap.low_bytes(values)
         packed, _ = _packed_select(mem, "w")
         head, end = _word_span(addr, len(vals), 4)
         if head:

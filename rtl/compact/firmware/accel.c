@@ -495,7 +495,7 @@ add_terms(const struct margins *mg, unsigned n_out, int32_t *sc) {
 static inline __attribute__((always_inline)) void
 add_score_terms(const volatile uint32_t *y, unsigned n_out, unsigned label, int32_t *sc) {
     struct margins mg = {0, 0, 0, 0};
-    if (n_out > 1) compare_rows(y, 0, n_out, label, &mg);
+    compare_rows(y, 0, n_out, label, &mg);
     add_terms(&mg, n_out, sc);
 }
 
@@ -525,7 +525,7 @@ static void hold_scores(unsigned n_out, unsigned label, int32_t *sc) {
 }
 
 static void held_rows(unsigned to) {
-    if (held.n_out > 1) compare_rows(held.raw, held.next, to, held.label, &held.mg);
+    compare_rows(held.raw, held.next, to, held.label, &held.mg);
     held.next = to;
 }
 
